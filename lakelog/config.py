@@ -1,0 +1,239 @@
+"""The one config loader: Kafka-named keys, typed and validated, defaults from `conf/`.
+
+`load("producer", {...})` returns a frozen `Config` holding every key of that kind
+(defaults from `conf/producer.properties` overlaid by the caller's values). An
+unknown key, a value of the wrong type or out of range raises `InvalidConfig`
+naming the key, before anything touches a table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakelog.errors import InvalidConfig
+
+CONF_DIR_ENV = "LAKELOG_CONF_DIR"
+KINDS = ("producer", "consumer", "admin", "topic", "broker")
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME_LENGTH = 249
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key: how to parse it and what range is legal."""
+
+    parse: Callable[[str, Any], Any]
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] | None = None
+
+    def coerce(self, name: str, raw: Any) -> Any:
+        value = self.parse(name, raw)
+        if self.low is not None and value < self.low:
+            raise InvalidConfig(f"config {name}={raw!r} is below the minimum {self.low:g}", key=name)
+        if self.high is not None and value > self.high:
+            raise InvalidConfig(f"config {name}={raw!r} is above the maximum {self.high:g}", key=name)
+        if self.choices is not None and value not in self.choices:
+            raise InvalidConfig(f"config {name}={raw!r} is not one of {', '.join(self.choices)}", key=name)
+        return value
+
+
+def _int(name: str, raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise InvalidConfig(f"config {name} takes an integer, not {raw!r}", key=name)
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and re.fullmatch(r"-?\d+", raw.strip()):
+        return int(raw)
+    raise InvalidConfig(f"config {name} takes an integer, not {raw!r}", key=name)
+
+
+def _bool(name: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise InvalidConfig(f"config {name} takes true or false, not {raw!r}", key=name)
+
+
+def _str(name: str, raw: Any) -> str:
+    if isinstance(raw, str):
+        return raw
+    raise InvalidConfig(f"config {name} takes a string, not {raw!r}", key=name)
+
+
+def _optional_name(name: str, raw: Any) -> str | None:
+    """An id that, like a topic name, is 1-249 of [a-zA-Z0-9._-]; empty means unset."""
+    value = _str(name, raw)
+    if value == "":
+        return None
+    validate_name(value, what=name)
+    return value
+
+
+def _root(name: str, raw: Any) -> str:
+    if isinstance(raw, os.PathLike):
+        raw = os.fspath(raw)
+    value = _str(name, raw)
+    if not value:
+        raise InvalidConfig(f"config {name} must name a root folder", key=name)
+    return value
+
+
+def validate_name(value: Any, *, what: str = "topic") -> str:
+    """Check a topic name or id: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'."""
+    from lakelog.errors import InvalidTopic
+
+    error = InvalidTopic if what == "topic" else InvalidConfig
+    if not isinstance(value, str):
+        raise error(f"{what} must be a string, not {type(value).__name__}", key=what)
+    if value in ("", ".", ".."):
+        raise error(f"{what} {value!r} is not a legal name", key=what)
+    if len(value) > MAX_NAME_LENGTH:
+        raise error(f"{what} is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}", key=what)
+    if not NAME_PATTERN.match(value):
+        raise error(f"{what} {value!r} may hold only ASCII letters, digits, '.', '_' and '-'", key=what)
+    return value
+
+
+INT = Key(_int)
+NON_NEGATIVE = Key(_int, low=0)
+POSITIVE = Key(_int, low=1)
+BOOL = Key(_bool)
+STRING = Key(_str)
+OPTIONAL_ID = Key(_optional_name)
+ROOT = Key(_root)
+COMPRESSION = Key(_str, choices=("none", "snappy", "gzip", "lz4", "zstd"))
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "producer": {
+        "lakelog.root": ROOT,
+        "client.id": STRING,
+        "enable.idempotence": BOOL,
+        "acks": Key(_str, choices=("all", "-1")),
+        "linger.ms": Key(_int, low=0, high=900_000),
+        "batch.size": Key(_int, low=1, high=2_147_483_647),
+        "batch.num.messages": Key(_int, low=1, high=100_000_000),
+        "message.max.bytes": Key(_int, low=1000, high=1_000_000_000),
+        "partitioner": Key(_str, choices=("consistent_random", "consistent", "random", "murmur2_random")),
+        "compression.type": COMPRESSION,
+        "retries": NON_NEGATIVE,
+        "retry.backoff.ms": Key(_int, low=1, high=300_000),
+        "message.timeout.ms": NON_NEGATIVE,
+        "transactional.id": OPTIONAL_ID,
+        "transaction.timeout.ms": Key(_int, low=1000, high=2_147_483_647),
+    },
+    "consumer": {
+        "lakelog.root": ROOT,
+        "client.id": STRING,
+        "group.id": OPTIONAL_ID,
+        "group.instance.id": OPTIONAL_ID,
+        "isolation.level": Key(_str, choices=("read_committed", "read_uncommitted")),
+        "enable.partition.eof": BOOL,
+        "auto.offset.reset": Key(_str, choices=("earliest", "smallest", "beginning", "latest", "largest", "end", "error")),
+        "enable.auto.commit": BOOL,
+        "enable.auto.offset.store": BOOL,
+        "auto.commit.interval.ms": NON_NEGATIVE,
+        "max.poll.records": POSITIVE,
+        "fetch.max.bytes": POSITIVE,
+        "max.partition.fetch.bytes": POSITIVE,
+        "fetch.wait.max.ms": NON_NEGATIVE,
+        "session.timeout.ms": Key(_int, low=1, high=3_600_000),
+        "heartbeat.interval.ms": Key(_int, low=1, high=3_600_000),
+    },
+    "admin": {
+        "lakelog.root": ROOT,
+        "client.id": STRING,
+        "request.timeout.ms": NON_NEGATIVE,
+    },
+    "topic": {
+        "num.partitions": Key(_int, low=1, high=100_000),
+        "check.expected.offsets": BOOL,
+        "compression.type": COMPRESSION,
+        "max.message.bytes": POSITIVE,
+        "producer.id.expiration.ms": Key(_int, low=1),
+        "checkpoint.interval.commits": Key(_int, low=1, high=1_000_000),
+        "segment.files": Key(_int, low=2),
+        "delete.retention.ms": NON_NEGATIVE,
+    },
+    "broker": {
+        "transaction.max.timeout.ms": POSITIVE,
+        "transaction.state.log.num.partitions": Key(_int, low=1, high=10_000),
+        "offsets.topic.num.partitions": Key(_int, low=1, high=10_000),
+        "transactional.id.expiration.ms": POSITIVE,
+    },
+}
+
+
+@dataclass(frozen=True)
+class Config(Mapping[str, Any]):
+    """A validated, complete, read-only set of config values of one kind."""
+
+    kind: str
+    values: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def conf_dir() -> Path:
+    """Where the default `.properties` files live: $LAKELOG_CONF_DIR or the repo's `conf/`."""
+    configured = os.environ.get(CONF_DIR_ENV)
+    return Path(configured) if configured else Path(__file__).resolve().parent.parent / "conf"
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Parse a Java-style `.properties` file: `key=value` lines, `#` comments."""
+    values: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, separator, value = line.partition("=")
+        if not separator:
+            raise InvalidConfig(f"{path.name}:{number}: expected key=value, got {line!r}", key=None)
+        values[key.strip()] = value.strip()
+    return values
+
+
+_defaults_cache: dict[str, dict[str, Any]] = {}
+
+
+def defaults(kind: str) -> dict[str, Any]:
+    """The validated defaults of one kind, from `conf/<kind>.properties`."""
+    if kind not in _defaults_cache:
+        raw = read_properties(conf_dir() / f"{kind}.properties")
+        _defaults_cache[kind] = _validate(kind, raw, source=f"conf/{kind}.properties")
+    return dict(_defaults_cache[kind])
+
+
+def load(kind: str, conf: Mapping[str, Any] | None = None) -> Config:
+    """Defaults of `kind` overlaid by `conf`, every key validated; raises InvalidConfig."""
+    if kind not in SCHEMA:
+        raise InvalidConfig(f"unknown config kind {kind!r}; expected one of {', '.join(KINDS)}", key=None)
+    if conf is not None and not isinstance(conf, Mapping):
+        raise InvalidConfig(f"{kind} config must be a dict, not {type(conf).__name__}", key=None)
+    values = defaults(kind)
+    values.update(_validate(kind, dict(conf or {}), source=f"{kind} config"))
+    return Config(kind, values)
+
+
+def _validate(kind: str, raw: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    schema = SCHEMA[kind]
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in schema:
+            raise InvalidConfig(f"unknown {kind} config key {key!r} in {source}", key=key)
+        values[key] = schema[key].coerce(key, value)
+    return values

@@ -1,0 +1,21 @@
+"""The partition log: append with dense offsets, conditional publish, idempotence, fetch."""
+
+from lakelog.log.partition import AppendResult, PartitionLog
+from lakelog.log.producer_ids import allocate_producer_id
+from lakelog.log.records import BatchHeader, ControlType, payload_table
+from lakelog.log.topic_config import TopicConfig
+from lakelog.log.topics import create_topic, list_topics, open_partition, topic_config
+
+__all__ = [
+    "AppendResult",
+    "BatchHeader",
+    "ControlType",
+    "PartitionLog",
+    "TopicConfig",
+    "allocate_producer_id",
+    "create_topic",
+    "list_topics",
+    "open_partition",
+    "payload_table",
+    "topic_config",
+]

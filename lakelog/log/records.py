@@ -1,0 +1,174 @@
+"""The row layout of a partition table and the batch that an append carries."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import InvalidRequest
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+# Sequences are int32 and wrap to 0 after this (S3.1).
+MAX_SEQUENCE = 2**31 - 1
+MAX_EPOCH = 2**15 - 1
+
+HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+
+# What the producer supplies for each record.
+PAYLOAD_SCHEMA = pa.schema(
+    [
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", HEADER_TYPE),
+    ]
+)
+
+# A partition row: a Kafka record plus what Kafka keeps in the batch header.
+PARTITION_SCHEMA = pa.schema(
+    [
+        pa.field("offset", pa.int64(), nullable=False),
+        *PAYLOAD_SCHEMA,
+        pa.field("producer_id", pa.int64(), nullable=False),
+        pa.field("producer_epoch", pa.int16(), nullable=False),
+        pa.field("sequence", pa.int32(), nullable=False),
+        pa.field("is_transactional", pa.bool_(), nullable=False),
+        pa.field("control", pa.string()),
+    ]
+)
+
+
+class ControlType(enum.Enum):
+    """The kind of a control row (a transaction marker)."""
+
+    COMMIT = "COMMIT"
+    ABORT = "ABORT"
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """What Kafka's record-batch header says about an append, plus KIP-27's expected offset."""
+
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+    is_transactional: bool = False
+    expected_offset: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("producer_id", "producer_epoch", "base_sequence"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidRequest(f"{name} must be an integer, not {value!r}")
+        if self.expected_offset is not None and (
+            not isinstance(self.expected_offset, int) or isinstance(self.expected_offset, bool) or self.expected_offset < 0
+        ):
+            raise InvalidRequest(f"expected_offset must be a non-negative integer, not {self.expected_offset!r}")
+        if self.producer_id < NO_PRODUCER_ID or self.producer_epoch < NO_PRODUCER_EPOCH:
+            raise InvalidRequest(f"producer id/epoch ({self.producer_id}, {self.producer_epoch}) is negative")
+        if self.producer_epoch > MAX_EPOCH:
+            raise InvalidRequest(f"producer_epoch {self.producer_epoch} exceeds {MAX_EPOCH}")
+        if not NO_SEQUENCE <= self.base_sequence <= MAX_SEQUENCE:
+            raise InvalidRequest(f"base_sequence {self.base_sequence} is outside [-1, {MAX_SEQUENCE}]")
+        if self.is_idempotent and (self.producer_epoch < 0 or self.base_sequence < 0):
+            raise InvalidRequest("an idempotent batch needs a producer epoch and a base sequence")
+
+    @property
+    def is_idempotent(self) -> bool:
+        return self.producer_id >= 0
+
+
+def last_sequence(base_sequence: int, record_count: int) -> int:
+    """The sequence of a batch's last record, wrapping at 2^31-1 (S3.1)."""
+    return (base_sequence + record_count - 1) % (MAX_SEQUENCE + 1)
+
+
+def next_sequence(sequence: int) -> int:
+    return (sequence + 1) % (MAX_SEQUENCE + 1)
+
+
+def payload_table(
+    values: list[bytes | None],
+    keys: list[bytes | None] | None = None,
+    headers: list[list[tuple[str, bytes | None]] | None] | None = None,
+    timestamps_ms: list[int] | None = None,
+) -> pa.Table:
+    """Build the payload columns of a batch from Python lists (a producer's buffer)."""
+    count = len(values)
+    return pa.Table.from_arrays(
+        [
+            pa.array(np.asarray(timestamps_ms, dtype="int64") * 1000, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+            if timestamps_ms is not None
+            else pa.nulls(count, pa.timestamp("us", tz="UTC")),
+            pa.array(keys if keys is not None else [None] * count, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array(
+                [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers]
+                if headers is not None
+                else [None] * count,
+                HEADER_TYPE,
+            ),
+        ],
+        schema=PAYLOAD_SCHEMA,
+    )
+
+
+def conform_payload(payload: pa.Table) -> pa.Table:
+    """Check and cast a caller's payload to PAYLOAD_SCHEMA; missing columns become nulls."""
+    if not isinstance(payload, pa.Table):
+        raise InvalidRequest(f"a batch payload must be a pyarrow.Table, not {type(payload).__name__}")
+    unknown = set(payload.column_names) - set(PAYLOAD_SCHEMA.names)
+    if unknown:
+        raise InvalidRequest(f"a batch payload may hold only {PAYLOAD_SCHEMA.names}; got {sorted(unknown)}")
+    columns = []
+    for field in PAYLOAD_SCHEMA:
+        if field.name in payload.column_names:
+            try:
+                columns.append(payload.column(field.name).cast(field.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+                raise InvalidRequest(f"payload column {field.name} cannot be read as {field.type}: {error}") from error
+        else:
+            columns.append(pa.nulls(payload.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=PAYLOAD_SCHEMA)
+
+
+def stamp(
+    payload: pa.Table,
+    base_offset: int,
+    header: BatchHeader,
+    now_us: int,
+    control: ControlType | None = None,
+) -> pa.Table:
+    """Add offsets and the batch header to a conformed payload: the rows to commit."""
+    count = payload.num_rows
+    timestamps = payload.column("timestamp")
+    if timestamps.null_count:
+        filled = pa.array(np.full(count, now_us, dtype="int64")).cast(pa.timestamp("us", tz="UTC"))
+        timestamps = pa.chunked_array(
+            [pc.if_else(timestamps.is_null(), filled, timestamps.combine_chunks())]
+        )
+    if header.base_sequence >= 0:
+        sequences = (np.arange(count, dtype="int64") + header.base_sequence) % (MAX_SEQUENCE + 1)
+    else:
+        sequences = np.full(count, NO_SEQUENCE, dtype="int64")
+    return pa.Table.from_arrays(
+        [
+            pa.array(np.arange(base_offset, base_offset + count, dtype="int64")),
+            timestamps,
+            payload.column("key"),
+            payload.column("value"),
+            payload.column("headers"),
+            pa.array(np.full(count, header.producer_id, dtype="int64")),
+            pa.array(np.full(count, header.producer_epoch, dtype="int16")),
+            pa.array(sequences.astype("int32")),
+            pa.array(np.full(count, header.is_transactional, dtype="bool")),
+            pa.nulls(count, pa.string()) if control is None else pa.array([control.value] * count, pa.string()),
+        ],
+        schema=PARTITION_SCHEMA,
+    )

@@ -1,0 +1,81 @@
+"""Topics under a root: `topics/<topic>/<partition>/`, one Delta table per partition."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lakelog.config import validate_name
+from lakelog.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
+from lakelog.log.partition import Clock, PartitionLog, wall_clock_ms
+from lakelog.log.records import PARTITION_SCHEMA
+from lakelog.log.topic_config import TopicConfig
+from lakelog.store import Table, check_root
+
+TOPICS_DIR = "topics"
+
+
+def topic_path(root: str, topic: str) -> Path:
+    return check_root(root) / TOPICS_DIR / validate_name(topic)
+
+
+def partition_path(root: str, topic: str, partition: int) -> Path:
+    return topic_path(root, topic) / str(partition)
+
+
+def create_topic(root: str, topic: str, num_partitions: int | None = None, config: Mapping[str, Any] | None = None) -> TopicConfig:
+    """Create a topic's partition tables; TopicAlreadyExists if partition 0 exists.
+
+    Partition 0 is created first, by put-if-absent, and decides the race; the
+    others follow and are completed by `open_partition` if a crash cut them short.
+    """
+    overrides = dict(config or {})
+    if num_partitions is not None:
+        if not isinstance(num_partitions, int) or isinstance(num_partitions, bool) or num_partitions < 1:
+            raise InvalidPartitions(f"num_partitions must be a positive integer, not {num_partitions!r}")
+        overrides["num.partitions"] = num_partitions
+    topic_config = TopicConfig.load(overrides)
+    path = topic_path(root, topic)
+    _, created = Table.create(str(path / "0"), PARTITION_SCHEMA, topic_config.table_configuration())
+    if not created:
+        raise TopicAlreadyExists(f"topic {topic} already exists", topic=topic)
+    _complete_partitions(root, topic, topic_config)
+    return topic_config
+
+
+def _complete_partitions(root: str, topic: str, topic_config: TopicConfig) -> None:
+    for partition in range(1, topic_config.num_partitions):
+        uri = str(partition_path(root, topic, partition))
+        if not Table.exists(uri):
+            Table.create(uri, PARTITION_SCHEMA, topic_config.table_configuration())
+
+
+def list_topics(root: str) -> list[str]:
+    folder = check_root(root) / TOPICS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(entry.name for entry in folder.iterdir() if Table.exists(str(entry / "0")))
+
+
+def topic_config(root: str, topic: str) -> TopicConfig:
+    uri = str(partition_path(root, topic, 0))
+    if not Table.exists(uri):
+        raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root}", topic=topic)
+    return TopicConfig.from_table_configuration(Table.open(uri).configuration)
+
+
+def open_partition(root: str, topic: str, partition: int, clock: Clock = wall_clock_ms) -> PartitionLog:
+    """Open one partition's log; UnknownTopicOrPartition if the topic or partition does not exist."""
+    if not isinstance(partition, int) or isinstance(partition, bool):
+        raise UnknownTopicOrPartition(f"partition must be an integer, not {partition!r}", topic=topic)
+    config = topic_config(root, topic)
+    if not 0 <= partition < config.num_partitions:
+        raise UnknownTopicOrPartition(
+            f"topic {topic} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=topic
+        )
+    uri = str(partition_path(root, topic, partition))
+    if not Table.exists(uri):
+        _complete_partitions(root, topic, config)
+    table = Table.open(uri)
+    return PartitionLog(table, topic, partition, TopicConfig.from_table_configuration(table.configuration), clock)

@@ -1,0 +1,204 @@
+"""Delta table access with the strict commit: exactly version v+1, or `CommitConflict`.
+
+This is the only module that imports `deltalake`. A `Table` holds one handle at a
+known snapshot version. Callers decide on that snapshot, then `append` commits
+version `version + 1` with no retry: if another writer took that version first,
+`CommitConflict` is raised, the handle is brought up to date, and the caller
+decides again. delta-rs' own retries (which rebase an append onto a newer
+version) are always switched off.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+from lakelog.errors import CommitConflict, CorruptRecord, InvalidConfig
+
+# A handle reused for many commits slows down (FINDINGS.md); reopen it this often.
+REOPEN_EVERY_COMMITS = 100
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One active data file of a snapshot, with the offset range its statistics give."""
+
+    path: str
+    min_offset: int
+    max_offset: int
+    num_records: int
+    size_bytes: int
+    min_producer_id: int
+    max_producer_id: int
+
+
+class Table:
+    """One Delta table and a handle at a known snapshot version."""
+
+    def __init__(self, uri: str, handle: DeltaTable) -> None:
+        self.uri = uri
+        self._handle = handle
+        self._commits_on_handle = 0
+        self._files: tuple[int, list[FileEntry]] | None = None
+
+    # -- opening and creating -------------------------------------------------
+
+    @classmethod
+    def open(cls, uri: str) -> Table:
+        """Open an existing table at its latest version; `TableNotFoundError` if absent."""
+        return cls(uri, DeltaTable(uri))
+
+    @classmethod
+    def create(cls, uri: str, schema: pa.Schema, configuration: Mapping[str, str]) -> tuple[Table, bool]:
+        """Create the table as version 0 (put-if-absent); returns (table, created by this call)."""
+        Path(uri).mkdir(parents=True, exist_ok=True)
+        try:
+            return cls(uri, DeltaTable.create(uri, schema, mode="error", configuration=dict(configuration), raise_if_key_not_exists=False)), True
+        except DeltaError:
+            if DeltaTable.is_deltatable(uri):
+                return cls.open(uri), False
+            raise
+
+    @staticmethod
+    def exists(uri: str) -> bool:
+        return DeltaTable.is_deltatable(uri)
+
+    # -- the snapshot in hand -------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return self._handle.version()
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self._handle.metadata().configuration)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema(self._handle.schema().to_arrow())
+
+    def app_version(self, app_id: str) -> int | None:
+        """The `txn` version recorded for `app_id` in this snapshot (survives checkpoints)."""
+        return self._handle.transaction_version(app_id)
+
+    def files(self) -> list[FileEntry]:
+        """Active data files of this snapshot, ordered by first offset; cached per version."""
+        version = self.version
+        if self._files is None or self._files[0] != version:
+            actions = pa.table(self._handle.get_add_actions(flatten=True))
+            entries = []
+            if actions.num_rows:
+                columns = actions.to_pydict()
+                for i in range(actions.num_rows):
+                    entries.append(
+                        FileEntry(
+                            path=columns["path"][i],
+                            min_offset=columns["min.offset"][i],
+                            max_offset=columns["max.offset"][i],
+                            num_records=columns["num_records"][i],
+                            size_bytes=columns["size_bytes"][i],
+                            min_producer_id=columns["min.producer_id"][i],
+                            max_producer_id=columns["max.producer_id"][i],
+                        )
+                    )
+            entries.sort(key=lambda entry: entry.min_offset)
+            self._files = (version, entries)
+        return self._files[1]
+
+    def file_path(self, entry: FileEntry) -> str:
+        return os.path.join(self.uri, entry.path)
+
+    def read_file(self, entry: FileEntry, columns: list[str] | None = None, predicate: pc.Expression | None = None) -> pa.Table:
+        """Read one data file of the snapshot; a missing or unreadable file is `CorruptRecord`."""
+        path = self.file_path(entry)
+        where = f"data file {entry.path} of {self.uri} (offsets {entry.min_offset}-{entry.max_offset})"
+        try:
+            return pq.read_table(path, columns=columns, filters=predicate)
+        except FileNotFoundError as error:
+            raise CorruptRecord(f"{where} is missing", path=path) from error
+        except (pa.ArrowException, OSError) as error:
+            raise CorruptRecord(f"{where} is unreadable: {error}", path=path) from error
+
+    def history(self, limit: int) -> list[dict]:
+        return self._handle.history(limit)
+
+    # -- moving the handle ----------------------------------------------------
+
+    def refresh(self) -> int:
+        """Bring the handle to the latest version (reopening an aged handle); returns it."""
+        if self._commits_on_handle >= REOPEN_EVERY_COMMITS:
+            self._handle = DeltaTable(self.uri)
+            self._commits_on_handle = 0
+        else:
+            self._handle.update_incremental()
+        return self.version
+
+    # -- the strict commit ----------------------------------------------------
+
+    def append(
+        self,
+        data: pa.Table,
+        *,
+        app_versions: Mapping[str, int] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        compression: str = "snappy",
+    ) -> int:
+        """Commit `data` as version `self.version + 1` or raise `CommitConflict`; returns the version."""
+        decided_on = self.version
+        properties = CommitProperties(
+            max_commit_retries=0,
+            app_transactions=[Transaction(app_id, version) for app_id, version in (app_versions or {}).items()],
+            custom_metadata=dict(metadata or {}),
+        )
+        try:
+            write_deltalake(
+                self._handle,
+                data,
+                mode="append",
+                commit_properties=properties,
+                writer_properties=_writer_properties(compression),
+            )
+        except CommitFailedError as error:
+            self.refresh()
+            raise CommitConflict(
+                f"version {decided_on + 1} of {self.uri} was taken by another writer",
+                decided_on=decided_on,
+                current_version=self.version,
+            ) from error
+        self._commits_on_handle += 1
+        committed = self.version
+        if committed != decided_on + 1:
+            # Never expected with retries off; if it happens the decision is void.
+            raise RuntimeError(f"{self.uri}: commit landed at {committed}, decided on {decided_on}")
+        return committed
+
+
+_writer_properties_cache: dict[str, WriterProperties] = {}
+
+
+def _writer_properties(compression: str) -> WriterProperties:
+    if compression not in _writer_properties_cache:
+        codec = "UNCOMPRESSED" if compression == "none" else compression.upper()
+        _writer_properties_cache[compression] = WriterProperties(compression=codec)
+    return _writer_properties_cache[compression]
+
+
+def check_root(root: str) -> Path:
+    """A root is a folder (created if absent); a root that is a file is refused."""
+    if not isinstance(root, (str, os.PathLike)) or not os.fspath(root):
+        raise InvalidConfig(f"lakelog.root must name a folder, not {root!r}", key="lakelog.root")
+    path = Path(os.fspath(root))
+    if path.exists() and not path.is_dir():
+        raise InvalidConfig(f"lakelog.root {path} is a file, not a folder", key="lakelog.root")
+    return path
+
+
+__all__ = ["FileEntry", "Table", "TableNotFoundError", "check_root", "REOPEN_EVERY_COMMITS"]
