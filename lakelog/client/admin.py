@@ -1,0 +1,102 @@
+"""`AdminClient`: create, list and describe topics, shaped like confluent_kafka.admin.AdminClient."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from lakelog import config
+from lakelog.client.producer import split_callbacks
+from lakelog.client.types import (
+    ClusterMetadata,
+    NewTopic,
+    PartitionDescription,
+    PartitionMetadata,
+    TopicDescription,
+    TopicMetadata,
+)
+from lakelog.errors import InvalidRequest, KafkaException
+from lakelog.log import create_topic, list_topics, open_partition, topic_config
+from lakelog.store import check_root
+
+
+def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
+    future: Future = Future()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+    return future
+
+
+def cluster_metadata(root: str, topic: str | None = None) -> ClusterMetadata:
+    """Every topic of the root (or one), with its partitions."""
+    names = [topic] if topic is not None else list_topics(root)
+    topics = {}
+    for name in names:
+        count = topic_config(root, name).num_partitions
+        topics[name] = TopicMetadata(name, {p: PartitionMetadata(p) for p in range(count)})
+    return ClusterMetadata(topics=topics, cluster_id=str(root))
+
+
+def describe_topic(root: str, topic: str) -> TopicDescription:
+    """A topic's partitions (offsets, files, table version) and its config."""
+    tc = topic_config(root, topic)
+    partitions = []
+    for partition in range(tc.num_partitions):
+        log = open_partition(root, topic, partition)
+        partitions.append(
+            PartitionDescription(
+                id=partition,
+                log_start_offset=log.log_start_offset(),
+                high_watermark=log.high_watermark(),
+                log_end_offset=log.log_end_offset(),
+                files=len(log.table.files()),
+                table_version=log.version,
+            )
+        )
+    return TopicDescription(topic, partitions, dict(tc.values))
+
+
+class AdminClient:
+    """Admin operations on the topics of `lakelog.root`; results come as resolved futures."""
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        values, _ = split_callbacks(conf, ("error_cb",))
+        self.config = config.load("admin", values)
+        self._root = str(check_root(self.config["lakelog.root"]))
+
+    def create_topics(self, new_topics: list[NewTopic], validate_only: bool = False, **_timeouts: Any) -> dict[str, Future]:
+        """Create each topic; a future per topic resolves to None or raises (TopicAlreadyExists, ...)."""
+        if not isinstance(new_topics, (list, tuple)) or not all(isinstance(t, NewTopic) for t in new_topics):
+            raise InvalidRequest("create_topics takes a list of NewTopic")
+        futures = {}
+        for new_topic in new_topics:
+            partitions = None if new_topic.num_partitions == -1 else new_topic.num_partitions
+            try:
+                if validate_only:
+                    config.validate_name(new_topic.topic)
+                    config.load("topic", {**new_topic.config, **({"num.partitions": partitions} if partitions else {})})
+                else:
+                    create_topic(self._root, new_topic.topic, partitions, new_topic.config)
+                futures[new_topic.topic] = _resolved()
+            except KafkaException as error:
+                futures[new_topic.topic] = _resolved(error=error)
+        return futures
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        return cluster_metadata(self._root, topic)
+
+    def describe_topics(self, topics: list[str], **_timeouts: Any) -> dict[str, Future]:
+        """A future per topic resolving to its TopicDescription (partitions, offsets, config)."""
+        names = getattr(topics, "topic_names", topics)
+        if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) for name in names):
+            raise InvalidRequest("describe_topics takes a list of topic names")
+        futures = {}
+        for name in names:
+            try:
+                futures[name] = _resolved(describe_topic(self._root, name))
+            except KafkaException as error:
+                futures[name] = _resolved(error=error)
+        return futures

@@ -1,0 +1,273 @@
+"""`Producer`: confluent-kafka's producer API over partition logs, idempotent by default.
+
+Messages are buffered per partition and sent as one batch (one Parquet file, one
+commit) when `batch.num.messages` or `batch.size` is reached, when `linger.ms`
+has passed (checked by `produce`, `poll` and `flush`), or when a message's
+`expected_offset` cannot join the open batch. Delivery reports are served by
+`poll()` / `flush()` as in confluent-kafka.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakelog import config
+from lakelog.client.types import TIMESTAMP_CREATE_TIME, Headers, Message
+from lakelog.errors import InvalidConfig, InvalidRequest, KafkaError, KafkaException, UnknownTopicOrPartition
+from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_partition, payload_table, topic_config
+from lakelog.log.records import next_sequence
+from lakelog.store import check_root
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
+CALLBACK_KEYS = ("on_delivery", "error_cb")
+
+
+def split_callbacks(conf: Mapping[str, Any] | None, allowed: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Separate callable settings (confluent-kafka accepts them in the conf dict) from config keys."""
+    if conf is not None and not isinstance(conf, Mapping):
+        raise InvalidConfig(f"client config must be a dict, not {type(conf).__name__}", key=None)
+    values = dict(conf or {})
+    callbacks = {key: values.pop(key) for key in allowed if key in values}
+    for key, value in callbacks.items():
+        if value is not None and not callable(value):
+            raise InvalidConfig(f"config {key} must be callable, not {value!r}", key=key)
+    if "lakelog.root" not in values:
+        raise InvalidConfig("config lakelog.root is required: it names the root folder of the topics", key="lakelog.root")
+    return values, callbacks
+
+
+def to_bytes(what: str, value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    raise InvalidRequest(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def to_headers(headers: Any) -> Headers | None:
+    if headers is None:
+        return None
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    try:
+        result = [(name, to_bytes("header value", value)) for name, value in items]
+    except (TypeError, ValueError) as error:
+        raise InvalidRequest(f"headers must be a dict or a list of (str, bytes) pairs: {error}") from error
+    for name, _ in result:
+        if not isinstance(name, str):
+            raise InvalidRequest(f"header names must be str, not {type(name).__name__}")
+    return result
+
+
+def partition_for(key: bytes | None, num_partitions: int, partitioner: str) -> int:
+    """librdkafka's partitioners: CRC32 of the key (consistent*), or random."""
+    if key is None and partitioner in ("consistent_random", "murmur2_random") or partitioner == "random":
+        return random.randrange(num_partitions)
+    return zlib.crc32(key or b"") % num_partitions
+
+
+@dataclass
+class _Pending:
+    """One produced message waiting in a partition's open batch."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers | None
+    timestamp_ms: int
+    on_delivery: DeliveryCallback | None
+
+
+@dataclass
+class _Batch:
+    topic: str
+    partition: int
+    created: float
+    expected_offset: int | None = None
+    messages: list[_Pending] = field(default_factory=list)
+    size: int = 0
+
+    def accepts(self, expected_offset: int | None) -> bool:
+        if not self.messages:
+            return True
+        if expected_offset is None:
+            return True
+        return self.expected_offset is not None and expected_offset == self.expected_offset + len(self.messages)
+
+
+class Producer:
+    """A producer writing to the topics of `lakelog.root`, shaped like confluent_kafka.Producer."""
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
+        self.config = config.load("producer", values)
+        self._root = str(check_root(self.config["lakelog.root"]))
+        self._default_on_delivery: DeliveryCallback | None = callbacks.get("on_delivery")
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._num_partitions: dict[str, int] = {}
+        self._batches: dict[tuple[str, int], _Batch] = {}
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._reports: deque[tuple[DeliveryCallback | None, KafkaError | None, Message]] = deque()
+        self._producer_id: int | None = None
+        self._producer_epoch = 0
+        self._closed = False
+
+    # -- confluent-kafka API ----------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp: int = 0,
+        headers: Any = None,
+        *,
+        expected_offset: int | None = None,
+        callback: DeliveryCallback | None = None,
+    ) -> None:
+        """Queue a message; `expected_offset` (KIP-27) makes it land at exactly that offset or fail."""
+        value_bytes, key_bytes = to_bytes("value", value), to_bytes("key", key)
+        header_list = to_headers(headers)
+        if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
+            raise InvalidRequest(f"timestamp must be a non-negative integer of milliseconds, not {timestamp!r}")
+        if expected_offset is not None and (
+            not isinstance(expected_offset, int) or isinstance(expected_offset, bool) or expected_offset < 0
+        ):
+            raise InvalidRequest(f"expected_offset must be a non-negative integer, not {expected_offset!r}")
+        size = len(value_bytes or b"") + len(key_bytes or b"")
+        if size > self.config["message.max.bytes"]:
+            raise KafkaException(
+                KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, f"message of {size} bytes exceeds message.max.bytes")
+            )
+        partition = self._resolve_partition(topic, partition, key_bytes)
+        tp = (topic, partition)
+        batch = self._batches.get(tp)
+        if batch is not None and not batch.accepts(expected_offset):
+            self._send(tp)
+            batch = None
+        if batch is None:
+            batch = self._batches[tp] = _Batch(topic, partition, time.monotonic(), expected_offset)
+        batch.messages.append(
+            _Pending(key_bytes, value_bytes, header_list, timestamp or _now_ms(), on_delivery or callback)
+        )
+        batch.size += size
+        if len(batch.messages) >= self.config["batch.num.messages"] or batch.size >= self.config["batch.size"]:
+            self._send(tp)
+        self._send_lingered()
+
+    def poll(self, timeout: float | None = None) -> int:
+        """Send batches whose linger.ms passed and serve delivery reports; returns how many were served."""
+        self._send_lingered()
+        if not self._reports and timeout and self._batches:
+            wait = min(timeout, self.config["linger.ms"] / 1000)
+            time.sleep(max(wait, 0))
+            self._send_lingered()
+        return self._serve_reports()
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send every queued message and serve their reports; returns how many are left (0)."""
+        for tp in list(self._batches):
+            self._send(tp)
+        self._serve_reports()
+        return len(self)
+
+    def __len__(self) -> int:
+        return sum(len(batch.messages) for batch in self._batches.values()) + len(self._reports)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1):
+        from lakelog.client.admin import cluster_metadata
+
+        return cluster_metadata(self._root, topic)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _resolve_partition(self, topic: str, partition: int, key: bytes | None) -> int:
+        if not isinstance(partition, int) or isinstance(partition, bool):
+            raise InvalidRequest(f"partition must be an integer, not {partition!r}")
+        if topic not in self._num_partitions:
+            self._num_partitions[topic] = topic_config(self._root, topic).num_partitions
+        count = self._num_partitions[topic]
+        if partition == -1:
+            return partition_for(key, count, self.config["partitioner"])
+        if not 0 <= partition < count:
+            raise UnknownTopicOrPartition(f"topic {topic} has partitions 0-{count - 1}, not {partition}", topic=topic)
+        return partition
+
+    def _log(self, tp: tuple[str, int]) -> PartitionLog:
+        if tp not in self._logs:
+            self._logs[tp] = open_partition(self._root, *tp)
+        return self._logs[tp]
+
+    def _header(self, tp: tuple[str, int], expected_offset: int | None) -> BatchHeader:
+        if not self.config["enable.idempotence"]:
+            return BatchHeader(expected_offset=expected_offset)
+        if self._producer_id is None:
+            self._producer_id = allocate_producer_id(self._root, self.config["client.id"])
+        return BatchHeader(
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            base_sequence=self._sequences.get(tp, 0),
+            expected_offset=expected_offset,
+        )
+
+    def _send_lingered(self) -> None:
+        linger = self.config["linger.ms"] / 1000
+        now = time.monotonic()
+        for tp, batch in list(self._batches.items()):
+            if now - batch.created >= linger:
+                self._send(tp)
+
+    def _send(self, tp: tuple[str, int]) -> None:
+        batch = self._batches.pop(tp, None)
+        if batch is None or not batch.messages:
+            return
+        messages = batch.messages
+        payload = payload_table(
+            [m.value for m in messages],
+            keys=[m.key for m in messages],
+            headers=[m.headers for m in messages],
+            timestamps_ms=[m.timestamp_ms for m in messages],
+        )
+        header = self._header(tp, batch.expected_offset)
+        error: KafkaError | None = None
+        base_offset = -1
+        try:
+            result = self._log(tp).append(payload, header, timeout_s=self.config["message.timeout.ms"] / 1000)
+            base_offset = result.base_offset
+            if header.is_idempotent:
+                self._sequences[tp] = next_sequence(header.base_sequence + len(messages) - 1)
+        except KafkaException as exception:
+            error = exception.error
+        for index, pending in enumerate(messages):
+            message = Message(
+                tp[0],
+                tp[1],
+                base_offset + index if error is None else None,
+                pending.key,
+                pending.value,
+                pending.headers,
+                (TIMESTAMP_CREATE_TIME, pending.timestamp_ms),
+                error,
+            )
+            self._reports.append((pending.on_delivery or self._default_on_delivery, error, message))
+
+    def _serve_reports(self) -> int:
+        served = 0
+        while self._reports:
+            callback, error, message = self._reports.popleft()
+            served += 1
+            if callback is not None:
+                callback(error, message)
+        return served
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
