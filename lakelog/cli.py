@@ -1,0 +1,270 @@
+"""`lakelog` command line: init, topics, produce, consume, load.
+
+Every command takes `--root` (or $LAKELOG_ROOT). Bad input exits with code 2 and
+one line on stderr; a delivery that fails exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import base64
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from lakelog.client import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    AdminClient,
+    Consumer,
+    NewTopic,
+    Producer,
+    TopicPartition,
+)
+from lakelog.client.loader import load
+from lakelog.errors import KafkaError, KafkaException
+from lakelog.log import list_topics, topic_config
+from lakelog.store import check_root
+
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(Exception):
+    """A one-line complaint about the command line or its input."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise BadInput(f"{self.prog}: {message}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "handler", None):
+            raise BadInput("lakelog: a command is required (init, topics, produce, consume, load); see --help")
+        if not args.root:
+            raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
+        return args.handler(args)
+    except BadInput as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KafkaException as error:
+        print(f"lakelog: {error.error.name()}: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT if not error.error.retriable() else 1
+    except BrokenPipeError:
+        return 0
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--root", default=os.environ.get("LAKELOG_ROOT"), help="root folder (default $LAKELOG_ROOT)")
+    parser = _Parser(prog="lakelog", description="Kafka's exactly-once semantics on Delta Lake tables")
+    commands = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
+
+    init = commands.add_parser("init", parents=[common], help="create a root folder")
+    init.set_defaults(handler=_init)
+
+    topics = commands.add_parser("topics", help="create, list and describe topics").add_subparsers(
+        metavar="ACTION", parser_class=_Parser
+    )
+    create = topics.add_parser("create", parents=[common], help="create a topic")
+    create.add_argument("topic")
+    create.add_argument("--partitions", type=int, default=None)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config, repeatable")
+    create.set_defaults(handler=_topics_create)
+    listing = topics.add_parser("list", parents=[common], help="list topics")
+    listing.set_defaults(handler=_topics_list)
+    describe = topics.add_parser("describe", parents=[common], help="partitions, offsets and config of a topic")
+    describe.add_argument("topic")
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(handler=_topics_describe)
+
+    produce = commands.add_parser("produce", parents=[common], help="produce JSON lines read from stdin")
+    produce.add_argument("topic")
+    produce.add_argument("--partition", type=int, default=-1)
+    produce.add_argument("--linger-ms", type=int, default=50)
+    produce.set_defaults(handler=_produce)
+
+    consume = commands.add_parser("consume", parents=[common], help="print messages as JSON lines")
+    consume.add_argument("topic")
+    consume.add_argument("--partition", type=int, action="append", help="repeatable; default all")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument("--from-end", action="store_true", help="start at the high watermark (default: beginning)")
+    start.add_argument("--offset", type=int, help="start offset (with one --partition)")
+    consume.add_argument("--max-messages", type=int, default=None)
+    consume.add_argument("--follow", action="store_true", help="keep waiting for new messages")
+    consume.add_argument("--isolation-level", default="read_committed", choices=("read_committed", "read_uncommitted"))
+    consume.set_defaults(handler=_consume)
+
+    loader = commands.add_parser("load", parents=[common], help="bulk load a file exactly once (expected offsets)")
+    loader.add_argument("topic")
+    loader.add_argument("source")
+    loader.add_argument("--partition", type=int, default=0)
+    loader.add_argument("--format", choices=("parquet", "csv", "jsonl"))
+    loader.add_argument("--key-column")
+    loader.add_argument("--batch-records", type=int, default=10_000)
+    loader.add_argument("--load-id")
+    loader.add_argument("--no-progress", action="store_true")
+    loader.set_defaults(handler=_load)
+    return parser
+
+
+def _init(args: argparse.Namespace) -> int:
+    root = check_root(args.root)
+    (root / "topics").mkdir(parents=True, exist_ok=True)
+    print(f"root {root} is ready")
+    return 0
+
+
+def _topics_create(args: argparse.Namespace) -> int:
+    config: dict[str, Any] = {}
+    for item in args.config:
+        key, separator, value = item.partition("=")
+        if not separator or not key:
+            raise BadInput(f"lakelog topics create: --config takes KEY=VALUE, not {item!r}")
+        config[key] = value
+    topic = NewTopic(args.topic, num_partitions=-1 if args.partitions is None else args.partitions, config=config)
+    AdminClient({"lakelog.root": args.root}).create_topics([topic])[args.topic].result()
+    print(f"created topic {args.topic} with {topic_config(args.root, args.topic).num_partitions} partition(s)")
+    return 0
+
+
+def _topics_list(args: argparse.Namespace) -> int:
+    for name in list_topics(args.root):
+        print(name)
+    return 0
+
+
+def _topics_describe(args: argparse.Namespace) -> int:
+    description = AdminClient({"lakelog.root": args.root}).describe_topics([args.topic])[args.topic].result()
+    if args.json:
+        print(json.dumps(dataclasses.asdict(description)))
+        return 0
+    print(f"Topic: {description.name}\tPartitionCount: {len(description.partitions)}")
+    print("Config: " + ", ".join(f"{k}={v}" for k, v in sorted(description.config.items())))
+    print(f"{'Partition':>9} {'LogStartOffset':>14} {'HighWatermark':>13} {'LogEndOffset':>12} {'Files':>6} {'Version':>8}")
+    for p in description.partitions:
+        print(f"{p.id:>9} {p.log_start_offset:>14} {p.high_watermark:>13} {p.log_end_offset:>12} {p.files:>6} {p.table_version:>8}")
+    return 0
+
+
+def _produce(args: argparse.Namespace) -> int:
+    producer = Producer({"lakelog.root": args.root, "linger.ms": args.linger_ms})
+    failures: list[str] = []
+    delivered = 0
+
+    def report(error: KafkaError | None, message: Any) -> None:
+        nonlocal delivered
+        if error is None:
+            delivered += 1
+        else:
+            failures.append(error.str())
+
+    for number, line in enumerate(sys.stdin, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BadInput(f"lakelog produce: stdin line {number} is not JSON: {error.msg}") from None
+        fields = _message_fields(record, number)
+        producer.produce(args.topic, on_delivery=report, partition=fields.pop("partition", args.partition), **fields)
+        producer.poll(0)
+    producer.flush()
+    print(f"delivered {delivered} message(s), {len(failures)} failed", file=sys.stderr)
+    for failure in failures[:5]:
+        print(f"  {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _message_fields(record: Any, number: int) -> dict[str, Any]:
+    """A stdin line is {"value": ..., "key": ..., "partition": ..., "headers": {...}, "expected_offset": ...}
+    or any other JSON value, which becomes the message value."""
+    if not isinstance(record, dict) or not set(record) & {"value", "key"}:
+        return {"value": json.dumps(record)}
+    unknown = set(record) - {"value", "key", "partition", "headers", "expected_offset", "timestamp"}
+    if unknown:
+        raise BadInput(f"lakelog produce: stdin line {number} has unknown field(s) {sorted(unknown)}")
+    fields = dict(record)
+    for name in ("value", "key"):
+        if fields.get(name) is not None and not isinstance(fields[name], str):
+            fields[name] = json.dumps(fields[name])
+    return fields
+
+
+def _consume(args: argparse.Namespace) -> int:
+    partitions = args.partition or list(range(topic_config(args.root, args.topic).num_partitions))
+    if args.offset is not None and len(partitions) != 1:
+        raise BadInput("lakelog consume: --offset needs exactly one --partition")
+    start = args.offset if args.offset is not None else (OFFSET_END if args.from_end else OFFSET_BEGINNING)
+    conf = {"lakelog.root": args.root, "enable.partition.eof": True, "isolation.level": args.isolation_level}
+    printed = 0
+    with Consumer(conf) as consumer:
+        consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
+        at_end: set[int] = set()
+        while args.max_messages is None or printed < args.max_messages:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                    if not args.follow and at_end >= set(partitions):
+                        break
+                continue
+            at_end.discard(message.partition())
+            print(json.dumps(_message_json(message)))
+            printed += 1
+    return 0
+
+
+def _message_json(message: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"topic": message.topic(), "partition": message.partition(), "offset": message.offset()}
+    for name, raw in (("key", message.key()), ("value", message.value())):
+        if raw is None:
+            out[name] = None
+            continue
+        try:
+            out[name] = raw.decode()
+        except UnicodeDecodeError:
+            out[name + "_base64"] = base64.b64encode(raw).decode()
+    out["timestamp"] = message.timestamp()[1]
+    if message.headers():
+        out["headers"] = {k: (v.decode(errors="replace") if v is not None else None) for k, v in message.headers()}
+    return out
+
+
+def _load(args: argparse.Namespace) -> int:
+    result = load(
+        args.root,
+        args.topic,
+        args.source,
+        partition=args.partition,
+        format=args.format,
+        key_column=args.key_column,
+        batch_records=args.batch_records,
+        load_id=args.load_id,
+        progress=not args.no_progress,
+    )
+    print(
+        json.dumps(
+            {
+                "load_id": result.load_id,
+                "start_offset": result.start_offset,
+                "end_offset": result.end_offset,
+                "total_rows": result.total_rows,
+                "appended_by_this_run": result.appended_by_this_run,
+                "resumed_from_row": result.resumed_from_row,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
