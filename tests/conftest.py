@@ -1,0 +1,32 @@
+"""Shared fixtures: a fresh root folder per test and a factory for topics in it."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from lakelog.log import create_topic
+
+
+@pytest.fixture
+def root(tmp_path) -> str:
+    """A fresh, empty root folder (as a string, as users pass it)."""
+    folder = tmp_path / "root"
+    folder.mkdir()
+    return str(folder)
+
+
+@pytest.fixture
+def topic(root: str) -> Callable[..., str]:
+    """Create a topic under `root` and return its name: `topic({"check.expected.offsets": True})`."""
+    names = itertools.count()
+
+    def make(config: Mapping[str, Any] | None = None, *, name: str | None = None, partitions: int = 1) -> str:
+        name = name if name is not None else f"topic-{next(names)}"
+        create_topic(root, name, partitions, config)
+        return name
+
+    return make
