@@ -49,6 +49,7 @@ class KafkaError:
     INVALID_PRODUCER_ID_MAPPING = 49
     INVALID_TRANSACTION_TIMEOUT = 50
     CONCURRENT_TRANSACTIONS = 51
+    KAFKA_STORAGE_ERROR = 56
     UNKNOWN_PRODUCER_ID = 59
     FENCED_INSTANCE_ID = 82
     UNSTABLE_OFFSET_COMMIT = 88
@@ -245,6 +246,12 @@ class InvalidTxnState(KafkaException):
 
 class KafkaTimeout(RetriableError):
     code = KafkaError._TIMED_OUT
+
+
+class KafkaStorageError(RetriableError):
+    """The storage under the root failed (I/O); whether a commit landed is unknown, so retry idempotently."""
+
+    code = KafkaError.KAFKA_STORAGE_ERROR
 
 
 class CommitConflict(RetriableError):

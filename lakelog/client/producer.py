@@ -17,9 +17,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from lakelog import config
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Headers, Message
-from lakelog.errors import InvalidConfig, InvalidRequest, KafkaError, KafkaException, UnknownTopicOrPartition
+from lakelog.errors import (
+    InvalidConfig,
+    InvalidRequest,
+    KafkaError,
+    KafkaException,
+    KafkaStorageError,
+    RetriableError,
+    UnknownTopicOrPartition,
+)
 from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_partition, payload_table, topic_config
 from lakelog.log.records import next_sequence
 from lakelog.store import check_root
@@ -240,8 +250,7 @@ class Producer:
         error: KafkaError | None = None
         base_offset = -1
         try:
-            result = self._log(tp).append(payload, header, timeout_s=self.config["message.timeout.ms"] / 1000)
-            base_offset = result.base_offset
+            base_offset = self._append_with_retries(tp, payload, header)
             if header.is_idempotent:
                 self._sequences[tp] = next_sequence(header.base_sequence + len(messages) - 1)
         except KafkaException as exception:
@@ -258,6 +267,22 @@ class Producer:
                 error,
             )
             self._reports.append((pending.on_delivery or self._default_on_delivery, error, message))
+
+    def _append_with_retries(self, tp: tuple[str, int], payload: pa.Table, header: BatchHeader) -> int:
+        """Append, retrying a storage failure with the same sequence: a retry that
+        finds its batch already in the log gets the original offsets (S3.2)."""
+        deadline = time.monotonic() + self.config["message.timeout.ms"] / 1000
+        attempts = 0
+        while True:
+            try:
+                return self._log(tp).append(payload, header, timeout_s=max(deadline - time.monotonic(), 0.0)).base_offset
+            except RetriableError as error:
+                attempts += 1
+                # Without a producer id an ambiguous storage failure cannot be retried safely.
+                retry_allowed = header.is_idempotent or not isinstance(error, KafkaStorageError)
+                if attempts > self.config["retries"] or time.monotonic() >= deadline or not retry_allowed:
+                    raise
+                time.sleep(self.config["retry.backoff.ms"] / 1000)
 
     def _serve_reports(self) -> int:
         served = 0

@@ -8,6 +8,7 @@ latest snapshot, so nothing is ever refused on stale state either.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -252,9 +253,12 @@ class PartitionLog:
     def _fetch_files(self, start_offset: int, end_offset: int, max_records: int, max_bytes: int) -> pa.Table:
         chunks: list[pa.Table] = []
         records = size = 0
-        for entry in self.table.files():
-            if entry.max_offset < start_offset or entry.min_offset >= end_offset:
-                continue
+        files = self.table.files()
+        # Offsets are dense and files do not overlap, so max offsets are sorted too.
+        first = bisect.bisect_left(files, start_offset, key=lambda entry: entry.max_offset)
+        for entry in files[first:]:
+            if entry.min_offset >= end_offset:
+                break
             rows = self.table.read_file(entry, None, pc.field("offset") >= start_offset)
             rows = rows.filter(pc.field("offset") < end_offset)
             chunks.append(rows)

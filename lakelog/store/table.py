@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from lakelog.errors import CommitConflict, CorruptRecord, InvalidConfig
+from lakelog.errors import CommitConflict, CorruptRecord, InvalidConfig, KafkaStorageError
 
 # A handle reused for many commits slows down (FINDINGS.md); reopen it this often.
 REOPEN_EVERY_COMMITS = 100
@@ -172,6 +172,10 @@ class Table:
                 f"version {decided_on + 1} of {self.uri} was taken by another writer",
                 decided_on=decided_on,
                 current_version=self.version,
+            ) from error
+        except (DeltaError, OSError) as error:
+            raise KafkaStorageError(
+                f"committing version {decided_on + 1} of {self.uri} failed: {error}", decided_on=decided_on
             ) from error
         self._commits_on_handle += 1
         committed = self.version
