@@ -96,7 +96,7 @@ def validate_name(value: Any, *, what: str = "topic") -> str:
         raise error(f"{what} {value!r} is not a legal name", key=what)
     if len(value) > MAX_NAME_LENGTH:
         raise error(f"{what} is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}", key=what)
-    if not NAME_PATTERN.match(value):
+    if not NAME_PATTERN.fullmatch(value):
         raise error(f"{what} {value!r} may hold only ASCII letters, digits, '.', '_' and '-'", key=what)
     return value
 

@@ -21,3 +21,11 @@ def table_fingerprint(path: str | os.PathLike[str]) -> list[tuple[str, int, str]
             data = file.read_bytes()
             entries.append((file.relative_to(base).as_posix(), len(data), hashlib.sha256(data).hexdigest()))
     return sorted(entries)
+
+
+def folder_listing(path: str | os.PathLike[str]) -> list[str]:
+    """Every file and folder under `path` (relative, sorted): catches empty folders a fingerprint misses."""
+    base = Path(path)
+    if not base.exists():
+        return []
+    return sorted(entry.relative_to(base).as_posix() + ("/" if entry.is_dir() else "") for entry in base.rglob("*"))

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from lakelog.errors import (
     CommitConflict,
     CorruptRecord,
+    InvalidRequest,
     KafkaException,
     KafkaTimeout,
     OffsetMismatch,
@@ -27,7 +28,7 @@ from lakelog.errors import (
 )
 from lakelog.log import producer_state
 from lakelog.log.producer_state import ProducerEntry, Verdict
-from lakelog.log.records import BatchHeader, ControlType, conform_payload, stamp
+from lakelog.log.records import BatchHeader, ControlType, conform_payload, last_sequence, stamp
 from lakelog.log.topic_config import TopicConfig
 from lakelog.store import Table
 
@@ -123,6 +124,8 @@ class PartitionLog:
         Raises OffsetMismatch (S2.1), PolicyViolation (S2.3), OutOfOrderSequence,
         UnknownProducerId, InvalidProducerEpoch (S3); a refused batch writes nothing.
         """
+        if not isinstance(header, BatchHeader):
+            raise InvalidRequest(f"header must be a BatchHeader, not {type(header).__name__}")
         payload = conform_payload(payload)
         if payload.num_rows == 0:
             raise PolicyViolation("a batch must hold at least one record")
@@ -148,10 +151,11 @@ class PartitionLog:
                     ) from None
                 continue
             self._leo = (version, new_leo)
-            if self._producers_version == version - 1:
-                self._producers_version = version
-                if decision.entry is not None:
-                    self._producers[decision.entry.producer_id] = decision.entry
+            # app_versions may have rewritten producer entries (a fence): keep only what we know.
+            self._producers_version = version
+            self._producers = {}
+            if decision.entry is not None and not set(decision.entry.app_versions()) & set(app_versions or {}):
+                self._producers[decision.entry.producer_id] = decision.entry
             return AppendResult(decision.base_offset, new_leo - 1, version)
 
     def _decide_on_latest(self, count: int, header: BatchHeader, now_ms: int) -> _Decision:
@@ -194,11 +198,14 @@ class PartitionLog:
 
     def _find_batch(self, header: BatchHeader, count: int) -> int | None:
         """Base offset of an appended batch with this producer, epoch and sequence range, if any."""
+        first, last = header.base_sequence, last_sequence(header.base_sequence, count)
+        in_range = (pc.field("sequence") >= first) & (pc.field("sequence") <= last)
+        if last < first:  # the batch wrapped past 2^31-1 (S3.1)
+            in_range = (pc.field("sequence") >= first) | (pc.field("sequence") <= last)
         predicate = (
             (pc.field("producer_id") == header.producer_id)
             & (pc.field("producer_epoch") == header.producer_epoch)
-            & (pc.field("sequence") >= header.base_sequence)
-            & (pc.field("sequence") <= header.base_sequence + count - 1)
+            & in_range
         )
         found = []
         for entry in self.table.files():
@@ -261,6 +268,8 @@ class PartitionLog:
                 break
             rows = self.table.read_file(entry, None, pc.field("offset") >= start_offset)
             rows = rows.filter(pc.field("offset") < end_offset)
+            if chunks and size + rows.nbytes > max_bytes:
+                break
             chunks.append(rows)
             records += rows.num_rows
             size += rows.nbytes

@@ -66,6 +66,8 @@ class BatchHeader:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise InvalidRequest(f"{name} must be an integer, not {value!r}")
+        if not isinstance(self.is_transactional, bool):
+            raise InvalidRequest(f"is_transactional must be a bool, not {self.is_transactional!r}")
         if self.expected_offset is not None and (
             not isinstance(self.expected_offset, int) or isinstance(self.expected_offset, bool) or self.expected_offset < 0
         ):

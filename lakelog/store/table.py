@@ -10,7 +10,10 @@ version) are always switched off.
 
 from __future__ import annotations
 
+import json
 import os
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +21,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.transaction import AddAction
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from lakelog.errors import CommitConflict, CorruptRecord, InvalidConfig, KafkaStorageError
@@ -151,22 +155,36 @@ class Table:
         metadata: Mapping[str, str] | None = None,
         compression: str = "snappy",
     ) -> int:
-        """Commit `data` as version `self.version + 1` or raise `CommitConflict`; returns the version."""
+        """Commit `data` as one new file in version `self.version + 1`, or raise `CommitConflict`.
+
+        The file is written under a fresh name first; if the commit loses its race
+        the file is deleted again, so a refused append leaves the folder as it was.
+        """
         decided_on = self.version
-        properties = CommitProperties(
-            max_commit_retries=0,
-            app_transactions=[Transaction(app_id, version) for app_id, version in (app_versions or {}).items()],
-            custom_metadata=dict(metadata or {}),
-        )
+        name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
+        path = os.path.join(self.uri, name)
         try:
-            write_deltalake(
-                self._handle,
-                data,
+            pq.write_table(data, path, compression=compression)
+            action = AddAction(
+                path=name,
+                size=os.path.getsize(path),
+                partition_values={},
+                modification_time=time.time_ns() // 1_000_000,
+                data_change=True,
+                stats=_statistics(data),
+            )
+            self._handle.create_write_transaction(
+                [action],
                 mode="append",
-                commit_properties=properties,
-                writer_properties=_writer_properties(compression),
+                schema=data.schema,
+                commit_properties=CommitProperties(
+                    max_commit_retries=0,
+                    app_transactions=[Transaction(app_id, version) for app_id, version in (app_versions or {}).items()],
+                    custom_metadata=dict(metadata or {}),
+                ),
             )
         except CommitFailedError as error:
+            _remove_quietly(path)
             self.refresh()
             raise CommitConflict(
                 f"version {decided_on + 1} of {self.uri} was taken by another writer",
@@ -178,21 +196,33 @@ class Table:
                 f"committing version {decided_on + 1} of {self.uri} failed: {error}", decided_on=decided_on
             ) from error
         self._commits_on_handle += 1
-        committed = self.version
-        if committed != decided_on + 1:
-            # Never expected with retries off; if it happens the decision is void.
-            raise RuntimeError(f"{self.uri}: commit landed at {committed}, decided on {decided_on}")
-        return committed
+        self.refresh()
+        if self.version < decided_on + 1:
+            raise KafkaStorageError(f"{self.uri}: version {decided_on + 1} is not visible after its commit")
+        return decided_on + 1
 
 
-_writer_properties_cache: dict[str, WriterProperties] = {}
+def _statistics(data: pa.Table) -> str:
+    """Delta file statistics: record count, null counts, and min/max of integer columns (for pruning)."""
+    minimums: dict[str, int] = {}
+    maximums: dict[str, int] = {}
+    nulls: dict[str, int] = {}
+    for field, column in zip(data.schema, data.columns):
+        if pa.types.is_nested(field.type):
+            continue
+        nulls[field.name] = column.null_count
+        if pa.types.is_integer(field.type) and column.null_count < len(column):
+            bounds = pc.min_max(column)
+            minimums[field.name] = bounds["min"].as_py()
+            maximums[field.name] = bounds["max"].as_py()
+    return json.dumps({"numRecords": data.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
 
 
-def _writer_properties(compression: str) -> WriterProperties:
-    if compression not in _writer_properties_cache:
-        codec = "UNCOMPRESSED" if compression == "none" else compression.upper()
-        _writer_properties_cache[compression] = WriterProperties(compression=codec)
-    return _writer_properties_cache[compression]
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def check_root(root: str) -> Path:
