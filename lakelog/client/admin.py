@@ -77,7 +77,7 @@ class AdminClient:
             try:
                 if validate_only:
                     config.validate_name(new_topic.topic)
-                    config.load("topic", {**new_topic.config, **({"num.partitions": partitions} if partitions else {})})
+                    config.load("topic", {**new_topic.config, **({} if partitions is None else {"num.partitions": partitions})})
                 else:
                     create_topic(self._root, new_topic.topic, partitions, new_topic.config)
                 futures[new_topic.topic] = _resolved()
