@@ -258,4 +258,16 @@ class CommitConflict(RetriableError):
     """Another writer took the version this commit was decided for; reload and decide again."""
 
 
+class InvalidProducerIdMapping(FatalError):
+    """The producer id is not (or no longer) the one mapped to this transactional.id."""
+
+    code = KafkaError.INVALID_PRODUCER_ID_MAPPING
+
+
+class InvalidTransactionTimeout(FatalError):
+    """transaction.timeout.ms is not positive or exceeds transaction.max.timeout.ms (S4.7)."""
+
+    code = KafkaError.INVALID_TRANSACTION_TIMEOUT
+
+
 __all__ = [name for name in list(globals()) if not name.startswith("_") and name[0].isupper()]
