@@ -154,6 +154,24 @@ def _topics_describe(args: argparse.Namespace) -> int:
 
 
 def _produce(args: argparse.Namespace) -> int:
+    """Read and check every stdin line first, so bad input writes nothing at all."""
+    num_partitions = topic_config(args.root, args.topic).num_partitions
+    messages = []
+    for number, line in enumerate(sys.stdin, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BadInput(f"lakelog produce: stdin line {number} is not JSON: {error.msg}") from None
+        fields = _message_fields(record, number)
+        fields.setdefault("partition", args.partition)
+        if fields["partition"] != -1 and not 0 <= fields["partition"] < num_partitions:
+            raise BadInput(
+                f"lakelog produce: stdin line {number}: topic {args.topic} has partitions 0-{num_partitions - 1}, "
+                f"not {fields['partition']}"
+            )
+        messages.append(fields)
     producer = Producer({"lakelog.root": args.root, "linger.ms": args.linger_ms})
     failures: list[str] = []
     delivered = 0
@@ -165,21 +183,25 @@ def _produce(args: argparse.Namespace) -> int:
         else:
             failures.append(error.str())
 
-    for number, line in enumerate(sys.stdin, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise BadInput(f"lakelog produce: stdin line {number} is not JSON: {error.msg}") from None
-        fields = _message_fields(record, number)
-        producer.produce(args.topic, on_delivery=report, partition=fields.pop("partition", args.partition), **fields)
+    for fields in messages:
+        producer.produce(args.topic, on_delivery=report, **fields)
         producer.poll(0)
     producer.flush()
     print(f"delivered {delivered} message(s), {len(failures)} failed", file=sys.stderr)
     for failure in failures[:5]:
         print(f"  {failure}", file=sys.stderr)
     return 1 if failures else 0
+
+
+_FIELD_CHECKS = {
+    "partition": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1, "an integer >= -1"),
+    "expected_offset": (lambda v: v is None or isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an offset >= 0"),
+    "timestamp": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "milliseconds >= 0"),
+    "headers": (
+        lambda v: v is None or isinstance(v, dict) and all(x is None or isinstance(x, str) for x in v.values()),
+        "an object of strings",
+    ),
+}
 
 
 def _message_fields(record: Any, number: int) -> dict[str, Any]:
@@ -191,6 +213,9 @@ def _message_fields(record: Any, number: int) -> dict[str, Any]:
     if unknown:
         raise BadInput(f"lakelog produce: stdin line {number} has unknown field(s) {sorted(unknown)}")
     fields = dict(record)
+    for name, (check, wanted) in _FIELD_CHECKS.items():
+        if name in fields and not check(fields[name]):
+            raise BadInput(f"lakelog produce: stdin line {number}: {name} must be {wanted}, not {fields[name]!r}")
     for name in ("value", "key"):
         if fields.get(name) is not None and not isinstance(fields[name], str):
             fields[name] = json.dumps(fields[name])

@@ -18,6 +18,7 @@ from lakelog.client.types import (
 )
 from lakelog.errors import InvalidRequest, KafkaException
 from lakelog.log import create_topic, list_topics, open_partition, topic_config
+from lakelog.log.topics import validate_new_topic
 from lakelog.store import check_root
 
 
@@ -76,8 +77,7 @@ class AdminClient:
             partitions = None if new_topic.num_partitions == -1 else new_topic.num_partitions
             try:
                 if validate_only:
-                    config.validate_name(new_topic.topic)
-                    config.load("topic", {**new_topic.config, **({} if partitions is None else {"num.partitions": partitions})})
+                    validate_new_topic(new_topic.topic, partitions, new_topic.config)
                 else:
                     create_topic(self._root, new_topic.topic, partitions, new_topic.config)
                 futures[new_topic.topic] = _resolved()

@@ -47,10 +47,12 @@ class LoadResult:
 
 
 def default_load_id(source: Path) -> str:
-    """A load is named by its source file: path, size and modification time."""
-    stat = source.stat()
-    identity = f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+    """A load is named by its source's bytes, so a touched or re-copied file resumes the same load."""
+    digest = hashlib.sha256()
+    with source.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def _app_ids(load_id: str) -> tuple[str, str]:
@@ -78,6 +80,23 @@ def load(
         raise InvalidRequest(f"cannot tell the format of {path.name}; pass format= parquet, csv or jsonl")
     if not isinstance(batch_records, int) or isinstance(batch_records, bool) or batch_records < 1:
         raise InvalidRequest(f"batch_records must be a positive integer, not {batch_records!r}")
+    try:
+        return _load(root, topic, path, kind, partition, key_column, batch_records, load_id, progress)
+    except (pa.ArrowException, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"source {path.name} cannot be read as {kind}: {error}") from error
+
+
+def _load(
+    root: str,
+    topic: str,
+    path: Path,
+    kind: str,
+    partition: int,
+    key_column: str | None,
+    batch_records: int,
+    load_id: str | None,
+    progress: bool,
+) -> LoadResult:
     load_id = load_id or default_load_id(path)
     start_id, rows_id = _app_ids(load_id)
     log = open_partition(root, topic, partition)
@@ -130,9 +149,10 @@ def _recover(log: PartitionLog, start_id: str, rows_id: str, start: int, done: i
 def _count_rows(path: Path, kind: str) -> int:
     if kind == "parquet":
         return pq.ParquetFile(path).metadata.num_rows
+    if kind == "csv":
+        return sum(batch.num_rows for batch in pacsv.open_csv(path))
     with path.open("rb") as handle:
-        lines = sum(1 for line in handle if line.strip())
-    return lines - 1 if kind == "csv" and lines else lines
+        return sum(1 for line in handle if line.strip())
 
 
 def _payloads(path: Path, kind: str, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:

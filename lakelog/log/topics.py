@@ -30,18 +30,24 @@ def create_topic(root: str, topic: str, num_partitions: int | None = None, confi
     Partition 0 is created first, by put-if-absent, and decides the race; the
     others follow and are completed by `open_partition` if a crash cut them short.
     """
-    overrides = dict(config or {})
-    if num_partitions is not None:
-        if not isinstance(num_partitions, int) or isinstance(num_partitions, bool) or num_partitions < 1:
-            raise InvalidPartitions(f"num_partitions must be a positive integer, not {num_partitions!r}")
-        overrides["num.partitions"] = num_partitions
-    topic_config = TopicConfig.load(overrides)
+    topic_config = validate_new_topic(topic, num_partitions, config)
     path = topic_path(root, topic)
     _, created = Table.create(str(path / "0"), PARTITION_SCHEMA, topic_config.table_configuration())
     if not created:
         raise TopicAlreadyExists(f"topic {topic} already exists", topic=topic)
     _complete_partitions(root, topic, topic_config)
     return topic_config
+
+
+def validate_new_topic(topic: str, num_partitions: int | None, config: Mapping[str, Any] | None) -> TopicConfig:
+    """Check a topic's name, partition count and config as create_topic would; writes nothing."""
+    validate_name(topic)
+    overrides = dict(config or {})
+    if num_partitions is not None:
+        if not isinstance(num_partitions, int) or isinstance(num_partitions, bool) or num_partitions < 1:
+            raise InvalidPartitions(f"num_partitions must be a positive integer, not {num_partitions!r}")
+        overrides["num.partitions"] = num_partitions
+    return TopicConfig.load(overrides)
 
 
 def _complete_partitions(root: str, topic: str, topic_config: TopicConfig) -> None:

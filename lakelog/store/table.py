@@ -65,7 +65,16 @@ class Table:
         """Create the table as version 0 (put-if-absent); returns (table, created by this call)."""
         Path(uri).mkdir(parents=True, exist_ok=True)
         try:
-            return cls(uri, DeltaTable.create(uri, schema, mode="error", configuration=dict(configuration), raise_if_key_not_exists=False)), True
+            handle = DeltaTable.create(
+                uri,
+                schema,
+                mode="error",
+                configuration=dict(configuration),
+                raise_if_key_not_exists=False,
+                # With retries a creator that lost version 0 would commit a second CREATE as version 1.
+                commit_properties=CommitProperties(max_commit_retries=0),
+            )
+            return cls(uri, handle), True
         except DeltaError:
             if DeltaTable.is_deltatable(uri):
                 return cls.open(uri), False

@@ -1,0 +1,462 @@
+"""Table maintenance that keeps the append path O(1) in the log's length.
+
+Measured with delta-rs 1.6 (bench/append_latency.py, FINDINGS.md), the cost of
+one commit grows with three things, and each has its remedy here:
+
+1. The age of the `DeltaTable` handle: a handle replays every commit it has seen
+   since it was opened. `maintain` reopens it right after each checkpoint, so it
+   loads from that checkpoint alone.
+2. The number of files in `_delta_log/`: every commit lists the folder (on a
+   local root, one stat per entry), about 12 ms more per 1,000 log files. Delta's
+   own cleanup deletes only log files older than `delta.logRetentionDuration`
+   (30 days), which is unbounded at high commit rates. `cleanup_log` deletes the
+   commits before the previous checkpoint instead (count-based, plus a minimum
+   age), so the folder holds at most about two checkpoint intervals.
+3. The number of active files (about 1.2 ms per 1,000). `compact` merges runs of
+   consecutive small files, chosen like Lucene's log merge policy so that every
+   record is rewritten only O(log n) times and runs never interleave.
+
+Compaction never changes a row: it reads whole files, concatenates them in
+offset order and writes them back, and the new file's offset range is exactly
+the union of the ranges it replaces. It commits like an append: exactly version
+v+1 of the snapshot it was decided on, with `max_commit_retries=0`. On a lost
+race it reloads and decides again (are the files it merged still all active?),
+so it can never remove a file that someone else removed, never duplicates rows,
+and never rebases an append (appends also commit with retries off: a compaction
+that takes v+1 first makes the append fail and re-decide on v+1).
+
+`vacuum` deletes data files no snapshot younger than the table's
+`delta.deletedFileRetentionDuration` (the topic's `delete.retention.ms`) can
+reference. It makes no commit, so it never races appends.
+
+The log layer calls `maintain(table, policy)` after each successful commit; it is
+a few integer comparisons unless the commit's version is a multiple of
+`policy.check_every` (files count check) or of the checkpoint interval.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import AddAction, RemoveAction
+
+from lakelog.store.table import FileEntry, Table
+
+DEFAULT_CHECKPOINT_INTERVAL = 100
+DELTA_LOG = "_delta_log"
+# Files a log cleanup may delete: commits, their checksums, and (single- or
+# multi-part) classic checkpoints. Anything else in _delta_log is left alone.
+_LOG_FILE = re.compile(r"^(\d{20})\.(?:json|crc|checkpoint\.parquet|checkpoint\.\d{10}\.\d{10}\.parquet)$")
+COMPACT_OPERATION = "lakelog.compact"
+
+
+@dataclass(frozen=True)
+class MaintenancePolicy:
+    """When and how `maintain` works. Built by the log layer from the topic config."""
+
+    # Compact once this many files are active (topic config `segment.files`).
+    segment_files: int = 200
+    # How many consecutive files of one size level a compaction merges into one.
+    fan_in: int = 10
+    # Files at least this large are never rewritten; a merge never exceeds it.
+    target_file_bytes: int = 128 << 20
+    # Look at the file count when the committed version is a multiple of this.
+    check_every: int = 25
+    # Parquet codec of merged files (topic config `compression.type`).
+    compression: str = "snappy"
+    # Log files younger than this are never deleted (see `cleanup_log`).
+    log_min_age_s: float = 10.0
+    # Keep this many checkpoints (and the commits after the oldest kept one).
+    log_keep_checkpoints: int = 2
+
+
+@dataclass
+class MaintenanceReport:
+    """What one `maintain` call did (all zeros/False when nothing was due)."""
+
+    reopened: bool = False
+    log_files_deleted: int = 0
+    compaction: CompactionResult | None = None
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """A compaction that committed: its version, and files removed / added."""
+
+    version: int
+    files_removed: int
+    files_added: int
+    records: int
+    attempts: int
+
+
+@dataclass
+class _Merge:
+    """One planned merge: consecutive active files and the file that replaces them."""
+
+    sources: list[FileEntry]
+    path: str = ""
+    size: int = 0
+    stats: str = ""
+    records: int = 0
+    written: bool = field(default=False)
+
+
+# -- the per-commit hook -------------------------------------------------------
+
+
+def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> MaintenanceReport:
+    """Run whatever maintenance is due after a commit; cheap when nothing is.
+
+    Call it with the table whose handle just committed (its version is the new
+    commit's version). Decisions depend only on that version, so with many
+    writers each due step runs once, in the writer whose commit hit the
+    multiple. Errors of the optional steps are not raised: the append that
+    preceded this call has committed whatever happens here.
+    """
+    report = MaintenanceReport()
+    version = table.version
+    interval = checkpoint_interval(table)
+    if version > 0 and version % interval == 0:
+        # delta-rs wrote checkpoint `version` in this commit's post-commit hook.
+        reopen(table)
+        report.reopened = True
+        try:
+            report.log_files_deleted = cleanup_log(
+                table, keep_checkpoints=policy.log_keep_checkpoints, min_age_s=policy.log_min_age_s
+            )
+        except OSError:
+            pass
+    if version % policy.check_every == 0 and len(table.files()) >= policy.segment_files:
+        report.compaction = compact(
+            table,
+            fan_in=policy.fan_in,
+            target_file_bytes=policy.target_file_bytes,
+            compression=policy.compression,
+        )
+    return report
+
+
+def checkpoint_interval(table: Table) -> int:
+    value = table.configuration.get("delta.checkpointInterval")
+    try:
+        return max(1, int(value)) if value is not None else DEFAULT_CHECKPOINT_INTERVAL
+    except ValueError:
+        return DEFAULT_CHECKPOINT_INTERVAL
+
+
+def reopen(table: Table) -> int:
+    """Replace the table's handle with a fresh one at the latest version.
+
+    A fresh handle loads from the latest checkpoint; a handle kept across many
+    commits replays all of them on every commit (FINDINGS.md). The snapshot may
+    move forward: callers decide on whatever snapshot is in hand afterwards.
+    """
+    table._handle = DeltaTable(table.uri)
+    table._commits_on_handle = 0
+    return table.version
+
+
+# -- compaction ----------------------------------------------------------------
+
+
+def plan_compaction(files: list[FileEntry], fan_in: int = 10, target_file_bytes: int = 128 << 20) -> list[list[FileEntry]]:
+    """Choose runs of consecutive files to merge (Lucene's LogMergePolicy, by record count).
+
+    Each file's level is log_fan_in(records). From the oldest file on: take the
+    highest level among the rest, and every file up to the last one within 0.75
+    of it forms a group; the group is cut into windows of `fan_in` consecutive
+    files, and each window whose files are all smaller than `target_file_bytes`
+    (and whose sum stays within it) becomes one merge. A merged file is about
+    `fan_in` times larger than its inputs, one level up, so each record is
+    rewritten about log_fan_in(records per file) times; windows are contiguous in
+    offset order, so merged files never interleave with others.
+    """
+    if fan_in < 2:
+        raise ValueError(f"fan_in must be at least 2, not {fan_in}")
+    ordered = sorted(files, key=lambda entry: entry.min_offset)
+    for before, after in zip(ordered, ordered[1:]):
+        if after.min_offset <= before.max_offset:
+            # Overlapping ranges (not written by lakelog): merging could interleave further.
+            return []
+    log_fan_in = math.log(fan_in)
+    levels = [math.log(max(entry.num_records, 1)) / log_fan_in for entry in ordered]
+    merges: list[list[FileEntry]] = []
+    start = 0
+    count = len(ordered)
+    while start < count:
+        max_level = max(levels[start:])
+        bottom = max_level - 0.75 if max_level > 0.75 else -1.0
+        upto = max(i for i in range(start, count) if levels[i] >= bottom)
+        window_start = start
+        while window_start + fan_in <= upto + 1:
+            window = ordered[window_start : window_start + fan_in]
+            if all(entry.size_bytes < target_file_bytes for entry in window) and sum(
+                entry.size_bytes for entry in window
+            ) <= target_file_bytes:
+                merges.append(window)
+            window_start += fan_in
+        start = upto + 1
+    return merges
+
+
+def compact(
+    table: Table,
+    *,
+    fan_in: int = 10,
+    target_file_bytes: int = 128 << 20,
+    compression: str = "snappy",
+    max_attempts: int = 3,
+) -> CompactionResult | None:
+    """Merge small consecutive files of the latest snapshot in one strict commit.
+
+    Returns None if nothing was worth merging or every attempt lost its race (a
+    harmless outcome: the merged files are deleted again, the table is as it
+    was). Rows are never changed; only which files hold them.
+    """
+    table.refresh()
+    merges = [_Merge(list(run)) for run in plan_compaction(table.files(), fan_in, target_file_bytes)]
+    if not merges:
+        return None
+    try:
+        for merge in merges:
+            _write_merge(table, merge, compression)
+        for attempt in range(1, max_attempts + 1):
+            decided_on = table.version
+            active = {entry.path for entry in table.files()}
+            still_valid = [merge for merge in merges if all(source.path in active for source in merge.sources)]
+            for merge in merges:
+                if merge not in still_valid:
+                    _delete_quietly(table, merge.path)
+                    merge.written = False
+            merges = still_valid
+            if not merges:
+                return None
+            try:
+                _commit_merges(table, merges, decided_on)
+            except CommitFailedError:
+                table._handle.update_incremental()
+                continue
+            table._handle.update_incremental()
+            table._commits_on_handle += 1
+            for merge in merges:
+                merge.written = False  # committed: the table owns the file now
+            return CompactionResult(
+                version=decided_on + 1,
+                files_removed=sum(len(merge.sources) for merge in merges),
+                files_added=len(merges),
+                records=sum(merge.records for merge in merges),
+                attempts=attempt,
+            )
+        return None
+    finally:
+        # Outputs of a compaction that did not commit are nobody's: remove them now.
+        for merge in merges:
+            if merge.written and not _is_active(table, merge.path):
+                _delete_quietly(table, merge.path)
+
+
+def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
+    schema = table.schema
+    pieces = [table.read_file(entry) for entry in merge.sources]
+    rows = pa.concat_tables([piece.select(schema.names).cast(schema) for piece in pieces])
+    offsets = rows.column("offset")
+    expected = sum(entry.num_records for entry in merge.sources)
+    if rows.num_rows != expected:
+        raise RuntimeError(f"{table.uri}: merge read {rows.num_rows} rows, statistics say {expected}")
+    if rows.num_rows > 1 and not pc.all(pc.greater(offsets[1:], offsets[:-1])).as_py():
+        rows = rows.sort_by("offset")
+    first = merge.sources[0].min_offset
+    merge.path = f"part-compact-{first:020d}-{uuid.uuid4().hex}.{compression if compression != 'none' else 'uncompressed'}.parquet"
+    codec = "NONE" if compression == "none" else compression
+    fs, path = _filesystem(_join(table.uri, merge.path))
+    pq.write_table(rows, path, filesystem=fs, compression=codec)
+    merge.written = True
+    merge.size = fs.get_file_info(path).size
+    merge.records = rows.num_rows
+    merge.stats = _statistics(rows)
+
+
+def _commit_merges(table: Table, merges: list[_Merge], decided_on: int) -> None:
+    now_ms = time.time_ns() // 1_000_000
+    actions: list[AddAction | RemoveAction] = []
+    for merge in merges:
+        actions.append(AddAction(merge.path, merge.size, {}, now_ms, False, merge.stats))
+        for source in merge.sources:
+            actions.append(RemoveAction(source.path, False, now_ms, source.size_bytes, {}))
+    table._handle.create_write_transaction(
+        actions,
+        mode="append",
+        schema=table._handle.schema(),
+        commit_properties=CommitProperties(
+            max_commit_retries=0,
+            custom_metadata={"lakelog.operation": COMPACT_OPERATION, "lakelog.decided_on": str(decided_on)},
+        ),
+    )
+
+
+def _statistics(rows: pa.Table) -> str:
+    """Delta file statistics like delta-rs writes them: int min/max, null counts of flat columns."""
+    minimums: dict[str, int] = {}
+    maximums: dict[str, int] = {}
+    nulls: dict[str, int] = {}
+    for column_field in rows.schema:
+        column = rows.column(column_field.name)
+        if pa.types.is_nested(column_field.type):
+            continue
+        nulls[column_field.name] = column.null_count
+        if pa.types.is_integer(column_field.type) and column.null_count < len(column):
+            bounds = pc.min_max(column)
+            minimums[column_field.name] = bounds["min"].as_py()
+            maximums[column_field.name] = bounds["max"].as_py()
+    return json.dumps({"numRecords": rows.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
+
+
+def _is_active(table: Table, path: str) -> bool:
+    try:
+        table._handle.update_incremental()
+    except Exception:  # noqa: BLE001 - best effort: assume active, never delete a maybe-live file
+        return True
+    return any(entry.path == path for entry in table.files())
+
+
+# -- the transaction log folder --------------------------------------------------
+
+
+def cleanup_log(table: Table, *, keep_checkpoints: int = 2, min_age_s: float = 10.0) -> int:
+    """Delete commit files older than the `keep_checkpoints`-th latest checkpoint.
+
+    Delta readers need only the latest checkpoint and the commits after it; the
+    older files are time travel, which lakelog does not use. Keeping one more
+    checkpoint interval lets a reader that listed the folder just before a new
+    checkpoint still load. Files younger than `min_age_s` are never deleted.
+
+    Writers must not commit on a snapshot older than `min_age_s`: a commit of
+    version v+1 is a put-if-absent, so if `v+1.json` had been committed and then
+    deleted here, a writer still on snapshot v would "win" it into the past.
+    `PartitionLog` refreshes a snapshot older than that before deciding.
+    Returns the number of files deleted.
+    """
+    fs, log_dir = _filesystem(_join(table.uri, DELTA_LOG))
+    infos = fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True))
+    checkpoints = sorted(
+        {
+            int(info.base_name[:20])
+            for info in infos
+            if info.type == pafs.FileType.File and ".checkpoint." in info.base_name and _LOG_FILE.match(info.base_name)
+        }
+    )
+    if len(checkpoints) < keep_checkpoints:
+        return 0
+    keep_from = checkpoints[-keep_checkpoints]
+    cutoff = time.time() - min_age_s
+    deleted = 0
+    for info in infos:
+        match = _LOG_FILE.match(info.base_name)
+        if info.type != pafs.FileType.File or match is None or int(match.group(1)) >= keep_from:
+            continue
+        if info.mtime is not None and info.mtime.timestamp() > cutoff:
+            continue
+        try:
+            fs.delete_file(info.path)
+            deleted += 1
+        except FileNotFoundError:
+            pass
+    return deleted
+
+
+# -- deleting removed data files ----------------------------------------------
+
+
+def vacuum(table: Table, *, dry_run: bool = False) -> list[str]:
+    """Delete data files that no snapshot within the retention can reference.
+
+    Retention is the table's `delta.deletedFileRetentionDuration` (the topic's
+    `delete.retention.ms`). A file is deleted if it is not active and either its
+    remove action is older than the retention (delta-rs' "lite" vacuum finds
+    those), or it is in no remove action of the snapshot at all (a failed
+    commit's file, or one whose expired remove action a checkpoint dropped) and
+    it was written more than the retention ago (so it is not an append or a
+    compaction still on its way to a commit). Makes no commit. Returns the
+    relative paths deleted (or that would be, with `dry_run`).
+    """
+    table.refresh()
+    handle = DeltaTable(table.uri)
+    retention_s = _retention_seconds(table)
+    expired = set(handle.vacuum(dry_run=True))
+    tombstoned = set(handle.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False))
+    active = {entry.path for entry in _active_paths(handle)}
+    fs, root = _filesystem(table.uri)
+    cutoff = time.time() - retention_s
+    doomed = []
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True)):
+        name = info.base_name
+        if info.type != pafs.FileType.File or name.startswith(("_", ".")) or name in active:
+            continue
+        if name in expired or (name not in tombstoned and info.mtime is not None and info.mtime.timestamp() < cutoff):
+            doomed.append(name)
+    if not dry_run:
+        for name in doomed:
+            _delete_quietly(table, name)
+    return sorted(doomed)
+
+
+def _active_paths(handle: DeltaTable) -> list[FileEntry]:
+    actions = pa.table(handle.get_add_actions(flatten=True))
+    return [FileEntry(path, 0, 0, 0, 0, 0, 0) for path in actions.column("path").to_pylist()]
+
+
+def _retention_seconds(table: Table) -> float:
+    text = table.configuration.get("delta.deletedFileRetentionDuration") or "interval 1 weeks"
+    match = re.fullmatch(r"\s*interval\s+(\d+)\s+(\w+?)s?\s*", text)
+    if not match:
+        return 7 * 86400.0
+    unit = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}.get(match.group(2), 604800)
+    return int(match.group(1)) * unit
+
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def _join(uri: str, name: str) -> str:
+    return uri.rstrip("/") + "/" + name
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    if "://" in uri:
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), os.path.abspath(uri)
+
+
+def _delete_quietly(table: Table, name: str) -> None:
+    fs, path = _filesystem(_join(table.uri, name))
+    try:
+        fs.delete_file(path)
+    except (FileNotFoundError, OSError):
+        pass
+
+
+__all__ = [
+    "CompactionResult",
+    "MaintenancePolicy",
+    "MaintenanceReport",
+    "checkpoint_interval",
+    "cleanup_log",
+    "compact",
+    "maintain",
+    "plan_compaction",
+    "reopen",
+    "vacuum",
+]

@@ -1,0 +1,328 @@
+"""Races between real processes on one partition: concurrent appends, conditional publish, bulk loads killed.
+
+Processes are started with multiprocessing's "spawn" context (workers.py) or as
+`python -m lakelog.cli` subprocesses, so nothing is shared but the root folder.
+Random choices come from one seeded generator; the seed is printed (and set with
+$LAKELOG_TEST_SEED to replay a run).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import queue as queue_module
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lakelog.log import create_topic, open_partition
+from processes import workers
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+WORKERS = 4
+LOAD_ROWS = 60_000
+LOAD_BATCH = 2_000
+MAX_KILLS = 7
+
+
+@pytest.fixture
+def rng(request) -> random.Random:
+    seed = int(os.environ.get("LAKELOG_TEST_SEED", random.SystemRandom().randrange(2**32)))
+    print(f"{request.node.name}: LAKELOG_TEST_SEED={seed}")
+    return random.Random(seed)
+
+
+@pytest.fixture
+def lake(tmp_path) -> str:
+    folder = tmp_path / "lake"
+    folder.mkdir()
+    return str(folder)
+
+
+def all_rows(root: str, topic: str, partition: int = 0) -> list[dict]:
+    """Every row of the partition in offset order, read on the latest snapshot."""
+    log = open_partition(root, topic, partition)
+    rows: list[dict] = []
+    offset = 0
+    while offset < log.log_end_offset():
+        chunk = log.fetch(offset, max_records=1_000_000, max_bytes=1 << 30).to_pylist()
+        rows.extend(chunk)
+        offset = chunk[-1]["offset"] + 1
+    return rows
+
+
+def run_processes(jobs: list[tuple], timeout_s: float = 120) -> list[tuple]:
+    """Run each `(target, *args)` in its own spawned process with a shared barrier and report queue
+    (appended to its arguments); return every report but the final "done" ones."""
+    context = multiprocessing.get_context("spawn")
+    count = len(jobs)
+    barrier = context.Barrier(count)
+    reports = context.Queue()
+    processes = [
+        context.Process(target=target, args=(*args, barrier, reports), daemon=True) for target, *args in jobs
+    ]
+    for process in processes:
+        process.start()
+    collected: list[tuple] = []
+    finished = 0
+    deadline = time.monotonic() + timeout_s
+    try:
+        while finished < count:
+            try:
+                report = reports.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue_module.Empty:
+                raise AssertionError(f"workers did not finish within {timeout_s} s; got {collected[-5:]}") from None
+            if report[0] == "crashed":
+                raise AssertionError(f"worker {report[1]} crashed:\n{report[2]}")
+            if report[0] == "done":
+                finished += 1
+            else:
+                collected.append(report)
+        for process in processes:
+            process.join(30)
+            assert process.exitcode == 0
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+    return collected
+
+
+# -- (a) concurrent appends -------------------------------------------------------------------
+
+
+def check_dense_and_exactly_once(rows: list[dict], batches: int, records: int) -> None:
+    """S1.1 dense offsets; S1.2 each batch's rows adjacent and in order; every payload exactly once."""
+    total = WORKERS * batches * records
+    assert [row["offset"] for row in rows] == list(range(total))
+    counts = Counter(row["value"] for row in rows)
+    expected = {workers.payload_value(w, b, r) for w in range(WORKERS) for b in range(batches) for r in range(records)}
+    assert set(counts) == expected, f"lost: {sorted(expected - set(counts))[:5]}, foreign: {sorted(set(counts) - expected)[:5]}"
+    assert [value for value, seen in counts.items() if seen != 1] == []
+    for start in range(0, total, records):
+        batch = [row["value"] for row in rows[start : start + records]]
+        assert batch == [batch[0][:-1] + str(r).encode() for r in range(records)], f"batch split at offset {start}"
+    by_worker = defaultdict(list)
+    for row in rows[::records]:
+        by_worker[row["value"][:3]].append(row["value"])
+    for values in by_worker.values():
+        assert values == sorted(values), "a worker's batches landed out of its own order"
+
+
+def test_S1_1_S1_2_four_processes_append_to_one_partition_dense_and_exactly_once(lake):
+    """A fifth process reads the partition throughout and only ever sees dense prefixes of whole batches."""
+    create_topic(lake, "race", 1)
+    batches, records = 40, 3
+    total = WORKERS * batches * records
+    reports = run_processes(
+        [(workers.append_batches, lake, "race", worker, batches, records) for worker in range(WORKERS)]
+        + [(workers.check_snapshots_while_writing, lake, "race", WORKERS, total, records)]
+    )
+    rows = all_rows(lake, "race")
+    check_dense_and_exactly_once(rows, batches, records)
+    snapshots = [r for r in reports if r[0] == "snapshots"]
+    print(f"the reader saw {snapshots[0][2]} distinct snapshots")
+    assert snapshots[0][2] >= 2  # it did read while the log grew
+    # Every AppendResult told the truth about where its batch landed.
+    appended = [r for r in reports if r[0] == "appended"]
+    assert len(appended) == WORKERS * batches
+    for _, worker, batch, base, last in appended:
+        assert last - base == records - 1
+        assert [row["value"] for row in rows[base : last + 1]] == [
+            workers.payload_value(worker, batch, r) for r in range(records)
+        ]
+    assert open_partition(lake, "race", 0).version == WORKERS * batches
+
+
+def test_S1_1_S3_1_four_idempotent_producers_on_one_partition_exactly_once(lake):
+    """Through Producer: offsets dense, each producer's rows carry its own PID with sequences 0, 1, 2, ...;
+    a Consumer reading meanwhile gets every message once, in offset order, with the reported offsets."""
+    create_topic(lake, "race", 1)
+    batches, records = 40, 3
+    total = WORKERS * batches * records
+    reports = run_processes(
+        [(workers.produce_batches, lake, "race", worker, batches, records) for worker in range(WORKERS)]
+        + [(workers.consume_while_producing, lake, "race", WORKERS, total, records)]
+    )
+    rows = all_rows(lake, "race")
+    check_dense_and_exactly_once(rows, batches, records)
+    delivered = sorted((r[2], r[3]) for r in reports if r[0] == "delivered")
+    assert delivered == sorted((row["value"], row["offset"]) for row in rows)
+    [consumed] = [r[2] for r in reports if r[0] == "consumed"]
+    assert consumed == [(row["offset"], row["value"]) for row in rows]
+    sequences = defaultdict(list)
+    owner = {}
+    for row in rows:
+        sequences[row["producer_id"]].append(row["sequence"])
+        owner.setdefault(row["producer_id"], row["value"][:3])
+        assert owner[row["producer_id"]] == row["value"][:3], "one PID wrote for two producers"
+    assert len(sequences) == WORKERS
+    assert all(seqs == list(range(batches * records)) for seqs in sequences.values())
+
+
+# -- (b) conditional publish races ------------------------------------------------------------
+
+
+def test_S2_2_writers_racing_at_one_expected_offset_exactly_one_wins(lake):
+    create_topic(lake, "race", 1)
+    rounds, records = 8, 2
+    reports = run_processes(
+        [(workers.race_at_expected_offset, lake, "race", worker, rounds, records) for worker in range(WORKERS)]
+    )
+    by_round = defaultdict(list)
+    for report in reports:
+        by_round[report[2]].append(report)
+    winners = {}
+    for round_ in range(rounds):
+        outcomes = by_round[round_]
+        assert len(outcomes) == WORKERS
+        won = [r for r in outcomes if r[0] == "won"]
+        assert len(won) == 1, f"round {round_}: {len(won)} winners"
+        _, winner, _, base, last = won[0]
+        assert (base, last) == (round_ * records, round_ * records + records - 1)
+        winners[round_] = winner
+        for _, _, _, expected, log_end_offset, resent in (r for r in outcomes if r[0] == "mismatch"):
+            assert expected == round_ * records
+            assert log_end_offset == (round_ + 1) * records  # the real LEO, after the winner's batch
+            assert resent == (round_ + 1) * records  # re-sending never lands it
+    rows = all_rows(lake, "race")
+    assert [row["offset"] for row in rows] == list(range(rounds * records))
+    assert [row["value"] for row in rows] == [
+        workers.payload_value(winners[round_], round_, r) for round_ in range(rounds) for r in range(records)
+    ]
+    assert open_partition(lake, "race", 0).version == rounds
+
+
+def test_processes_racing_to_create_one_topic_exactly_one_wins(lake):
+    """One creation wins each race; the others get TOPIC_ALREADY_EXISTS; the topic's partitions are
+    single version-0 tables holding the winner's config (S8.3: the refused creations changed nothing)."""
+    rounds, partitions = 12, 2
+    reports = run_processes([(workers.create_same_topic, lake, worker, rounds, partitions) for worker in range(WORKERS)])
+    outcomes = defaultdict(dict)
+    for _, worker, round_, error in reports:
+        outcomes[round_][worker] = error
+    for round_ in range(rounds):
+        winners = [worker for worker, error in outcomes[round_].items() if error is None]
+        refused = sorted(error for error in outcomes[round_].values() if error is not None)
+        assert len(winners) == 1, f"round {round_}: {outcomes[round_]}"
+        assert refused == ["TOPIC_ALREADY_EXISTS"] * (WORKERS - 1)
+        for partition in range(partitions):
+            log = open_partition(lake, f"contested-{round_}", partition)
+            assert log.version == 0, f"round {round_} partition {partition} has {log.version + 1} commits"
+            assert log.config.values["segment.files"] == 10 + winners[0]
+
+
+# -- (c), (d) bulk loads killed and doubled ----------------------------------------------------
+
+
+@pytest.fixture
+def source(tmp_path, rng) -> tuple[Path, list[dict]]:
+    rows = [{"id": i, "payload": f"row-{i}-{rng.randrange(10**12):012d}"} for i in range(LOAD_ROWS)]
+    path = tmp_path / "source.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=7_000)
+    return path, rows
+
+
+def start_load(root: str, topic: str, path: Path, batch_records: int = LOAD_BATCH) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lakelog.cli", "load", topic, str(path), "--batch-records", str(batch_records),
+         "--no-progress", "--root", root],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={key: value for key, value in os.environ.items() if key != "LAKELOG_ROOT"},
+    )
+
+
+def commits(root: str, topic: str) -> int:
+    return len(list((Path(root) / "topics" / topic / "0" / "_delta_log").glob("*.json")))
+
+
+def check_prefix_of_source(root: str, topic: str, source_rows: list[dict]) -> int:
+    """S2.4 at any moment: the partition holds source rows 0..LEO-1, in order, no gaps, whole batches; returns LEO."""
+    rows = all_rows(root, topic)
+    assert [row["offset"] for row in rows] == list(range(len(rows)))
+    assert [json.loads(row["value"]) for row in rows] == source_rows[: len(rows)]
+    return len(rows)
+
+
+def test_S2_4_bulk_load_killed_at_random_points_and_restarted_appends_every_row_once(lake, source, rng):
+    path, source_rows = source
+    # Checkpoints every 4 commits, so kills also land around checkpoint writes.
+    create_topic(lake, "bulk", 1, {"check.expected.offsets": True, "checkpoint.interval.commits": 4})
+    history = []
+    finished = None
+    for attempt in range(MAX_KILLS):
+        before = commits(lake, "bulk")
+        process = start_load(lake, "bulk", path)
+        if rng.random() < 0.2:
+            plan = ("after seconds", rng.uniform(0.0, 2.0))
+            deadline = time.monotonic() + plan[1]
+            while time.monotonic() < deadline and process.poll() is None:
+                time.sleep(0.005)
+        else:
+            plan = ("after commits", rng.randint(1, 6), rng.uniform(0.0, 0.03))
+            deadline = time.monotonic() + 60
+            while commits(lake, "bulk") < before + plan[1] and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(plan[2])
+        if process.poll() is not None:
+            finished = process
+            break
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+        leo = check_prefix_of_source(lake, "bulk", source_rows)
+        assert leo % LOAD_BATCH == 0, f"a batch was split (S1.2): LEO {leo}"
+        history.append((plan, leo))
+    print(f"kills (plan, LEO after): {history}")
+    partial = [leo for _, leo in history if 0 < leo < LOAD_ROWS]
+    assert len(partial) >= 2, f"too few kills landed mid-load to prove anything: {history}"
+
+    resumed_at = check_prefix_of_source(lake, "bulk", source_rows)
+    if finished is None:
+        finished = start_load(lake, "bulk", path)
+    out, err = finished.communicate(timeout=120)
+    assert finished.returncode == 0, err
+    result = json.loads(out)
+    assert (result["start_offset"], result["end_offset"], result["total_rows"]) == (0, LOAD_ROWS, LOAD_ROWS)
+    if history:
+        assert result["resumed_from_row"] == resumed_at
+        assert result["appended_by_this_run"] == LOAD_ROWS - resumed_at
+
+    assert check_prefix_of_source(lake, "bulk", source_rows) == LOAD_ROWS
+    # A run after completion appends nothing.
+    again = start_load(lake, "bulk", path)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert json.loads(out)["appended_by_this_run"] == 0
+    assert open_partition(lake, "bulk", 0).log_end_offset() == LOAD_ROWS
+
+
+@pytest.mark.parametrize("batch_sizes", [(LOAD_BATCH, LOAD_BATCH), (LOAD_BATCH, 3_000)], ids=["same batches", "other batches"])
+def test_S2_4_two_instances_of_one_load_at_once_append_every_row_once(lake, source, batch_sizes):
+    path, source_rows = source
+    create_topic(lake, "bulk", 1)
+    processes = [start_load(lake, "bulk", path, size) for size in batch_sizes]
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        results.append(json.loads(out))
+    print(f"results: {results}")
+    assert len({r["load_id"] for r in results}) == 1
+    assert all((r["start_offset"], r["end_offset"]) == (0, LOAD_ROWS) for r in results)
+    assert sum(r["appended_by_this_run"] for r in results) == LOAD_ROWS
+    assert check_prefix_of_source(lake, "bulk", source_rows) == LOAD_ROWS

@@ -1,0 +1,153 @@
+"""What each spawned process of the race tests runs. Kept free of pytest so a child imports little.
+
+Each worker reports plain tuples on a queue (never exceptions, whose details would be
+lost or unpicklable), ending with ("done", worker) or ("crashed", worker, traceback).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+from lakelog import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from lakelog.errors import OffsetMismatch
+from lakelog.log import BatchHeader, open_partition, payload_table
+
+BARRIER_TIMEOUT_S = 120
+
+
+def payload_value(worker: int, batch: int, record: int) -> bytes:
+    return f"w{worker}-b{batch:03d}-r{record}".encode()
+
+
+def append_batches(root, topic, worker, batches, records, barrier, queue) -> None:
+    """Append `batches` batches of `records` rows through the partition log; report each AppendResult."""
+    try:
+        log = open_partition(root, topic, 0)
+        barrier.wait(BARRIER_TIMEOUT_S)
+        for batch in range(batches):
+            values = [payload_value(worker, batch, record) for record in range(records)]
+            result = log.append(payload_table(values))
+            queue.put(("appended", worker, batch, result.base_offset, result.last_offset))
+        queue.put(("done", worker))
+    except BaseException:
+        queue.put(("crashed", worker, traceback.format_exc()))
+
+
+def produce_batches(root, topic, worker, batches, records, barrier, queue) -> None:
+    """Produce the same rows through an idempotent Producer, one batch per `records` messages."""
+    try:
+        producer = Producer(
+            {"lakelog.root": root, "linger.ms": 600_000, "batch.num.messages": records, "client.id": f"w{worker}"}
+        )
+        failures = []
+
+        def report(error, message):
+            if error is None:
+                queue.put(("delivered", worker, message.value(), message.offset()))
+            else:
+                failures.append(str(error))
+
+        barrier.wait(BARRIER_TIMEOUT_S)
+        for batch in range(batches):
+            for record in range(records):
+                producer.produce(topic, payload_value(worker, batch, record), partition=0, on_delivery=report)
+            producer.poll(0)
+        producer.flush()
+        if failures:
+            queue.put(("crashed", worker, f"delivery failures: {failures[:3]}"))
+        else:
+            queue.put(("done", worker))
+    except BaseException:
+        queue.put(("crashed", worker, traceback.format_exc()))
+
+
+def race_at_expected_offset(root, topic, worker, rounds, records, barrier, queue) -> None:
+    """Each round, append one batch at expected offset round*records, after all workers reach the barrier."""
+    try:
+        log = open_partition(root, topic, 0)
+        for round_ in range(rounds):
+            barrier.wait(BARRIER_TIMEOUT_S)
+            values = [payload_value(worker, round_, record) for record in range(records)]
+            header = BatchHeader(expected_offset=round_ * records)
+            try:
+                result = log.append(payload_table(values), header)
+            except OffsetMismatch as mismatch:
+                # S2.2: re-sending the refused batch at the same expected offset never lands it.
+                try:
+                    log.append(payload_table(values), header)
+                    resent = "landed"
+                except OffsetMismatch as again:
+                    resent = again.log_end_offset
+                queue.put(("mismatch", worker, round_, mismatch.expected_offset, mismatch.log_end_offset, resent))
+            else:
+                queue.put(("won", worker, round_, result.base_offset, result.last_offset))
+        queue.put(("done", worker))
+    except BaseException:
+        queue.put(("crashed", worker, traceback.format_exc()))
+
+
+def check_snapshots_while_writing(root, topic, worker, expected_total, records, barrier, queue) -> None:
+    """Read the whole partition over and over while others append: every snapshot must be a dense
+    prefix made of whole batches, each value once (S1.1, S1.2 seen by a concurrent reader)."""
+    try:
+        log = open_partition(root, topic, 0)
+        barrier.wait(BARRIER_TIMEOUT_S)
+        snapshots = set()
+        seen_total = 0
+        while seen_total < expected_total:
+            log.refresh()
+            end = log.log_end_offset()
+            offsets, values = [], []
+            offset = 0
+            while offset < end:
+                chunk = log.fetch(offset, max_records=100_000, max_bytes=1 << 30)
+                offsets.extend(chunk.column("offset").to_pylist())
+                values.extend(chunk.column("value").to_pylist())
+                offset = offsets[-1] + 1
+            if offsets != list(range(end)) or end % records or len(set(values)) != end:
+                queue.put(("crashed", worker, f"snapshot at version {log.version} is not {end} dense whole-batch rows"))
+                return
+            snapshots.add(end)
+            seen_total = end
+        queue.put(("snapshots", worker, len(snapshots)))
+        queue.put(("done", worker))
+    except BaseException:
+        queue.put(("crashed", worker, traceback.format_exc()))
+
+
+def consume_while_producing(root, topic, worker, expected_total, records, barrier, queue) -> None:
+    """A Consumer reading from the beginning while producers write: every message once, in offset order."""
+    try:
+        consumer = Consumer({"lakelog.root": root})
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        barrier.wait(BARRIER_TIMEOUT_S)
+        read = []
+        deadline = time.monotonic() + BARRIER_TIMEOUT_S
+        while len(read) < expected_total and time.monotonic() < deadline:
+            for message in consumer.consume(500, timeout=0.5):
+                assert message.error() is None, message.error()
+                read.append((message.offset(), message.value()))
+        consumer.close()
+        queue.put(("consumed", worker, read))
+        queue.put(("done", worker))
+    except BaseException:
+        queue.put(("crashed", worker, traceback.format_exc()))
+
+
+def create_same_topic(root, worker, rounds, partitions, barrier, queue) -> None:
+    """Each round, race the other workers to create topic `contested-<round>` with this worker's own
+    segment.files, so the config that won shows whose creation it was."""
+    try:
+        admin = AdminClient({"lakelog.root": root})
+        for round_ in range(rounds):
+            topic = f"contested-{round_}"
+            barrier.wait(BARRIER_TIMEOUT_S)
+            future = admin.create_topics(
+                [NewTopic(topic, num_partitions=partitions, config={"segment.files": str(10 + worker)})]
+            )[topic]
+            error = future.exception()
+            queue.put(("created", worker, round_, None if error is None else error.args[0].name()))
+        queue.put(("done", worker))
+    except BaseException:
+        queue.put(("crashed", worker, traceback.format_exc()))
