@@ -28,7 +28,7 @@ from lakelog.errors import (
 )
 from lakelog.log import producer_state
 from lakelog.log.producer_state import ProducerEntry, Verdict
-from lakelog.log.records import BatchHeader, ControlType, conform_payload, last_sequence, stamp
+from lakelog.log.records import NO_SEQUENCE, BatchHeader, ControlType, conform_payload, last_sequence, stamp
 from lakelog.log.topic_config import TopicConfig
 from lakelog.store import Table
 
@@ -115,7 +115,6 @@ class PartitionLog:
         payload: pa.Table,
         header: BatchHeader = BatchHeader(),
         *,
-        control: ControlType | None = None,
         app_versions: Mapping[str, int] | None = None,
         timeout_s: float = 300.0,
     ) -> AppendResult:
@@ -137,7 +136,7 @@ class PartitionLog:
                 return AppendResult(
                     decision.duplicate_of, decision.duplicate_of + payload.num_rows - 1, self.version, duplicate=True
                 )
-            rows = stamp(payload, decision.base_offset, header, now_ms * 1000, control)
+            rows = stamp(payload, decision.base_offset, header, now_ms * 1000)
             new_leo = decision.base_offset + payload.num_rows
             versions = {LOG_END_OFFSET_APP_ID: new_leo, **(app_versions or {})}
             if decision.entry is not None:
@@ -151,12 +150,56 @@ class PartitionLog:
                     ) from None
                 continue
             self._leo = (version, new_leo)
-            # app_versions may have rewritten producer entries (a fence): keep only what we know.
+            # app_versions may have rewritten producer entries: keep only what we know.
             self._producers_version = version
             self._producers = {}
             if decision.entry is not None and not set(decision.entry.app_versions()) & set(app_versions or {}):
                 self._producers[decision.entry.producer_id] = decision.entry
             return AppendResult(decision.base_offset, new_leo - 1, version)
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, control: ControlType, *, timeout_s: float = 300.0
+    ) -> AppendResult:
+        """Write the COMMIT/ABORT marker of `producer_id`'s transaction as one control row (S4.5, S4.6).
+
+        The marker carries the epoch the coordinator bumped to when it decided, so
+        after it the partition refuses the transaction's epoch (a zombie's late
+        write is fenced) and the producer's next batch must start at sequence 0.
+        Idempotent: if the partition already saw `producer_epoch` (or a newer one)
+        for this producer id, the marker was written before and nothing is
+        appended (`duplicate=True`, offsets -1). Never refused for a missing
+        expected offset: markers are not the producer's batches.
+        """
+        if not isinstance(control, ControlType):
+            raise InvalidRequest(f"control must be a ControlType, not {control!r}")
+        # Validates the identity's types and ranges; a control row's own sequence is -1 (stamp).
+        header = BatchHeader(producer_id, producer_epoch, 0, is_transactional=True)
+        if not header.is_idempotent:
+            raise InvalidRequest(f"a marker needs a producer id, not {producer_id}")
+        payload = conform_payload(pa.table({"value": pa.array([None], pa.binary())}))
+        deadline = time.monotonic() + timeout_s
+        self.refresh()
+        while True:
+            entry = self.producer_entry(producer_id)
+            if entry is not None and entry.producer_epoch >= producer_epoch:
+                return AppendResult(-1, -1, self.version, duplicate=True)
+            now_ms = self._clock()
+            leo = self.log_end_offset()
+            marked = ProducerEntry(producer_id, producer_epoch, NO_SEQUENCE, now_ms)
+            rows = stamp(payload, leo, header, now_ms * 1000, control)
+            versions = {LOG_END_OFFSET_APP_ID: leo + 1, **marked.app_versions()}
+            try:
+                version = self.table.append(rows, app_versions=versions, compression=self.config.compression_type)
+            except CommitConflict:
+                if time.monotonic() > deadline:
+                    raise KafkaTimeout(
+                        f"{self.topic}-{self.partition}: gave up writing a marker after {timeout_s:g} s of lost races"
+                    ) from None
+                continue
+            self._leo = (version, leo + 1)
+            self._producers_version = version
+            self._producers = {producer_id: marked}
+            return AppendResult(leo, leo, version)
 
     def _decide_on_latest(self, count: int, header: BatchHeader, now_ms: int) -> _Decision:
         """Decide on the snapshot in hand; a refusal is re-checked on the latest snapshot."""

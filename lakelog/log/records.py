@@ -155,7 +155,7 @@ def stamp(
         timestamps = pa.chunked_array(
             [pc.if_else(timestamps.is_null(), filled, timestamps.combine_chunks())]
         )
-    if header.base_sequence >= 0:
+    if header.base_sequence >= 0 and control is None:
         sequences = (np.arange(count, dtype="int64") + header.base_sequence) % (MAX_SEQUENCE + 1)
     else:
         sequences = np.full(count, NO_SEQUENCE, dtype="int64")

@@ -93,7 +93,7 @@ def test_S1_1_offsets_dense_from_zero_never_reused(root, topic):
         assert (result.base_offset, result.last_offset) == (expected_base, expected_base + size - 1)
         assert result.duplicate is False
         expected_base += size
-    marker = log.append(batch(b""), control=ControlType.COMMIT)
+    marker = log.append_marker(99, 1, ControlType.COMMIT)
     assert (marker.base_offset, marker.last_offset) == (expected_base, expected_base)
     expected_base += 1
 
@@ -505,8 +505,7 @@ def test_S3_4_epoch_recorded_by_app_versions_fences_the_same_handle(root, topic)
     """S3.4: once a commit records a newer epoch for a PID (as a marker does), every handle refuses the older one."""
     log = open_partition(root, topic(), 0)
     log.append(batch(b"a"), BatchHeader(producer_id=7, producer_epoch=2, base_sequence=0))
-    fence = ProducerEntry(7, 3, -1, log._clock())
-    log.append(batch(b"marker"), control=ControlType.ABORT, app_versions=fence.app_versions())
+    log.append_marker(7, 3, ControlType.ABORT)
     with pytest.raises(InvalidProducerEpoch):  # a new handle sees the fence
         open_partition_fresh(log).append(batch(b"b"), BatchHeader(producer_id=7, producer_epoch=2, base_sequence=1))
     with pytest.raises(InvalidProducerEpoch):  # the handle that wrote it must too
