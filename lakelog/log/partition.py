@@ -31,6 +31,7 @@ from lakelog.log.producer_state import ProducerEntry, Verdict
 from lakelog.log.records import NO_SEQUENCE, BatchHeader, ControlType, conform_payload, last_sequence, stamp
 from lakelog.log.topic_config import TopicConfig
 from lakelog.store import Table
+from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, refresh_if_stale
 
 LOG_END_OFFSET_APP_ID = "lakelog.log_end_offset"
 Clock = Callable[[], int]
@@ -69,6 +70,9 @@ class PartitionLog:
         self._leo: tuple[int, int] | None = None
         self._producers: dict[int, ProducerEntry | None] = {}
         self._producers_version = -1
+        self.maintenance = MaintenancePolicy(segment_files=config.segment_files, compression=config.compression_type)
+        # What the maintenance after the last commit of this handle did (its errors are not raised).
+        self.last_maintenance: MaintenanceReport | None = None
 
     # -- state of the snapshot in hand ---------------------------------------
 
@@ -130,8 +134,15 @@ class PartitionLog:
             raise PolicyViolation("a batch must hold at least one record")
         deadline = time.monotonic() + timeout_s
         while True:
+            refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
             now_ms = self._clock()
-            decision = self._decide_on_latest(payload.num_rows, header, now_ms)
+            try:
+                decision = self._decide_on_latest(payload.num_rows, header, now_ms)
+            except CorruptRecord:
+                # A duplicate check read a file that compaction removed after our snapshot.
+                if not self.refresh():
+                    raise
+                continue
             if decision.duplicate_of is not None:
                 return AppendResult(
                     decision.duplicate_of, decision.duplicate_of + payload.num_rows - 1, self.version, duplicate=True
@@ -155,6 +166,7 @@ class PartitionLog:
             self._producers = {}
             if decision.entry is not None and not set(decision.entry.app_versions()) & set(app_versions or {}):
                 self._producers[decision.entry.producer_id] = decision.entry
+            self.last_maintenance = maintain(self.table, self.maintenance)
             return AppendResult(decision.base_offset, new_leo - 1, version)
 
     def append_marker(
@@ -178,8 +190,8 @@ class PartitionLog:
             raise InvalidRequest(f"a marker needs a producer id, not {producer_id}")
         payload = conform_payload(pa.table({"value": pa.array([None], pa.binary())}))
         deadline = time.monotonic() + timeout_s
-        self.refresh()
         while True:
+            refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
             entry = self.producer_entry(producer_id)
             if entry is not None and entry.producer_epoch >= producer_epoch:
                 return AppendResult(-1, -1, self.version, duplicate=True)
@@ -199,6 +211,7 @@ class PartitionLog:
             self._leo = (version, leo + 1)
             self._producers_version = version
             self._producers = {producer_id: marked}
+            self.last_maintenance = maintain(self.table, self.maintenance)
             return AppendResult(leo, leo, version)
 
     def _decide_on_latest(self, count: int, header: BatchHeader, now_ms: int) -> _Decision:

@@ -50,6 +50,10 @@ class TopicConfig:
         return self.values["producer.id.expiration.ms"]
 
     @property
+    def segment_files(self) -> int:
+        return self.values["segment.files"]
+
+    @property
     def compression_type(self) -> str:
         return self.values["compression.type"]
 

@@ -42,6 +42,7 @@ import os
 import re
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -52,7 +53,7 @@ from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
-from lakelog.store.table import FileEntry, Table
+from lakelog.store.table import FileEntry, Table, _statistics
 
 DEFAULT_CHECKPOINT_INTERVAL = 100
 DELTA_LOG = "_delta_log"
@@ -76,10 +77,17 @@ class MaintenancePolicy:
     check_every: int = 25
     # Parquet codec of merged files (topic config `compression.type`).
     compression: str = "snappy"
-    # Log files younger than this are never deleted (see `cleanup_log`).
-    log_min_age_s: float = 10.0
+    # Log files younger than this are never deleted (see `cleanup_log`); writers
+    # must not commit on a snapshot older than half of it (`refresh_if_stale`).
+    log_min_age_s: float = 2.0
     # Keep this many checkpoints (and the commits after the oldest kept one).
     log_keep_checkpoints: int = 2
+    # Vacuum every this many checkpoints (0: never; `vacuum` lists the folder).
+    vacuum_every_checkpoints: int = 10
+
+    @property
+    def max_snapshot_age_s(self) -> float:
+        return self.log_min_age_s / 2
 
 
 @dataclass
@@ -88,7 +96,9 @@ class MaintenanceReport:
 
     reopened: bool = False
     log_files_deleted: int = 0
+    files_vacuumed: int = 0
     compaction: CompactionResult | None = None
+    errors: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -121,31 +131,45 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
     """Run whatever maintenance is due after a commit; cheap when nothing is.
 
     Call it with the table whose handle just committed (its version is the new
-    commit's version). Decisions depend only on that version, so with many
-    writers each due step runs once, in the writer whose commit hit the
-    multiple. Errors of the optional steps are not raised: the append that
-    preceded this call has committed whatever happens here.
+    commit's version). What is due depends only on that version, so with many
+    writers each step runs once, in the writer whose commit hit it:
+
+    - the commit wrote a checkpoint (delta-rs writes one at every version v with
+      (v + 1) % delta.checkpointInterval == 0): reopen the handle so it loads from
+      that checkpoint, delete old log files (`cleanup_log`), and every
+      `vacuum_every_checkpoints` checkpoints `vacuum`;
+    - v % check_every == 0 and at least `segment_files` files are active: `compact`.
+
+    Never raises for a failed step (the commit before it stands, and a caller
+    must not mistake a maintenance failure for a failed append): failures are
+    listed in the report's `errors`, and the step is simply due again later.
     """
     report = MaintenanceReport()
     version = table.version
     interval = checkpoint_interval(table)
-    if version > 0 and version % interval == 0:
-        # delta-rs wrote checkpoint `version` in this commit's post-commit hook.
-        reopen(table)
-        report.reopened = True
+    if is_checkpoint_version(version, interval):
         try:
+            reopen(table)
+            report.reopened = True
             report.log_files_deleted = cleanup_log(
                 table, keep_checkpoints=policy.log_keep_checkpoints, min_age_s=policy.log_min_age_s
             )
-        except OSError:
-            pass
-    if version % policy.check_every == 0 and len(table.files()) >= policy.segment_files:
-        report.compaction = compact(
-            table,
-            fan_in=policy.fan_in,
-            target_file_bytes=policy.target_file_bytes,
-            compression=policy.compression,
-        )
+            checkpoints = (version + 1) // interval
+            if policy.vacuum_every_checkpoints and checkpoints % policy.vacuum_every_checkpoints == 0:
+                report.files_vacuumed = len(vacuum(table))
+        except Exception as error:  # noqa: BLE001 - see the docstring
+            report.errors.append(f"log maintenance: {error!r}")
+    if version % policy.check_every == 0:
+        try:
+            if len(table.files()) >= policy.segment_files:
+                report.compaction = compact(
+                    table,
+                    fan_in=policy.fan_in,
+                    target_file_bytes=policy.target_file_bytes,
+                    compression=policy.compression,
+                )
+        except Exception as error:  # noqa: BLE001 - see the docstring
+            report.errors.append(f"compaction: {error!r}")
     return report
 
 
@@ -155,6 +179,39 @@ def checkpoint_interval(table: Table) -> int:
         return max(1, int(value)) if value is not None else DEFAULT_CHECKPOINT_INTERVAL
     except ValueError:
         return DEFAULT_CHECKPOINT_INTERVAL
+
+
+def is_checkpoint_version(version: int, interval: int) -> bool:
+    """Whether delta-rs 1.6's post-commit hook wrote a checkpoint at this version (99, 199, ...)."""
+    return version > 0 and (version + 1) % interval == 0
+
+
+_freshness: weakref.WeakKeyDictionary[Table, tuple[int, float, float]] = weakref.WeakKeyDictionary()
+
+
+def refresh_if_stale(table: Table, max_age_s: float) -> bool:
+    """Reload the snapshot unless it is known to be younger than `max_age_s`; True if reloaded.
+
+    Call before deciding on the snapshot in hand. `cleanup_log` deletes commit
+    files older than `log_min_age_s` = 2 x `max_age_s`; a writer that decided on
+    an older snapshot v would try to commit v+1 as a put-if-absent of a file
+    that may have been committed and deleted since. Bookkeeping is per Table:
+    the snapshot counts as fresh as of the previous call if its version changed
+    since then (a commit or a refresh happened in between), and as fresh as of
+    the last reload made here otherwise. The first call for a table reloads.
+    """
+    now = time.monotonic()
+    seen = _freshness.get(table)
+    if seen is not None:
+        version, last_call, fresh_as_of = seen
+        if table.version != version:
+            fresh_as_of = last_call
+        if now - fresh_as_of <= max_age_s:
+            _freshness[table] = (table.version, now, fresh_as_of)
+            return False
+    table.refresh()
+    _freshness[table] = (table.version, now, now)
+    return True
 
 
 def reopen(table: Table) -> int:
@@ -307,23 +364,6 @@ def _commit_merges(table: Table, merges: list[_Merge], decided_on: int) -> None:
     )
 
 
-def _statistics(rows: pa.Table) -> str:
-    """Delta file statistics like delta-rs writes them: int min/max, null counts of flat columns."""
-    minimums: dict[str, int] = {}
-    maximums: dict[str, int] = {}
-    nulls: dict[str, int] = {}
-    for column_field in rows.schema:
-        column = rows.column(column_field.name)
-        if pa.types.is_nested(column_field.type):
-            continue
-        nulls[column_field.name] = column.null_count
-        if pa.types.is_integer(column_field.type) and column.null_count < len(column):
-            bounds = pc.min_max(column)
-            minimums[column_field.name] = bounds["min"].as_py()
-            maximums[column_field.name] = bounds["max"].as_py()
-    return json.dumps({"numRecords": rows.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
-
-
 def _is_active(table: Table, path: str) -> bool:
     try:
         table._handle.update_incremental()
@@ -335,7 +375,7 @@ def _is_active(table: Table, path: str) -> bool:
 # -- the transaction log folder --------------------------------------------------
 
 
-def cleanup_log(table: Table, *, keep_checkpoints: int = 2, min_age_s: float = 10.0) -> int:
+def cleanup_log(table: Table, *, keep_checkpoints: int = 2, min_age_s: float = 2.0) -> int:
     """Delete commit files older than the `keep_checkpoints`-th latest checkpoint.
 
     Delta readers need only the latest checkpoint and the commits after it; the
@@ -343,11 +383,13 @@ def cleanup_log(table: Table, *, keep_checkpoints: int = 2, min_age_s: float = 1
     checkpoint interval lets a reader that listed the folder just before a new
     checkpoint still load. Files younger than `min_age_s` are never deleted.
 
-    Writers must not commit on a snapshot older than `min_age_s`: a commit of
-    version v+1 is a put-if-absent, so if `v+1.json` had been committed and then
-    deleted here, a writer still on snapshot v would "win" it into the past.
-    `PartitionLog` refreshes a snapshot older than that before deciding.
-    Returns the number of files deleted.
+    Writers must not decide on a snapshot older than `min_age_s` / 2: a commit
+    of version v+1 is a put-if-absent, so if `v+1.json` had been committed and
+    then deleted here, a writer still on snapshot v could "win" it into the
+    past (delta-rs 1.6 happened to refuse such a commit with "Invalid table
+    version" when we tried, but nothing guarantees it). `refresh_if_stale`
+    before each decision keeps writers within that bound. Returns the number of
+    files deleted.
     """
     fs, log_dir = _filesystem(_join(table.uri, DELTA_LOG))
     infos = fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True))

@@ -147,11 +147,15 @@ class Table:
 
     def refresh(self) -> int:
         """Bring the handle to the latest version (reopening an aged handle); returns it."""
-        if self._commits_on_handle >= REOPEN_EVERY_COMMITS:
-            self._handle = DeltaTable(self.uri)
-            self._commits_on_handle = 0
-        else:
-            self._handle.update_incremental()
+        if self._commits_on_handle < REOPEN_EVERY_COMMITS:
+            try:
+                self._handle.update_incremental()
+                return self.version
+            except (DeltaError, OSError):
+                # Log cleanup may have deleted commits this old handle would replay: load from a checkpoint.
+                pass
+        self._handle = DeltaTable(self.uri)
+        self._commits_on_handle = 0
         return self.version
 
     # -- the strict commit ----------------------------------------------------

@@ -1,0 +1,9 @@
+"""Benchmarks for lakelog's append path, run as `python -m bench` (all) or `python -m bench.<name>`.
+
+Speed is judged by ratios against a baseline measured in the same process, never
+by absolute timings: machines differ, ratios travel. Each benchmark prints a
+small table, then `ratio ...` lines with PASS/MISS against its target. A MISS is
+informational: the exit status is 0 unless a benchmark crashes.
+"""
+
+BENCHMARKS = ("append_throughput", "append_latency", "conditional_append")

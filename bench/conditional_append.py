@@ -1,0 +1,84 @@
+"""Conditional append (KIP-27 expected offset = log end offset) vs plain append latency.
+
+Partition 0 gets single-record appends carrying `expected_offset` equal to the
+log end offset of the snapshot in hand; partition 1 gets plain single-record
+appends (no producer id, no expected offset). The two are timed alternately,
+append by append, so load hits both alike. Prints p50/p95 of each and the
+ratios conditional/plain. No target was set: the ratios are informational (the
+check is one integer comparison on state already in hand, so expect about 1).
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench import _common
+from lakelog.log import BatchHeader, create_topic, open_partition, payload_table
+
+APPENDS = 500
+APPENDS_QUICK = 100
+WARMUP = 5
+
+
+def run(quick: bool = False, root_parent: str | None = None, keep: bool = False, maintenance: str = "auto") -> _common.Result:
+    mode = _common.maintenance_mode(maintenance)
+    count = APPENDS_QUICK if quick else APPENDS
+    result = _common.Result("conditional_append")
+    print(f"== conditional_append: {count} single-record appends each, conditional (expected_offset=LEO) vs plain")
+    print(f"   maintenance: {mode}")
+    with _common.temp_root(root_parent, keep) as root:
+        create_topic(root, "conditional", 2)
+        conditional = open_partition(root, "conditional", 0)
+        plain = open_partition(root, "conditional", 1)
+        policy = _common.policy_for(conditional)
+        payload = payload_table([b"v" * 100])
+        samples: dict[str, list[float]] = {"conditional": [], "plain": []}
+
+        def append_conditional() -> float:
+            t0 = time.perf_counter()
+            result = conditional.append(payload, BatchHeader(expected_offset=conditional.log_end_offset()))
+            _common.after_append(conditional, mode, policy)
+            took = time.perf_counter() - t0
+            assert not result.duplicate
+            return took
+
+        def append_plain() -> float:
+            t0 = time.perf_counter()
+            plain.append(payload)
+            _common.after_append(plain, mode, policy)
+            return time.perf_counter() - t0
+
+        for n in range(WARMUP + count):
+            if n % 2:
+                took_conditional, took_plain = append_conditional(), append_plain()
+            else:
+                took_plain, took_conditional = append_plain(), append_conditional()
+            if n >= WARMUP:
+                samples["conditional"].append(took_conditional)
+                samples["plain"].append(took_plain)
+        assert conditional.log_end_offset() == WARMUP + count
+        rows = [
+            [name, len(values), _common.median(values) * 1e3, _common.percentile(values, 95) * 1e3, max(values) * 1e3]
+            for name, values in samples.items()
+        ]
+        _common.print_table(["append", "samples", "p50 ms", "p95 ms", "max ms"], rows)
+        result.add(
+            "conditional_append p50 conditional/plain",
+            _common.median(samples["conditional"]) / _common.median(samples["plain"]),
+        )
+        result.add(
+            "conditional_append p95 conditional/plain",
+            _common.percentile(samples["conditional"], 95) / _common.percentile(samples["plain"], 95),
+        )
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _common.parser(__doc__.splitlines()[0])
+    _common.add_maintenance_flag(args)
+    options = args.parse_args(argv)
+    run(options.quick, options.root, options.keep, options.maintenance)
+
+
+if __name__ == "__main__":
+    main()
