@@ -24,6 +24,8 @@ class KafkaError:
     _STATE = -172
     _INVALID_ARG = -186
     _FATAL = -150
+    _PURGE_QUEUE = -152
+    _NOT_CONFIGURED = -145
     _UNKNOWN_PARTITION = -190
     _UNKNOWN_TOPIC = -188
     _VALUE_SERIALIZATION = -161
@@ -55,6 +57,7 @@ class KafkaError:
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
     STALE_MEMBER_EPOCH = 113
+    TRANSACTION_ABORTABLE = 120
     # KIP-27 names no protocol code; lakelog takes one outside Kafka's range.
     OFFSET_MISMATCH = 1000
 
@@ -242,6 +245,12 @@ class ConcurrentTransactions(RetriableError):
 
 class InvalidTxnState(KafkaException):
     code = KafkaError.INVALID_TXN_STATE
+
+
+class TransactionAbortable(AbortableError):
+    """A write of the current transaction failed; abort the transaction, then carry on (KIP-1050)."""
+
+    code = KafkaError.TRANSACTION_ABORTABLE
 
 
 class KafkaTimeout(RetriableError):

@@ -9,6 +9,7 @@ has passed (checked by `produce`, `poll` and `flush`), or when a message's
 
 from __future__ import annotations
 
+import enum
 import random
 import time
 import zlib
@@ -22,12 +23,14 @@ import pyarrow as pa
 from lakelog import config
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Headers, Message
 from lakelog.errors import (
+    FatalError,
     InvalidConfig,
     InvalidRequest,
     KafkaError,
     KafkaException,
     KafkaStorageError,
     RetriableError,
+    TransactionAbortable,
     UnknownTopicOrPartition,
 )
 from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_partition, payload_table, topic_config
@@ -140,8 +143,25 @@ class _Batch:
         return self.expected_offset is not None and expected_offset == self.expected_offset + len(self.messages)
 
 
+class TransactionState(enum.Enum):
+    """Where a transactional producer is, as librdkafka tracks it (idempotent producers stay UNINITIALIZED)."""
+
+    UNINITIALIZED = "uninitialized"
+    READY = "ready"
+    IN_TRANSACTION = "in_transaction"
+    ABORTABLE_ERROR = "abortable_error"
+    FATAL_ERROR = "fatal_error"
+
+
 class Producer:
-    """A producer writing to the topics of `lakelog.root`, shaped like confluent_kafka.Producer."""
+    """A producer writing to the topics of `lakelog.root`, shaped like confluent_kafka.Producer.
+
+    With `transactional.id` set it is transactional (S4): `init_transactions()`
+    once, then `begin_transaction()`, `produce()`..., `commit_transaction()` or
+    `abort_transaction()`. Errors follow confluent-kafka: a `KafkaException` whose
+    error says `fatal()` (fenced: close this producer), `txn_requires_abort()`
+    (abort, then go on) or `retriable()` (call again).
+    """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
@@ -156,6 +176,14 @@ class Producer:
         self._producer_id: int | None = None
         self._producer_epoch = 0
         self._closed = False
+        self._transactional_id: str | None = self.config["transactional.id"] or None
+        if self._transactional_id is not None and not self.config["enable.idempotence"]:
+            raise InvalidConfig("transactional.id requires enable.idempotence=true", key="enable.idempotence")
+        self._coordinator = None
+        self._transaction_state = TransactionState.UNINITIALIZED
+        # Partitions added to the open transaction, and the first error that makes it abort-only.
+        self._transaction_partitions: set[tuple[str, int]] = set()
+        self._transaction_error: KafkaException | None = None
 
     # -- confluent-kafka API ----------------------------------------------------
 
@@ -173,6 +201,8 @@ class Producer:
         callback: DeliveryCallback | None = None,
     ) -> None:
         """Queue a message; `expected_offset` (KIP-27) makes it land at exactly that offset or fail."""
+        if self._transactional_id is not None:
+            self._require_state("produce", TransactionState.IN_TRANSACTION)
         value_bytes, key_bytes = to_bytes("value", value), to_bytes("key", key)
         header_list = to_headers(headers)
         if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
@@ -226,6 +256,117 @@ class Producer:
 
         return cluster_metadata(self._root, topic)
 
+    # -- transactions (S4) ----------------------------------------------------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Take over the transactional.id: get its producer id with a bumped epoch, fencing any
+        earlier instance (S4.1), after finishing that instance's last transaction (S4.2)."""
+        self._require_transactional("init_transactions")
+        self._require_state("init_transactions", TransactionState.UNINITIALIZED)
+        result = self._call_coordinator(
+            lambda coordinator: coordinator.init_producer_id(
+                self._transactional_id, self.config["transaction.timeout.ms"], _timeout_s(timeout)
+            )
+        )
+        self._producer_id, self._producer_epoch = result.producer_id, result.producer_epoch
+        self._sequences = {}
+        self._transaction_state = TransactionState.READY
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: every message produced until its commit or abort belongs to it."""
+        self._require_transactional("begin_transaction")
+        self._require_state("begin_transaction", TransactionState.READY)
+        self._transaction_partitions = set()
+        self._transaction_error = None
+        self._transaction_state = TransactionState.IN_TRANSACTION
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit: every message of the transaction becomes visible to read_committed
+        readers at once, on every partition (S4.5, S4.8). A failed delivery makes the
+        transaction abort-only (the raised error says `txn_requires_abort()`)."""
+        self._require_transactional("commit_transaction")
+        self._require_state("commit_transaction", TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)
+        self.flush(timeout)
+        if self._transaction_state is TransactionState.FATAL_ERROR:
+            self._require_state("commit_transaction")
+        if self._transaction_error is not None:
+            self._transaction_state = TransactionState.ABORTABLE_ERROR
+            raise TransactionAbortable(
+                f"transaction of {self._transaction_id_text} cannot commit: {self._transaction_error.error.str()}; "
+                "abort it and start again"
+            )
+        self._end_transaction(commit=True)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort: queued messages are purged (reported with _PURGE_QUEUE) and written ones are
+        marked aborted, so read_committed readers never see them (S4.5, S5.2)."""
+        self._require_transactional("abort_transaction")
+        self._require_state("abort_transaction", TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)
+        purged = KafkaError(KafkaError._PURGE_QUEUE, "purged: the transaction was aborted")
+        for tp in list(self._batches):
+            batch = self._batches.pop(tp)
+            for pending in batch.messages:
+                message = Message(*tp, None, pending.key, pending.value, pending.headers,
+                                  (TIMESTAMP_CREATE_TIME, pending.timestamp_ms), purged)
+                self._reports.append((pending.on_delivery or self._default_on_delivery, purged, message))
+        self._serve_reports()
+        self._end_transaction(commit=False)
+
+    def _end_transaction(self, commit: bool) -> None:
+        if self._transaction_partitions:
+            result = self._call_coordinator(
+                lambda coordinator: coordinator.end_transaction(
+                    self._transactional_id, self._producer_id, self._producer_epoch, commit
+                )
+            )
+            # Every end bumps the epoch (S4.6): the next transaction starts every sequence at 0.
+            self._producer_id, self._producer_epoch = result.producer_id, result.producer_epoch
+            self._sequences = {}
+        self._transaction_partitions = set()
+        self._transaction_error = None
+        self._transaction_state = TransactionState.READY
+
+    def _call_coordinator(self, request: Callable[[Any], Any]) -> Any:
+        """Run a coordinator request; a fatal error (fenced, S4.1) leaves the producer unusable."""
+        if self._coordinator is None:
+            from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+
+            self._coordinator = TransactionCoordinator(self._root)
+        try:
+            return request(self._coordinator)
+        except FatalError as error:
+            self._fail(error)
+            raise
+
+    def _fail(self, error: KafkaException) -> None:
+        self._transaction_state = TransactionState.FATAL_ERROR
+        self._transaction_error = error
+
+    def _require_transactional(self, call: str) -> None:
+        if self._transactional_id is None:
+            raise KafkaException(
+                KafkaError(KafkaError._NOT_CONFIGURED, f"{call}() needs transactional.id to be configured")
+            )
+
+    def _require_state(self, call: str, *allowed: TransactionState) -> None:
+        state = self._transaction_state
+        if state is TransactionState.FATAL_ERROR:
+            # The error that made the producer unusable (ProducerFenced, ...), again.
+            assert self._transaction_error is not None
+            raise self._transaction_error
+        if state not in allowed:
+            raise KafkaException(
+                KafkaError(
+                    KafkaError._STATE,
+                    f"{call}() is not allowed while the producer is {state.value.replace('_', ' ')}",
+                    txn_requires_abort=state is TransactionState.ABORTABLE_ERROR,
+                )
+            )
+
+    @property
+    def _transaction_id_text(self) -> str:
+        return f"transactional.id {self._transactional_id!r}"
+
     # -- internals -----------------------------------------------------------------
 
     def _resolve_partition(self, topic: str, partition: int, key: bytes | None) -> int:
@@ -254,6 +395,7 @@ class Producer:
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
             base_sequence=self._sequences.get(tp, 0),
+            is_transactional=self._transactional_id is not None,
             expected_offset=expected_offset,
         )
 
@@ -275,15 +417,22 @@ class Producer:
             headers=[m.headers for m in messages],
             timestamps_ms=[m.timestamp_ms for m in messages],
         )
-        header = self._header(tp, batch.expected_offset)
         error: KafkaError | None = None
         base_offset = -1
         try:
+            if self._transactional_id is not None:
+                self._add_to_transaction(tp)
+            header = self._header(tp, batch.expected_offset)
             base_offset = self._append_with_retries(tp, payload, header)
             if header.is_idempotent:
                 self._sequences[tp] = next_sequence(header.base_sequence + len(messages) - 1)
         except KafkaException as exception:
             error = exception.error
+            if self._transactional_id is not None:
+                if exception.fatal:
+                    self._fail(exception)
+                elif self._transaction_error is None:
+                    self._transaction_error = exception
         for index, pending in enumerate(messages):
             message = Message(
                 tp[0],
@@ -297,13 +446,36 @@ class Producer:
             )
             self._reports.append((pending.on_delivery or self._default_on_delivery, error, message))
 
+    def _add_to_transaction(self, tp: tuple[str, int]) -> None:
+        """Add the partition (with every other one holding a queued batch) to the transaction
+        before its first write (S4.4): one coordinator commit for all of them."""
+        if self._transaction_state is not TransactionState.IN_TRANSACTION:
+            self._require_state("produce", TransactionState.IN_TRANSACTION)
+        if tp in self._transaction_partitions:
+            return
+        wanted = ({tp} | set(self._batches)) - self._transaction_partitions
+        self._call_coordinator(
+            lambda coordinator: coordinator.add_partitions(
+                self._transactional_id, self._producer_id, self._producer_epoch, sorted(wanted)
+            )
+        )
+        self._transaction_partitions |= wanted
+
     def _append_with_retries(self, tp: tuple[str, int], payload: pa.Table, header: BatchHeader) -> int:
         """Append, retrying a storage failure with the same sequence: a retry that
-        finds its batch already in the log gets the original offsets (S3.2)."""
+        finds its batch already in the log gets the original offsets (S3.2).
+        A transactional write is verified first (S4.4, KIP-890): the coordinator must
+        still hold this producer's transaction with the partition in it."""
         deadline = time.monotonic() + self.config["message.timeout.ms"] / 1000
         attempts = 0
         while True:
             try:
+                if header.is_transactional:
+                    self._call_coordinator(
+                        lambda coordinator: coordinator.verify_partitions(
+                            self._transactional_id, header.producer_id, header.producer_epoch, [tp]
+                        )
+                    )
                 return self._log(tp).append(payload, header, timeout_s=max(deadline - time.monotonic(), 0.0)).base_offset
             except RetriableError as error:
                 attempts += 1
@@ -325,3 +497,10 @@ class Producer:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _timeout_s(timeout: float | None) -> float:
+    """confluent-kafka's timeouts: seconds, None or negative for "as long as it takes" (capped at a day)."""
+    if timeout is None or timeout < 0:
+        return 86_400.0
+    return float(timeout)

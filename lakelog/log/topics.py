@@ -85,3 +85,46 @@ def open_partition(root: str, topic: str, partition: int, clock: Clock = wall_cl
         _complete_partitions(root, topic, config)
     table = Table.open(uri)
     return PartitionLog(table, topic, partition, TopicConfig.from_table_configuration(table.configuration), clock)
+
+
+def open_internal_partition(
+    root: str, log_name: str, partition: int, num_partitions: int, clock: Clock = wall_clock_ms
+) -> PartitionLog:
+    """Open partition `partition` of an internal log `<root>/<log_name>/` (such as `__transaction_state`).
+
+    Tables are created on first use. The partition count is decided once per
+    root, by whoever creates partition 0 (put-if-absent); every later caller
+    gets that count from partition 0, whatever `num_partitions` it passes, so
+    processes with different configs still hash ids to the same partition.
+    """
+    if not log_name.startswith("__"):
+        raise ValueError(f"internal logs are named __<name>, not {log_name!r}")
+    folder = check_root(root) / log_name
+    first = _open_or_create(str(folder / "0"), TopicConfig.load({"num.partitions": num_partitions}))
+    config = TopicConfig.from_table_configuration(first.configuration)
+    if not 0 <= partition < config.num_partitions:
+        raise UnknownTopicOrPartition(
+            f"{log_name} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=log_name
+        )
+    table = first if partition == 0 else _open_or_create(str(folder / str(partition)), config)
+    return PartitionLog(table, log_name, partition, config, clock)
+
+
+def _open_or_create(uri: str, config: TopicConfig) -> Table:
+    if Table.exists(uri):
+        return Table.open(uri)
+    return Table.create(uri, PARTITION_SCHEMA, config.table_configuration())[0]
+
+
+def internal_partition_count(root: str, log_name: str, num_partitions: int) -> int:
+    """The partition count of an internal log, fixed when its partition 0 was created (see open_internal_partition)."""
+    return open_internal_partition(root, log_name, 0, num_partitions).config.num_partitions
+
+
+def existing_internal_partitions(root: str, log_name: str) -> list[int]:
+    """Partitions of an internal log that have a table (partitions are created on first use)."""
+    folder = check_root(root) / log_name
+    if not folder.is_dir():
+        return []
+    return sorted(int(entry.name) for entry in folder.iterdir() if entry.name.isdigit() and Table.exists(str(entry)))
+

@@ -1,0 +1,115 @@
+"""A coordinator's log: records in one internal partition, replayed into state, appended by a strict commit.
+
+This is where the pure handlers meet the tables (ARCHITECTURE.md, "one rule").
+`CoordinatorLog.run(decide)` brings the replayed state up to the partition's
+log end offset, lets `decide(state)` return an `Outcome`, and appends the
+outcome's records as one batch whose expected offset is that log end offset
+(KIP-27's conditional append, S2.1). If anyone appended in between, for this
+key or another one of the same partition, the append is refused with
+`OffsetMismatch`, the new records are replayed and the request is decided
+again: no decision is ever committed on a stale state.
+
+A record is one row: key = the coordinator key (a transactional.id, a group id),
+value = the record as JSON. Replay is incremental: only rows past the last
+replayed offset are read.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, Protocol, TypeVar
+
+import pyarrow as pa
+
+from lakelog.errors import KafkaTimeout, OffsetMismatch
+from lakelog.log import BatchHeader, PartitionLog, payload_table
+
+S = TypeVar("S")
+R = TypeVar("R")
+FETCH_RECORDS = 100_000
+
+
+class Record(Protocol):
+    def to_row(self) -> dict[str, Any]: ...
+
+
+class HasRecords(Protocol):
+    @property
+    def records(self) -> tuple[Any, ...]: ...
+
+
+O = TypeVar("O", bound=HasRecords)
+
+
+class CoordinatorLog(Generic[S]):
+    """One partition of an internal log and the state replayed from it.
+
+    `key_of(record)` names a record's key; `decode(key, row)` turns a stored row
+    back into a record; `apply(state, record)` folds one record into the state
+    (in place) and returns it.
+    """
+
+    def __init__(
+        self,
+        log: PartitionLog,
+        state: S,
+        decode: Callable[[dict[str, Any]], Any],
+        apply: Callable[[S, Any], S],
+        key_of: Callable[[Any], str],
+    ) -> None:
+        self.log = log
+        self.state = state
+        self._decode = decode
+        self._apply = apply
+        self._key_of = key_of
+        # Every record below this offset is folded into `state`.
+        self.position = 0
+
+    def catch_up(self) -> S:
+        """Replay every record appended since the last call (reloading the snapshot); returns the state."""
+        self.log.refresh()
+        end = self.log.log_end_offset()
+        while self.position < end:
+            rows = self.log.fetch(self.position, max_records=FETCH_RECORDS, max_bytes=1 << 30)
+            if rows.num_rows == 0:
+                break
+            self._replay(rows)
+            self.position = rows.column("offset")[-1].as_py() + 1
+        return self.state
+
+    def run(self, decide: Callable[[S], O], timeout_s: float = 60.0) -> O:
+        """Decide on the caught-up state and append the outcome's records at exactly that position."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.catch_up()
+            outcome = decide(self.state)
+            if not outcome.records:
+                return outcome
+            try:
+                self.log.append(self._encode(outcome.records), BatchHeader(expected_offset=self.position))
+            except OffsetMismatch:
+                if time.monotonic() > deadline:
+                    raise KafkaTimeout(
+                        f"{self.log.topic}-{self.log.partition}: gave up after {timeout_s:g} s of lost races"
+                    ) from None
+                continue
+            for record in outcome.records:
+                self.state = self._apply(self.state, record)
+            self.position += len(outcome.records)
+            return outcome
+
+    def _encode(self, records: Iterable[Record]) -> pa.Table:
+        records = list(records)
+        return payload_table(
+            [json.dumps(record.to_row(), separators=(",", ":")).encode() for record in records],
+            keys=[self._key_of(record).encode() for record in records],
+        )
+
+    def _replay(self, rows: pa.Table) -> None:
+        columns = rows.select(["value", "control"]).to_pydict()
+        for value, control in zip(columns["value"], columns["control"]):
+            if control is not None or value is None:
+                continue
+            self.state = self._apply(self.state, self._decode(json.loads(value)))

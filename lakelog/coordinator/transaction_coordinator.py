@@ -1,0 +1,272 @@
+"""The transaction coordinator on the tables: `__transaction_state` logs, markers, the sweep (S4, S8.2).
+
+Every request runs the pure handler of `transaction.py` on the state replayed
+from the id's `__transaction_state/<n>` partition and commits its records with
+`CoordinatorLog.run` (decided on the exact log end offset it follows). Nothing
+lives only in this object: any process may crash at any point, and the next
+one to touch the id (the producer's next `init_producer_id`, or the sweep)
+finishes what was left (S4.2, S4.5).
+
+Finishing a decided transaction (`PrepareCommit` / `PrepareAbort`) is: write its
+marker to every partition (idempotent per producer id and epoch, so several
+processes may do it at once), then record `Complete*`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakelog import config as config_module
+from lakelog.coordinator import transaction as txn
+from lakelog.coordinator.state_log import CoordinatorLog
+from lakelog.coordinator.transaction import (
+    AddPartitionsResult,
+    EndTransactionResult,
+    InitProducerIdResult,
+    Outcome,
+    SweepAction,
+    TopicPartitionKey,
+    TransactionConfig,
+    TransactionMetadata,
+)
+from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout
+from lakelog.log import allocate_producer_id, open_partition
+from lakelog.log.partition import Clock, wall_clock_ms
+from lakelog.log.topics import existing_internal_partitions, open_internal_partition
+
+TRANSACTION_STATE_LOG = "__transaction_state"
+# How long init_producer_id waits between looks at a transaction someone else is finishing.
+RETRY_BACKOFF_S = 0.05
+# Fault points, in the order `finish` meets them (tests kill a process at one of them).
+FAULT_AFTER_DECISION = "after_decision"
+FAULT_AFTER_MARKER = "after_marker"
+FAULT_BEFORE_COMPLETE = "before_complete"
+
+FaultHook = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did, counted per action."""
+
+    partitions_scanned: int = 0
+    ids_seen: int = 0
+    aborted_timed_out: list[str] = field(default_factory=list)
+    rolled_forward: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+
+    @property
+    def changed_anything(self) -> bool:
+        return bool(self.aborted_timed_out or self.rolled_forward or self.expired)
+
+
+class TransactionCoordinator:
+    """The transaction coordinator of one root; cheap to create, safe to use from many processes at once."""
+
+    def __init__(
+        self,
+        root: str,
+        broker_config: Mapping[str, Any] | None = None,
+        *,
+        clock: Clock = wall_clock_ms,
+        fault: FaultHook | None = None,
+    ) -> None:
+        self.root = root
+        broker = config_module.load("broker", broker_config)
+        self.config = TransactionConfig.from_broker_config(broker)
+        self._requested_partitions = broker["transaction.state.log.num.partitions"]
+        self._num_partitions: int | None = None
+        self._clock = clock
+        self._fault = fault
+        self._logs: dict[int, CoordinatorLog[dict[str, TransactionMetadata]]] = {}
+
+    # -- requests (S4.1-S4.6) -------------------------------------------------------
+
+    def init_producer_id(
+        self, transactional_id: str, transaction_timeout_ms: int, timeout_s: float = 60.0
+    ) -> InitProducerIdResult:
+        """Map the id to a producer id and bump its epoch, fencing every earlier instance (S4.1).
+
+        An unfinished earlier transaction is finished first (S4.2): an ongoing one is
+        fenced and aborted, a decided one rolled forward; this call does that work
+        itself and waits while another process does it, up to `timeout_s`.
+        """
+        deadline = time.monotonic() + timeout_s
+        allocated: list[int] = []
+
+        def new_producer_id(current: TransactionMetadata | None) -> int | None:
+            if not txn.init_needs_producer_id(current):
+                return None
+            if not allocated:
+                allocated.append(allocate_producer_id(self.root, transactional_id))
+            return allocated[0]
+
+        while True:
+            log = self._log_of(transactional_id)
+            outcome = log.run(
+                lambda state: txn.init_producer_id(
+                    state.get(transactional_id),
+                    transactional_id,
+                    transaction_timeout_ms,
+                    new_producer_id(state.get(transactional_id)),
+                    self._clock(),
+                    self.config,
+                )
+            )
+            if outcome.ok:
+                return outcome.response
+            if not isinstance(outcome.error, ConcurrentTransactions):
+                raise outcome.error
+            self.finish(transactional_id)
+            if time.monotonic() > deadline:
+                raise KafkaTimeout(
+                    f"init of transactional.id {transactional_id!r} waited {timeout_s:g} s for its last transaction to finish"
+                ) from outcome.error
+            time.sleep(RETRY_BACKOFF_S)
+
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartitionKey]
+    ) -> AddPartitionsResult:
+        """Add partitions to the ongoing transaction, starting it if none is open (S4.4)."""
+        partitions = tuple(partitions)
+        return self._run(
+            transactional_id,
+            lambda current: txn.add_partitions(
+                current, transactional_id, producer_id, producer_epoch, partitions, self._clock()
+            ),
+        )
+
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartitionKey]
+    ) -> AddPartitionsResult:
+        """Check, on the latest state, that this producer may write these partitions now (S4.4, KIP-890)."""
+        partitions = tuple(partitions)
+        return self._run(
+            transactional_id,
+            lambda current: txn.verify_partitions(current, transactional_id, producer_id, producer_epoch, partitions),
+        )
+
+    def end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> EndTransactionResult:
+        """Decide commit or abort with one record, write the markers, record completion (S4.5, S4.6).
+
+        Returns the decided result and the identity (bumped epoch) to use next.
+        A retry after a crash or a timeout gets the same answer and finishes
+        whatever the first attempt left undone.
+        """
+        allocated: list[int] = []
+
+        def new_producer_id(current: TransactionMetadata | None) -> int | None:
+            if not txn.end_needs_producer_id(current):
+                return None
+            if not allocated:
+                allocated.append(allocate_producer_id(self.root, transactional_id))
+            return allocated[0]
+
+        result = self._run(
+            transactional_id,
+            lambda current: txn.end_transaction(
+                current, transactional_id, producer_id, producer_epoch, commit, self._clock(), new_producer_id(current)
+            ),
+        )
+        self._hit(FAULT_AFTER_DECISION, transactional_id=transactional_id)
+        self.finish(transactional_id)
+        return result
+
+    def finish(self, transactional_id: str) -> TransactionMetadata | None:
+        """Finish a decided transaction of the id, if there is one: markers, then `Complete*` (S4.5)."""
+        current = self._log_of(transactional_id).catch_up().get(transactional_id)
+        markers = txn.markers_for(current)
+        if markers is None:
+            return current
+        for index, (topic, partition) in enumerate(markers.partitions):
+            open_partition(self.root, topic, partition).append_marker(
+                markers.producer_id, markers.producer_epoch, markers.control
+            )
+            self._hit(FAULT_AFTER_MARKER, transactional_id=transactional_id, index=index, topic=topic, partition=partition)
+        self._hit(FAULT_BEFORE_COMPLETE, transactional_id=transactional_id)
+        outcome = self._log_of(transactional_id).run(
+            lambda state: txn.complete_transaction(state.get(transactional_id), markers, self._clock())
+        )
+        return outcome.response
+
+    # -- the sweep (S4.7, S8.2) -------------------------------------------------------
+
+    def sweep(self) -> SweepReport:
+        """Abort transactions past their timeout (fencing their producer), roll decided ones
+        forward, expire idle transactional ids. Idempotent; safe beside clients and other sweeps."""
+        report = SweepReport()
+        for partition in existing_internal_partitions(self.root, TRANSACTION_STATE_LOG):
+            log = self._log(partition)
+            report.partitions_scanned += 1
+            state = log.catch_up()
+            for transactional_id, metadata in list(state.items()):
+                report.ids_seen += 1
+                # Most ids need nothing: look on the state in hand, commit (on the latest) only if something is due.
+                if txn.sweep(metadata, self._clock(), self.config).response is SweepAction.NONE:
+                    continue
+                outcome = log.run(lambda state: txn.sweep(state.get(transactional_id), self._clock(), self.config))
+                action = outcome.response
+                if action is SweepAction.ABORT_TIMED_OUT:
+                    report.aborted_timed_out.append(transactional_id)
+                elif action is SweepAction.EXPIRE:
+                    report.expired.append(transactional_id)
+                elif action is SweepAction.ROLL_FORWARD:
+                    report.rolled_forward.append(transactional_id)
+                if action in (SweepAction.ABORT_TIMED_OUT, SweepAction.ROLL_FORWARD):
+                    self.finish(transactional_id)
+        return report
+
+    # -- reading ------------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        """The id's current metadata, or None if it is unknown (never initialised, or expired)."""
+        return self._log_of(transactional_id).catch_up().get(transactional_id)
+
+    def list_transactions(self) -> list[TransactionMetadata]:
+        """Every known transactional id's metadata, sorted by id."""
+        found: list[TransactionMetadata] = []
+        for partition in existing_internal_partitions(self.root, TRANSACTION_STATE_LOG):
+            found.extend(self._log(partition).catch_up().values())
+        return sorted(found, key=lambda metadata: metadata.transactional_id)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _run(self, transactional_id: str, handler: Callable[[TransactionMetadata | None], Outcome[Any]]) -> Any:
+        outcome = self._log_of(transactional_id).run(lambda state: handler(state.get(transactional_id)))
+        if not outcome.ok:
+            raise outcome.error
+        return outcome.response
+
+    def _log_of(self, transactional_id: str) -> CoordinatorLog[dict[str, TransactionMetadata]]:
+        if not isinstance(transactional_id, str) or not transactional_id:
+            raise InvalidRequest(f"transactional.id must be a non-empty string, not {transactional_id!r}")
+        return self._log(txn.partition_for_transactional_id(transactional_id, self.num_partitions))
+
+    @property
+    def num_partitions(self) -> int:
+        """Partitions of `__transaction_state`, fixed for the root when partition 0 was created."""
+        if self._num_partitions is None:
+            self._num_partitions = self._log(0).log.config.num_partitions
+        return self._num_partitions
+
+    def _log(self, partition: int) -> CoordinatorLog[dict[str, TransactionMetadata]]:
+        if partition not in self._logs:
+            log = open_internal_partition(
+                self.root, TRANSACTION_STATE_LOG, partition, self._requested_partitions, self._clock
+            )
+            self._logs[partition] = CoordinatorLog(
+                log, {}, TransactionMetadata.from_row, txn.replay, lambda record: record.transactional_id
+            )
+        return self._logs[partition]
+
+    def _hit(self, point: str, **details: Any) -> None:
+        if self._fault is not None:
+            self._fault(point, details)
+
+
+__all__ = ["SweepReport", "TransactionCoordinator", "TRANSACTION_STATE_LOG"]
