@@ -406,18 +406,9 @@ def init_producer_id(
     request_error = _check_transactional_id(transactional_id, current)
     if request_error is not None:
         return Outcome(error=request_error)
-    if (
-        isinstance(transaction_timeout_ms, bool)
-        or not isinstance(transaction_timeout_ms, int)
-        or not 0 < transaction_timeout_ms <= config.transaction_max_timeout_ms
-    ):
-        return Outcome(
-            error=InvalidTransactionTimeout(
-                f"transaction.timeout.ms={transaction_timeout_ms!r} must be in [1, "
-                f"{config.transaction_max_timeout_ms}] (transaction.max.timeout.ms)",
-                transaction_timeout_ms=transaction_timeout_ms,
-            )
-        )
+    timeout_error = check_transaction_timeout(transaction_timeout_ms, config)
+    if timeout_error is not None:
+        return Outcome(error=timeout_error)
     if current is None or current.state is TxnState.DEAD:
         record = TransactionMetadata(
             transactional_id=transactional_id,
@@ -465,6 +456,21 @@ def init_producer_id(
     if state.is_prepared:
         return Outcome(error=_concurrent(current))
     return Outcome(error=_unexpected_state(current))
+
+
+def check_transaction_timeout(transaction_timeout_ms: Any, config: TransactionConfig) -> InvalidTransactionTimeout | None:
+    """S4.7: a transaction timeout is positive and at most transaction.max.timeout.ms."""
+    if (
+        isinstance(transaction_timeout_ms, bool)
+        or not isinstance(transaction_timeout_ms, int)
+        or not 0 < transaction_timeout_ms <= config.transaction_max_timeout_ms
+    ):
+        return InvalidTransactionTimeout(
+            f"transaction.timeout.ms={transaction_timeout_ms!r} must be in [1, "
+            f"{config.transaction_max_timeout_ms}] (transaction.max.timeout.ms)",
+            transaction_timeout_ms=transaction_timeout_ms,
+        )
+    return None
 
 
 def add_partitions(

@@ -94,6 +94,10 @@ class TransactionCoordinator:
         fenced and aborted, a decided one rolled forward; this call does that work
         itself and waits while another process does it, up to `timeout_s`.
         """
+        # Checked before anything is allocated or created, so a refusal writes nothing (S8.3).
+        timeout_error = txn.check_transaction_timeout(transaction_timeout_ms, self.config)
+        if timeout_error is not None:
+            raise timeout_error
         deadline = time.monotonic() + timeout_s
         allocated: list[int] = []
 

@@ -1,0 +1,430 @@
+"""Transactions on real Delta tables: the coordinator on __transaction_state and the transactional Producer (S4, S8.2, S8.3).
+
+One test per rule that makes the rule fail on purpose. Crashes are simulated
+in-process here by a fault hook that raises; tests/processes kills real processes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import table_fingerprint
+
+from lakelog import AdminClient, NewTopic, Producer
+from lakelog.coordinator import TxnState
+from lakelog.coordinator.transaction_coordinator import (
+    FAULT_AFTER_DECISION,
+    FAULT_AFTER_MARKER,
+    FAULT_BEFORE_COMPLETE,
+    TRANSACTION_STATE_LOG,
+    TransactionCoordinator,
+)
+from lakelog.errors import (
+    ConcurrentTransactions,
+    InvalidConfig,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    KafkaException,
+    ProducerFenced,
+)
+from lakelog.log import BatchHeader, ControlType, open_partition, payload_table
+from lakelog.log.partition import wall_clock_ms
+
+TOPIC = "orders"
+
+
+class Crash(Exception):
+    """Stands for a process dying at a fault point."""
+
+
+def crash_at(point: str, index: int | None = None):
+    def hook(name, details):
+        if name == point and (index is None or details.get("index") == index):
+            raise Crash(f"{name} {details}")
+
+    return hook
+
+
+@pytest.fixture
+def lake(root):
+    AdminClient({"lakelog.root": root}).create_topics([NewTopic(TOPIC, num_partitions=3)])
+    return root
+
+
+def producer(root, transactional_id="app", **conf):
+    return Producer({"lakelog.root": root, "transactional.id": transactional_id, **conf})
+
+
+def rows(root, partition):
+    log = open_partition(root, TOPIC, partition)
+    return log.fetch(0, max_records=1_000_000).to_pylist() if log.log_end_offset() else []
+
+
+def markers(root, partition):
+    return [(row["control"], row["producer_id"], row["producer_epoch"]) for row in rows(root, partition) if row["control"]]
+
+
+def state_records(root) -> list[tuple[str, str]]:
+    """(transactional id, state) of every record in __transaction_state, in offset order per partition."""
+    found = []
+    for folder in sorted((Path(root) / TRANSACTION_STATE_LOG).iterdir()):
+        log = open_partition_at(root, int(folder.name))
+        if log.log_end_offset():
+            for row in log.fetch(0, max_records=1_000_000).to_pylist():
+                record = json.loads(row["value"])
+                found.append((record["transactional_id"], record["state"]))
+    return found
+
+
+def open_partition_at(root, partition):
+    from lakelog.log.topics import open_internal_partition
+
+    return open_internal_partition(root, TRANSACTION_STATE_LOG, partition, 50)
+
+
+def produce_to_all(p, tag):
+    for partition in range(3):
+        p.produce(TOPIC, value=f"{tag}-{partition}", partition=partition)
+    p.flush()
+
+
+# -- S4.1 -----------------------------------------------------------------------------------
+
+
+def test_S4_1_init_maps_the_id_to_one_producer_id_and_fences_the_older_instance(lake):
+    """S4.1: the id keeps its producer id across instances, each init bumps the epoch, the older instance is fenced."""
+    first = producer(lake)
+    first.init_transactions()
+    second = producer(lake)
+    second.init_transactions()
+    assert second._producer_id == first._producer_id
+    assert second._producer_epoch == first._producer_epoch + 1
+    first.begin_transaction()
+    first.produce(TOPIC, value="zombie", partition=0)
+    with pytest.raises(ProducerFenced) as fenced:
+        first.commit_transaction()
+    assert fenced.value.error.fatal() and not fenced.value.error.retriable()
+    with pytest.raises(ProducerFenced):  # every later call fails the same way
+        first.begin_transaction()
+    assert rows(lake, 0) == []
+    second.begin_transaction()
+    second.produce(TOPIC, value="rightful", partition=0)
+    second.commit_transaction()
+    assert [row["value"] for row in rows(lake, 0) if row["control"] is None] == [b"rightful"]
+
+
+def test_S4_1_transactional_id_is_validated_like_a_topic_name(root):
+    for bad in ("a/b", "..", "x" * 250, "sp ace"):
+        with pytest.raises(InvalidConfig):
+            producer(root, bad)
+    with pytest.raises(InvalidConfig):
+        producer(root, "ok", **{"enable.idempotence": False})
+
+
+def test_S4_1_distinct_ids_get_distinct_producer_ids(lake):
+    ids = set()
+    for n in range(5):
+        p = producer(lake, f"app-{n}")
+        p.init_transactions()
+        ids.add(p._producer_id)
+    assert len(ids) == 5
+
+
+# -- S4.2 -----------------------------------------------------------------------------------
+
+
+def test_S4_2_init_aborts_the_ongoing_transaction_of_the_previous_instance(lake):
+    """S4.2: a crashed instance's open transaction is aborted by the next init: markers in every partition it wrote."""
+    crashed = producer(lake)
+    crashed.init_transactions()
+    crashed.begin_transaction()
+    produce_to_all(crashed, "lost")
+    pid, epoch = crashed._producer_id, crashed._producer_epoch
+    successor = producer(lake)
+    successor.init_transactions()
+    for partition in range(3):
+        assert markers(lake, partition) == [("ABORT", pid, epoch + 1)]
+    assert [state for _, state in state_records(lake)][-4:] == ["Ongoing", "PrepareAbort", "CompleteAbort", "Empty"]
+    assert successor._producer_epoch == epoch + 2
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+@pytest.mark.parametrize(
+    "point,index", [(FAULT_AFTER_DECISION, None), (FAULT_AFTER_MARKER, 0), (FAULT_AFTER_MARKER, 1), (FAULT_BEFORE_COMPLETE, None)]
+)
+def test_S4_2_S4_5_init_rolls_a_decided_end_forward(lake, commit, point, index):
+    """S4.2/S4.5: a producer dying anywhere between decision and completion; the next init finishes the decided end."""
+    dying = producer(lake)
+    dying.init_transactions()
+    dying.begin_transaction()
+    produce_to_all(dying, "txn")
+    dying._coordinator = TransactionCoordinator(lake, fault=crash_at(point, index))
+    with pytest.raises(Crash):
+        dying.commit_transaction() if commit else dying.abort_transaction()
+    decided = TransactionCoordinator(lake).describe("app")
+    assert decided.state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+    successor = producer(lake)
+    successor.init_transactions()
+    kind = "COMMIT" if commit else "ABORT"
+    for partition in range(3):
+        assert markers(lake, partition) == [(kind, decided.producer_id, decided.producer_epoch)]
+    complete = "CompleteCommit" if commit else "CompleteAbort"
+    assert [state for _, state in state_records(lake)][-2:] == [complete, "Empty"]
+
+
+def test_S4_2_init_meeting_a_decided_end_says_concurrent_transactions_at_the_handler(lake):
+    """S4.2: the handler refuses init over PrepareCommit with ConcurrentTransactions (retriable); the coordinator
+    finishes the transaction and retries, so the caller never sees it."""
+    from lakelog.coordinator import transaction as txn
+
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "x")
+    p._coordinator = TransactionCoordinator(lake, fault=crash_at(FAULT_AFTER_DECISION))
+    with pytest.raises(Crash):
+        p.commit_transaction()
+    coordinator = TransactionCoordinator(lake)
+    current = coordinator.describe("app")
+    outcome = txn.init_producer_id(current, "app", 60_000, None, wall_clock_ms(), coordinator.config)
+    assert isinstance(outcome.error, ConcurrentTransactions) and outcome.error.error.retriable()
+    assert outcome.records == ()
+    assert coordinator.init_producer_id("app", 60_000).producer_epoch == current.producer_epoch + 1
+
+
+# -- S4.3 -----------------------------------------------------------------------------------
+
+
+def test_S4_3_every_transition_is_a_record_and_illegal_ones_are_refused(lake):
+    """S4.3: the states a commit and an abort go through are records in __transaction_state; commit with no
+    transaction is InvalidTxnState and writes nothing (S8.3)."""
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "c")
+    p.commit_transaction()
+    p.begin_transaction()
+    p.produce(TOPIC, value="a", partition=1)
+    p.flush()
+    p.abort_transaction()
+    assert [state for tid, state in state_records(lake) if tid == "app"] == [
+        "Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing", "PrepareAbort", "CompleteAbort",
+    ]
+    coordinator = TransactionCoordinator(lake)
+    before = table_fingerprint(lake)
+    with pytest.raises(InvalidTxnState):
+        coordinator.end_transaction("app", p._producer_id, p._producer_epoch, True)
+    assert table_fingerprint(lake) == before
+
+
+def test_S4_3_client_state_machine_refuses_calls_out_of_order(lake):
+    p = producer(lake)
+    for call in (p.begin_transaction, p.commit_transaction, p.abort_transaction):
+        with pytest.raises(KafkaException) as error:
+            call()
+        assert error.value.error.code() == -172  # _STATE
+    with pytest.raises(KafkaException):
+        p.produce(TOPIC, value="before init")
+    p.init_transactions()
+    with pytest.raises(KafkaException):
+        p.produce(TOPIC, value="outside a transaction")
+    with pytest.raises(KafkaException):
+        p.init_transactions()
+    plain = Producer({"lakelog.root": lake})
+    with pytest.raises(KafkaException) as error:
+        plain.init_transactions()
+    assert error.value.error.code() == -145  # _NOT_CONFIGURED
+
+
+# -- S4.4 -----------------------------------------------------------------------------------
+
+
+def test_S4_4_a_write_to_a_partition_not_in_the_transaction_is_refused(lake):
+    """S4.4 (KIP-890): verification refuses a partition the transaction has not added, and any stale identity."""
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    p.produce(TOPIC, value="in", partition=0)
+    p.flush()
+    coordinator = TransactionCoordinator(lake)
+    pid, epoch = p._producer_id, p._producer_epoch
+    coordinator.verify_partitions("app", pid, epoch, [(TOPIC, 0)])
+    before = table_fingerprint(lake)
+    with pytest.raises(InvalidTxnState) as missing:
+        coordinator.verify_partitions("app", pid, epoch, [(TOPIC, 1)])
+    assert missing.value.partitions == [(TOPIC, 1)]
+    with pytest.raises(ProducerFenced):
+        coordinator.verify_partitions("app", pid, epoch - 1 if epoch else epoch + 1, [(TOPIC, 0)])
+    with pytest.raises(InvalidProducerIdMapping):
+        coordinator.verify_partitions("app", pid + 1000, 0, [(TOPIC, 0)])
+    assert table_fingerprint(lake) == before
+    p.commit_transaction()
+    # After the end, the partition is no longer in a transaction: the old identity may not write.
+    with pytest.raises(ProducerFenced):
+        coordinator.verify_partitions("app", pid, epoch, [(TOPIC, 0)])
+
+
+def test_S4_4_partitions_are_added_before_their_first_write(lake):
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    for partition in (2, 0):
+        p.produce(TOPIC, value="x", partition=partition)
+    assert TransactionCoordinator(lake).describe("app").state is TxnState.EMPTY  # nothing written yet
+    p.flush()
+    assert TransactionCoordinator(lake).describe("app").partitions == {(TOPIC, 0), (TOPIC, 2)}
+    p.commit_transaction()
+    assert markers(lake, 1) == []  # a partition the transaction never touched gets no marker
+
+
+# -- S4.5 / S4.6 -------------------------------------------------------------------------------
+
+
+def test_S4_5_commit_writes_one_marker_per_partition_then_completes(lake):
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "t1")
+    pid, epoch = p._producer_id, p._producer_epoch
+    p.commit_transaction()
+    for partition in range(3):
+        assert markers(lake, partition) == [("COMMIT", pid, epoch + 1)]
+    assert TransactionCoordinator(lake).describe("app").state is TxnState.COMPLETE_COMMIT
+
+
+def test_S4_6_every_end_bumps_the_epoch_and_a_late_write_of_the_old_epoch_is_fenced(lake):
+    """S4.6: after commit the producer holds epoch+1; a retried batch of the finished transaction cannot join the next."""
+    p = producer(lake)
+    p.init_transactions()
+    epochs = [p._producer_epoch]
+    for n in range(3):
+        p.begin_transaction()
+        p.produce(TOPIC, value=f"n{n}", partition=0)
+        p.commit_transaction()
+        epochs.append(p._producer_epoch)
+    assert epochs == [epochs[0] + n for n in range(4)]
+    log = open_partition(lake, TOPIC, 0)
+    before = table_fingerprint(log.table.uri)
+    with pytest.raises(ProducerFenced):  # a late write of transaction 2 (epoch before the last bump)
+        log.append(payload_table([b"late"]), BatchHeader(p._producer_id, epochs[2], 1, is_transactional=True))
+    assert table_fingerprint(log.table.uri) == before
+
+
+def test_S4_6_an_exhausted_epoch_moves_the_id_to_a_new_producer_id(lake):
+    """S4.6: a producer id whose epoch would overflow is replaced at the end of a transaction (markers keep the old one)."""
+    from lakelog.coordinator import transaction as txn
+    from lakelog.log.records import MAX_EPOCH
+
+    coordinator = TransactionCoordinator(lake)
+    first = coordinator.init_producer_id("tired", 60_000)
+    log = coordinator._log_of("tired")
+    worn = txn.TransactionMetadata(**{**log.state["tired"].__dict__, "producer_epoch": MAX_EPOCH - 1})
+    log.log.append(log._encode([worn]), BatchHeader(expected_offset=log.catch_up() and log.position))
+    coordinator.add_partitions("tired", first.producer_id, MAX_EPOCH - 1, [(TOPIC, 0)])
+    result = coordinator.end_transaction("tired", first.producer_id, MAX_EPOCH - 1, True)
+    assert result.producer_id != first.producer_id and result.producer_epoch == 0
+    assert markers(lake, 0) == [("COMMIT", first.producer_id, MAX_EPOCH)]
+
+
+# -- S4.7 / S8.2 -------------------------------------------------------------------------------
+
+
+def test_S4_7_sweep_aborts_a_transaction_past_its_timeout_and_fences_its_producer(lake):
+    p = producer(lake, **{"transaction.timeout.ms": 1000})
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "slow")
+    pid, epoch = p._producer_id, p._producer_epoch
+    assert TransactionCoordinator(lake).sweep().aborted_timed_out == []  # not yet
+    later = TransactionCoordinator(lake, clock=lambda: wall_clock_ms() + 5_000)
+    report = later.sweep()
+    assert report.aborted_timed_out == ["app"]
+    for partition in range(3):
+        assert markers(lake, partition) == [("ABORT", pid, epoch + 1)]
+    with pytest.raises(ProducerFenced):
+        p.produce(TOPIC, value="after the abort", partition=0)
+        p.commit_transaction()
+    before = table_fingerprint(lake)
+    assert not later.sweep().changed_anything  # idempotent (S8.2)
+    assert table_fingerprint(lake) == before
+
+
+def test_S4_7_transaction_timeout_above_the_maximum_is_refused(lake):
+    p = producer(lake, **{"transaction.timeout.ms": 900_001})
+    before = table_fingerprint(lake)
+    with pytest.raises(InvalidTransactionTimeout):
+        p.init_transactions()
+    assert table_fingerprint(lake) == before
+
+
+def test_S8_2_sweep_rolls_forward_and_expires_idle_ids(lake):
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "r")
+    p._coordinator = TransactionCoordinator(lake, fault=crash_at(FAULT_AFTER_MARKER, 0))
+    with pytest.raises(Crash):
+        p.commit_transaction()
+    report = TransactionCoordinator(lake).sweep()
+    assert report.rolled_forward == ["app"]
+    assert all(markers(lake, partition)[0][0] == "COMMIT" for partition in range(3))
+    week_later = TransactionCoordinator(lake, clock=lambda: wall_clock_ms() + 8 * 86_400_000)
+    assert week_later.sweep().expired == ["app"]
+    assert TransactionCoordinator(lake).describe("app") is None
+
+
+def test_S8_2_sweep_with_nothing_to_do_changes_nothing(lake):
+    p = producer(lake)
+    p.init_transactions()
+    before = table_fingerprint(lake)
+    report = TransactionCoordinator(lake).sweep()
+    assert not report.changed_anything and report.ids_seen == 1
+    assert table_fingerprint(lake) == before
+
+
+def test_S4_race_on_another_id_of_the_same_state_partition_does_not_fail_the_request(lake):
+    """One __transaction_state partition for all ids: a request that loses its commit to another id replays and wins."""
+    broker = {"transaction.state.log.num.partitions": 1}
+    a, b = TransactionCoordinator(lake, broker), TransactionCoordinator(lake, broker)
+    a.init_producer_id("id-a", 60_000)
+    b.init_producer_id("id-b", 60_000)  # b's state log is now ahead of a's replay
+    assert a.init_producer_id("id-a", 60_000).producer_epoch == 1
+    assert {m.transactional_id for m in a.list_transactions()} == {"id-a", "id-b"}
+
+
+def test_S4_failed_delivery_makes_the_transaction_abort_only(lake):
+    """A write refused inside a transaction: commit raises an abortable error; abort, then the producer goes on."""
+    AdminClient({"lakelog.root": lake}).create_topics([NewTopic("strict", 1, config={"check.expected.offsets": True})])
+    reports = []
+    p = producer(lake, on_delivery=lambda error, message: reports.append(error))
+    p.init_transactions()
+    p.begin_transaction()
+    p.produce(TOPIC, value="fine", partition=0)
+    p.produce("strict", value="no expected offset")
+    with pytest.raises(KafkaException) as failed:
+        p.commit_transaction()
+    assert failed.value.error.txn_requires_abort() and not failed.value.error.fatal()
+    assert any(error is not None and error.code() == 44 for error in reports)  # POLICY_VIOLATION
+    with pytest.raises(KafkaException) as again:
+        p.commit_transaction()
+    assert again.value.error.txn_requires_abort()
+    p.abort_transaction()
+    assert markers(lake, 0) and markers(lake, 0)[0][0] == "ABORT"
+    p.begin_transaction()
+    p.produce(TOPIC, value="next", partition=0)
+    p.commit_transaction()
+    assert [m[0] for m in markers(lake, 0)] == ["ABORT", "COMMIT"]
+
+
+def test_S4_abort_purges_queued_messages(lake):
+    reports = []
+    p = producer(lake, on_delivery=lambda error, message: reports.append((error, message.value())))
+    p.init_transactions()
+    p.begin_transaction()
+    p.produce(TOPIC, value="queued", partition=0)
+    p.abort_transaction()
+    assert [(error.code(), value) for error, value in reports] == [(-152, b"queued")]  # _PURGE_QUEUE
+    assert rows(lake, 0) == []
