@@ -331,7 +331,7 @@ class Producer:
         if self._coordinator is None:
             from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 
-            self._coordinator = TransactionCoordinator(self._root)
+            self._coordinator = TransactionCoordinator(self._root, partition_logs=lambda *tp: self._log(tp))
         try:
             return request(self._coordinator)
         except FatalError as error:
@@ -448,7 +448,14 @@ class Producer:
 
     def _add_to_transaction(self, tp: tuple[str, int]) -> None:
         """Add the partition (with every other one holding a queued batch) to the transaction
-        before its first write (S4.4): one coordinator commit for all of them."""
+        before its first write (S4.4): one coordinator commit for all of them.
+
+        This is KIP-890's verification: it is decided on the coordinator's latest
+        state right before the partition's first write of the transaction. Later
+        writes need none: whatever ends the transaction writes a marker with a
+        bumped epoch to this partition, and the partition refuses the old epoch
+        after it (S4.6), so a write either lands before the marker (and is closed
+        by it) or is fenced."""
         if self._transaction_state is not TransactionState.IN_TRANSACTION:
             self._require_state("produce", TransactionState.IN_TRANSACTION)
         if tp in self._transaction_partitions:
@@ -463,19 +470,11 @@ class Producer:
 
     def _append_with_retries(self, tp: tuple[str, int], payload: pa.Table, header: BatchHeader) -> int:
         """Append, retrying a storage failure with the same sequence: a retry that
-        finds its batch already in the log gets the original offsets (S3.2).
-        A transactional write is verified first (S4.4, KIP-890): the coordinator must
-        still hold this producer's transaction with the partition in it."""
+        finds its batch already in the log gets the original offsets (S3.2)."""
         deadline = time.monotonic() + self.config["message.timeout.ms"] / 1000
         attempts = 0
         while True:
             try:
-                if header.is_transactional:
-                    self._call_coordinator(
-                        lambda coordinator: coordinator.verify_partitions(
-                            self._transactional_id, header.producer_id, header.producer_epoch, [tp]
-                        )
-                    )
                 return self._log(tp).append(payload, header, timeout_s=max(deadline - time.monotonic(), 0.0)).base_offset
             except RetriableError as error:
                 attempts += 1

@@ -72,21 +72,32 @@ class CoordinatorLog(Generic[S]):
         self.log.refresh()
         end = self.log.log_end_offset()
         while self.position < end:
-            rows = self.log.fetch(self.position, max_records=FETCH_RECORDS, max_bytes=1 << 30)
-            if rows.num_rows == 0:
-                break
-            self._replay(rows)
-            self.position = rows.column("offset")[-1].as_py() + 1
+            fetched = self.log.fetch(self.position, max_records=FETCH_RECORDS, max_bytes=1 << 30)
+            self._replay(fetched.rows)
+            self.position = fetched.next_offset
         return self.state
 
     def run(self, decide: Callable[[S], O], timeout_s: float = 60.0) -> O:
-        """Decide on the caught-up state and append the outcome's records at exactly that position."""
+        """Decide, and append the outcome's records at exactly the position the state was replayed to.
+
+        The first decision is made on the state in hand: if it has records, the
+        conditional append proves that state was the latest (or refuses, and the
+        request is decided again after catching up). An answer without records
+        (a refusal, a verification) is only returned once it holds on the latest state.
+        """
         deadline = time.monotonic() + timeout_s
+        caught_up = False
         while True:
-            self.catch_up()
             outcome = decide(self.state)
             if not outcome.records:
-                return outcome
+                if caught_up:
+                    return outcome
+                before = self.position
+                self.catch_up()
+                if self.position == before:
+                    return outcome
+                caught_up = True
+                continue
             try:
                 self.log.append(self._encode(outcome.records), BatchHeader(expected_offset=self.position))
             except OffsetMismatch:
@@ -94,6 +105,8 @@ class CoordinatorLog(Generic[S]):
                     raise KafkaTimeout(
                         f"{self.log.topic}-{self.log.partition}: gave up after {timeout_s:g} s of lost races"
                     ) from None
+                self.catch_up()
+                caught_up = True
                 continue
             for record in outcome.records:
                 self.state = self._apply(self.state, record)

@@ -33,7 +33,7 @@ from lakelog.coordinator.transaction import (
     TransactionMetadata,
 )
 from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout
-from lakelog.log import allocate_producer_id, open_partition
+from lakelog.log import PartitionLog, allocate_producer_id, open_partition
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 
@@ -73,7 +73,10 @@ class TransactionCoordinator:
         *,
         clock: Clock = wall_clock_ms,
         fault: FaultHook | None = None,
+        partition_logs: Callable[[str, int], PartitionLog] | None = None,
     ) -> None:
+        """`partition_logs(topic, partition)` lends the caller's open partition logs for markers: the
+        producer's own handle already holds the snapshot its data made, so its marker needs no reload."""
         self.root = root
         broker = config_module.load("broker", broker_config)
         self.config = TransactionConfig.from_broker_config(broker)
@@ -82,6 +85,8 @@ class TransactionCoordinator:
         self._clock = clock
         self._fault = fault
         self._logs: dict[int, CoordinatorLog[dict[str, TransactionMetadata]]] = {}
+        self._partitions: dict[TopicPartitionKey, PartitionLog] = {}
+        self._partition_logs = partition_logs
 
     # -- requests (S4.1-S4.6) -------------------------------------------------------
 
@@ -188,9 +193,7 @@ class TransactionCoordinator:
         if markers is None:
             return current
         for index, (topic, partition) in enumerate(markers.partitions):
-            open_partition(self.root, topic, partition).append_marker(
-                markers.producer_id, markers.producer_epoch, markers.control
-            )
+            self._partition(topic, partition).append_marker(markers.producer_id, markers.producer_epoch, markers.control)
             self._hit(FAULT_AFTER_MARKER, transactional_id=transactional_id, index=index, topic=topic, partition=partition)
         self._hit(FAULT_BEFORE_COMPLETE, transactional_id=transactional_id)
         outcome = self._log_of(transactional_id).run(
@@ -267,6 +270,15 @@ class TransactionCoordinator:
                 log, {}, TransactionMetadata.from_row, txn.replay, lambda record: record.transactional_id
             )
         return self._logs[partition]
+
+    def _partition(self, topic: str, partition: int) -> PartitionLog:
+        """A topic partition to write markers to; handles are kept (a marker decides on the latest snapshot anyway)."""
+        if self._partition_logs is not None:
+            return self._partition_logs(topic, partition)
+        key = (topic, partition)
+        if key not in self._partitions:
+            self._partitions[key] = open_partition(self.root, topic, partition, self._clock)
+        return self._partitions[key]
 
     def _hit(self, point: str, **details: Any) -> None:
         if self._fault is not None:
