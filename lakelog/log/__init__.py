@@ -1,15 +1,21 @@
-"""The partition log: append with dense offsets, conditional publish, idempotence, fetch."""
+"""The partition log: append with dense offsets, conditional publish, idempotence, fetch, isolation."""
 
-from lakelog.log.partition import AppendResult, PartitionLog
+from lakelog.log.partition import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED, AppendResult, FetchResult, PartitionLog
 from lakelog.log.producer_ids import allocate_producer_id
 from lakelog.log.records import BatchHeader, ControlType, payload_table
 from lakelog.log.topic_config import TopicConfig
+from lakelog.log.transactions import AbortedTransaction
 from lakelog.log.topics import create_topic, list_topics, open_partition, topic_config
 
 __all__ = [
+    "ISOLATION_LEVELS",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "AbortedTransaction",
     "AppendResult",
     "BatchHeader",
     "ControlType",
+    "FetchResult",
     "PartitionLog",
     "TopicConfig",
     "allocate_producer_id",

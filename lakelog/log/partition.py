@@ -1,4 +1,4 @@
-"""A topic-partition log on one Delta table: append (S1, S2, S3) and fetch.
+"""A topic-partition log on one Delta table: append (S1, S2, S3), fetch and isolation (S5).
 
 Every append is decided on the snapshot in hand (LEO, the producer's entry, the
 topic config) and committed as exactly the next version. A lost race reloads the
@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,6 +31,7 @@ from lakelog.log import producer_state
 from lakelog.log.producer_state import ProducerEntry, Verdict
 from lakelog.log.records import NO_SEQUENCE, BatchHeader, ControlType, conform_payload, last_sequence, stamp
 from lakelog.log.topic_config import TopicConfig
+from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.store import Table
 from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, refresh_if_stale
 
@@ -49,6 +51,23 @@ class AppendResult:
     last_offset: int
     version: int
     duplicate: bool = False
+
+
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What a fetch returns: rows in offset order, and the offset the next fetch starts from.
+
+    `next_offset` is past every row the fetch read, also those it filtered out,
+    so it may be beyond the last row returned plus one (S5.4).
+    """
+
+    rows: pa.Table
+    next_offset: int
 
 
 @dataclass(frozen=True)
@@ -73,6 +92,7 @@ class PartitionLog:
         self.maintenance = MaintenancePolicy(segment_files=config.segment_files, compression=config.compression_type)
         # What the maintenance after the last commit of this handle did (its errors are not raised).
         self.last_maintenance: MaintenanceReport | None = None
+        self._transactions = TransactionIndex()
 
     # -- state of the snapshot in hand ---------------------------------------
 
@@ -283,55 +303,168 @@ class PartitionLog:
 
     # -- fetch -----------------------------------------------------------------
 
-    def fetch(self, start_offset: int, max_records: int = 500, max_bytes: int = 1 << 20) -> pa.Table:
-        """Rows from `start_offset` on, in offset order, up to the budgets (S1.4).
+    def fetch(
+        self,
+        start_offset: int,
+        max_records: int = 500,
+        max_bytes: int = 1 << 20,
+        isolation_level: str = READ_UNCOMMITTED,
+    ) -> FetchResult:
+        """Rows from `start_offset` on, in offset order, up to the budgets (S1.4, S5.2).
 
-        At least one record is returned if any exists, even past `max_bytes`, as
-        Kafka returns at least one batch. Raises OffsetOutOfRange outside
-        [log start offset, LEO].
+        `read_uncommitted` returns every row below the high watermark, control
+        rows included (as a broker hands control batches to its clients).
+        `read_committed` returns only data rows below the LSO that no aborted
+        transaction holds. `max_records` bounds the rows returned; `max_bytes`
+        bounds the rows read (before filtering): a fetch stops before the file
+        that would exceed it, but always reads at least one file, so it always
+        makes progress. Rows are filtered out, so continue from `next_offset`,
+        never from the last offset returned plus one (S5.4). Raises
+        OffsetOutOfRange outside [log start offset, LEO], InvalidRequest for an
+        unknown isolation level.
         """
         for name, value in (("start_offset", start_offset), ("max_records", max_records), ("max_bytes", max_bytes)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise OffsetOutOfRange(f"{name} must be an integer, not {value!r}")
         if max_records < 1 or max_bytes < 1:
             raise OffsetOutOfRange(f"fetch budgets must be positive, got {max_records} records, {max_bytes} bytes")
+        if isolation_level not in ISOLATION_LEVELS:
+            raise InvalidRequest(f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}")
         if start_offset > self.log_end_offset() or start_offset < self.log_start_offset():
             self.refresh()
-        leo, lso = self.log_end_offset(), self.log_start_offset()
-        if not lso <= start_offset <= leo:
+        leo, log_start = self.log_end_offset(), self.log_start_offset()
+        if not log_start <= start_offset <= leo:
             raise OffsetOutOfRange(
-                f"{self.topic}-{self.partition}: offset {start_offset} is outside [{lso}, {leo}]",
-                log_start_offset=lso,
+                f"{self.topic}-{self.partition}: offset {start_offset} is outside [{log_start}, {leo}]",
+                log_start_offset=log_start,
                 log_end_offset=leo,
             )
+        read_committed = isolation_level == READ_COMMITTED
         for attempt in range(2):
             try:
-                return self._fetch_files(start_offset, leo, max_records, max_bytes)
+                if read_committed:
+                    end = self.last_stable_offset()
+                    aborted = self._transactions.aborted_transactions(start_offset, end)
+                    return self._fetch_files(start_offset, end, max_records, max_bytes, _AbortedRows(aborted))
+                return self._fetch_files(start_offset, self.high_watermark(), max_records, max_bytes, None)
             except CorruptRecord:
                 # Compaction may have removed a file after our snapshot: reload once.
                 if attempt or not self.refresh():
                     raise
         raise AssertionError("unreachable")
 
-    def _fetch_files(self, start_offset: int, end_offset: int, max_records: int, max_bytes: int) -> pa.Table:
+    def _fetch_files(
+        self, start_offset: int, end_offset: int, max_records: int, max_bytes: int, committed: _AbortedRows | None
+    ) -> FetchResult:
+        """Read [start_offset, end_offset) file by file; `committed` filters for read_committed."""
         chunks: list[pa.Table] = []
         records = size = 0
+        next_offset = start_offset
         files = self.table.files()
         # Offsets are dense and files do not overlap, so max offsets are sorted too.
         first = bisect.bisect_left(files, start_offset, key=lambda entry: entry.max_offset)
         for entry in files[first:]:
-            if entry.min_offset >= end_offset:
+            # A gap between files ends the fetch; the next one starts at the gap and fails below.
+            if next_offset >= end_offset or entry.min_offset > next_offset:
                 break
-            rows = self.table.read_file(entry, None, pc.field("offset") >= start_offset)
-            rows = rows.filter(pc.field("offset") < end_offset)
-            if chunks and size + rows.nbytes > max_bytes:
+            if entry.min_offset >= start_offset and entry.max_offset < end_offset:
+                rows = self.table.read_file(entry)
+            else:
+                in_range = (pc.field("offset") >= start_offset) & (pc.field("offset") < end_offset)
+                rows = self.table.read_file(entry, None, in_range)
+            if next_offset > start_offset and size + rows.nbytes > max_bytes:
                 break
-            chunks.append(rows)
-            records += rows.num_rows
             size += rows.nbytes
+            next_offset = min(entry.max_offset + 1, end_offset)
+            if committed is not None:
+                rows = committed.filter(rows)
+            if rows.num_rows:
+                chunks.append(rows)
+                records += rows.num_rows
             if records >= max_records or size >= max_bytes:
                 break
+        if next_offset == start_offset < end_offset:
+            raise CorruptRecord(
+                f"{self.topic}-{self.partition}: no data file of version {self.version} holds offset {start_offset}",
+                path=self.table.uri,
+            )
         if not chunks:
-            return self.table.schema.empty_table()
-        table = pa.concat_tables(chunks).sort_by("offset")
-        return table.slice(0, max_records) if table.num_rows > max_records else table
+            return FetchResult(self.table.schema.empty_table(), next_offset)
+        # Each file is in offset order and files follow each other: no sort needed.
+        table = pa.concat_tables(chunks)
+        if table.num_rows > max_records:
+            table = table.slice(0, max_records)
+            next_offset = table.column("offset")[-1].as_py() + 1
+        return FetchResult(table, next_offset)
+
+    # -- isolation (S5) ------------------------------------------------------------
+
+    def last_stable_offset(self) -> int:
+        """LSO of the snapshot in hand (S5.1): first offset of the earliest open transaction, else the HW.
+
+        Brought up to date incrementally: only rows appended since the last call are read.
+        """
+        return self._transaction_index().last_stable_offset()
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of each transaction open in the snapshot in hand."""
+        return self._transaction_index().open_transactions()
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTransaction]:
+        """The aborted-transaction index (S5.3): aborted transactions with rows in [start_offset, end_offset)."""
+        for name, value in (("start_offset", start_offset), ("end_offset", end_offset)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidRequest(f"{name} must be a non-negative integer, not {value!r}")
+        return self._transaction_index().aborted_transactions(start_offset, end_offset)
+
+    def _transaction_index(self) -> TransactionIndex:
+        """The transaction index, folded up to the LEO of the snapshot in hand."""
+        for attempt in range(2):
+            try:
+                self._transactions.catch_up(self.table, self.log_end_offset())
+                return self._transactions
+            except CorruptRecord:
+                # Compaction may have removed a file after our snapshot: reload once.
+                if attempt or not self.refresh():
+                    raise
+        raise AssertionError("unreachable")
+
+
+class _AbortedRows:
+    """Drops control rows and rows of aborted transactions (S5.2), vectorized.
+
+    A row is aborted if it is a transactional row of producer P at an offset in
+    [first offset, marker offset) of one of P's aborted transactions; one
+    producer's transactions never overlap, so a binary search per row finds the
+    only candidate.
+    """
+
+    def __init__(self, aborted: list[AbortedTransaction]) -> None:
+        by_producer: dict[int, list[AbortedTransaction]] = {}
+        for txn in aborted:
+            by_producer.setdefault(txn.producer_id, []).append(txn)
+        self._ranges = {
+            producer_id: (
+                np.array([txn.first_offset for txn in txns], dtype=np.int64),
+                np.array([txn.marker_offset for txn in txns], dtype=np.int64),
+            )
+            for producer_id, txns in by_producer.items()
+        }
+
+    def filter(self, rows: pa.Table) -> pa.Table:
+        keep = rows.column("control").is_null().to_numpy()
+        if self._ranges:
+            producer_ids = rows.column("producer_id").to_numpy()
+            offsets = rows.column("offset").to_numpy()
+            transactional = rows.column("is_transactional").to_numpy()
+            for producer_id, (first_offsets, marker_offsets) in self._ranges.items():
+                candidates = np.flatnonzero((producer_ids == producer_id) & transactional)
+                if not candidates.size:
+                    continue
+                at = offsets[candidates]
+                which = np.searchsorted(first_offsets, at, side="right") - 1
+                aborted = (which >= 0) & (at < marker_offsets[np.maximum(which, 0)])
+                keep[candidates[aborted]] = False
+        if keep.all():
+            return rows
+        return rows.filter(pa.array(keep))

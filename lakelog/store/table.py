@@ -134,6 +134,10 @@ class Table:
         path = self.file_path(entry)
         where = f"data file {entry.path} of {self.uri} (offsets {entry.min_offset}-{entry.max_offset})"
         try:
+            if predicate is None:
+                # A whole file reads faster without the dataset layer that filters need.
+                with pq.ParquetFile(path) as parquet:
+                    return parquet.read(columns=columns)
             return pq.read_table(path, columns=columns, filters=predicate)
         except FileNotFoundError as error:
             raise CorruptRecord(f"{where} is missing", path=path) from error

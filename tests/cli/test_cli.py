@@ -32,7 +32,7 @@ def values_in_log(root: str, topic: str, partition: int = 0) -> list[bytes]:
     log = open_partition(root, topic, partition)
     if log.log_end_offset() == 0:
         return []
-    rows = log.fetch(0, max_records=1_000_000)
+    rows = log.fetch(0, max_records=1_000_000).rows
     assert rows.column("offset").to_pylist() == list(range(log.log_end_offset()))
     return rows.column("value").to_pylist()
 

@@ -41,9 +41,9 @@ def log_rows(lake: str) -> Callable[..., list[dict[str, Any]]]:
         rows: list[dict[str, Any]] = []
         offset = log.log_start_offset()
         while offset < log.log_end_offset():
-            batch = log.fetch(offset, max_records=100_000).to_pylist()
-            rows.extend(batch)
-            offset = batch[-1]["offset"] + 1
+            fetched = log.fetch(offset, max_records=100_000)
+            rows.extend(fetched.rows.to_pylist())
+            offset = fetched.next_offset
         return rows
 
     return read

@@ -49,7 +49,7 @@ def crash_on_append(monkeypatch, number: int) -> None:
 
 def loaded_rows(root: str, topic: str) -> list:
     log = open_partition(root, topic, 0)
-    rows = log.fetch(0, max_records=10_000).to_pylist() if log.log_end_offset() else []
+    rows = log.fetch(0, max_records=10_000).rows.to_pylist() if log.log_end_offset() else []
     assert [row["offset"] for row in rows] == list(range(len(rows)))
     return [json.loads(row["value"]) if row["value"].startswith(b"{") else row["value"] for row in rows]
 

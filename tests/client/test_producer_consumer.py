@@ -721,7 +721,7 @@ def test_S3_2_resending_a_produced_batch_at_the_log_appends_nothing(lake, make_t
     p.flush()
 
     log = open_partition(lake, topic, 0)
-    rows = log.fetch(0, max_records=100).to_pylist()
+    rows = log.fetch(0, max_records=100).rows.to_pylist()
     # What the producer's batch headers said, as recorded in the log itself.
     producer_id = rows[0]["producer_id"]
     assert producer_id >= 0
@@ -756,7 +756,7 @@ def test_S3_1_one_producer_id_with_sequences_per_partition_from_zero(lake, make_
     for i in range(3):
         p.produce(topic, f"b{i}", partition=1)
     p.flush()
-    rows = {partition: open_partition(lake, topic, partition).fetch(0).to_pylist() for partition in (0, 1)}
+    rows = {partition: open_partition(lake, topic, partition).fetch(0).rows.to_pylist() for partition in (0, 1)}
     assert len({row["producer_id"] for partition in rows for row in rows[partition]}) == 1
     assert [row["sequence"] for row in rows[0]] == [0, 1, 2, 3, 4]
     assert [row["sequence"] for row in rows[1]] == [0, 1, 2]
@@ -765,7 +765,7 @@ def test_S3_1_one_producer_id_with_sequences_per_partition_from_zero(lake, make_
     other = producer(lake)
     other.produce(topic, b"c", partition=0)
     other.flush()
-    last = open_partition(lake, topic, 0).fetch(5).to_pylist()[0]
+    last = open_partition(lake, topic, 0).fetch(5).rows.to_pylist()[0]
     assert last["producer_id"] != rows[0][0]["producer_id"] and last["sequence"] == 0
 
 
@@ -775,7 +775,7 @@ def test_S3_3_a_sequence_gap_is_out_of_order_and_writes_nothing(lake, make_topic
     p.produce(topic, b"a")
     p.flush()
     log = open_partition(lake, topic, 0)
-    producer_id = log.fetch(0).column("producer_id")[0].as_py()
+    producer_id = log.fetch(0).rows.column("producer_id")[0].as_py()
     before = table_fingerprint(log.table.uri)
     with pytest.raises(OutOfOrderSequence) as raised:
         log.append(payload_table([b"b"]), BatchHeader(producer_id=producer_id, producer_epoch=0, base_sequence=2))

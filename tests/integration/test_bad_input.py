@@ -267,8 +267,8 @@ def test_deleted_data_file_fetch_raises_corrupt_record_naming_it(root, topic):
             assert "missing" in str(raised.value)
             assert raised.value.path == missing
             # Data outside the lost file is still served.
-            assert reader.fetch(4).column("offset").to_pylist() == [4, 5]
-            assert reader.fetch(0, max_records=2).column("offset").to_pylist() == [0, 1]
+            assert reader.fetch(4).rows.column("offset").to_pylist() == [4, 5]
+            assert reader.fetch(0, max_records=2).rows.column("offset").to_pylist() == [0, 1]
 
 
 def test_garbage_data_file_fetch_raises_corrupt_record_naming_it(root, topic):
@@ -281,7 +281,7 @@ def test_garbage_data_file_fetch_raises_corrupt_record_naming_it(root, topic):
         assert files[0].path in str(raised.value)
         assert "unreadable" in str(raised.value)
         assert raised.value.path == garbage
-        assert log.fetch(2).column("offset").to_pylist() == [2, 3, 4, 5]
+        assert log.fetch(2).rows.column("offset").to_pylist() == [2, 3, 4, 5]
 
 
 def test_append_that_must_read_a_corrupt_file_refuses_and_writes_nothing(root, topic):

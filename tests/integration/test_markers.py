@@ -19,7 +19,7 @@ def test_S4_6_marker_fences_the_transactions_epoch_and_resets_sequences(root, to
     log.append(values("a", "b"), BatchHeader(5, 3, 0, is_transactional=True))
     marker = log.append_marker(5, 4, ControlType.COMMIT)
     assert (marker.base_offset, marker.duplicate) == (2, False)
-    row = log.fetch(2).to_pylist()[0]
+    row = log.fetch(2).rows.to_pylist()[0]
     assert (row["control"], row["producer_id"], row["producer_epoch"], row["sequence"], row["is_transactional"]) == (
         "COMMIT", 5, 4, -1, True,
     )

@@ -45,7 +45,7 @@ def numbered(prefix: str, count: int):
 
 
 def all_rows(log: PartitionLog):
-    return log.fetch(log.log_start_offset(), max_records=1_000_000, max_bytes=1 << 40)
+    return log.fetch(log.log_start_offset(), max_records=1_000_000, max_bytes=1 << 40).rows
 
 
 def delta_log_entries(uri: str) -> list[str]:
@@ -161,7 +161,7 @@ def test_S1_3_leo_is_last_offset_plus_one_and_hw_equals_leo(root, topic):
 
     reopened = open_partition(root, name, 0)
     assert reopened.log_end_offset() == reopened.high_watermark() == 24
-    assert reopened.fetch(23).column("offset").to_pylist() == [23]
+    assert reopened.fetch(23).rows.column("offset").to_pylist() == [23]
 
     # Drop the commits the last checkpoint covers (what log cleanup does): LEO comes from the checkpoint.
     last_checkpoint = json.loads((Path(uri) / "_delta_log" / "_last_checkpoint").read_text())["version"]
@@ -182,7 +182,7 @@ def test_S1_4_fetch_in_offset_order_from_start_offset(root, topic):
         values += payload.column("value").to_pylist()
         log.append(payload)
     for start in (0, 1, 3, 7, 17):
-        rows = log.fetch(start, max_records=100)
+        rows = log.fetch(start, max_records=100).rows
         assert rows.column("offset").to_pylist() == list(range(start, 18))
         assert rows.column("value").to_pylist() == values[start:]
         assert rows.schema.names == PARTITION_SCHEMA.names
@@ -193,10 +193,10 @@ def test_S1_4_fetch_record_budget(root, topic):
     log = open_partition(root, topic(), 0)
     for i in range(4):
         log.append(numbered(f"r{i}-", 3))
-    assert log.fetch(0, max_records=1).column("offset").to_pylist() == [0]
-    assert log.fetch(1, max_records=4).column("offset").to_pylist() == [1, 2, 3, 4]
-    assert log.fetch(2, max_records=7).column("offset").to_pylist() == list(range(2, 9))
-    assert log.fetch(10, max_records=7).column("offset").to_pylist() == [10, 11]
+    assert log.fetch(0, max_records=1).rows.column("offset").to_pylist() == [0]
+    assert log.fetch(1, max_records=4).rows.column("offset").to_pylist() == [1, 2, 3, 4]
+    assert log.fetch(2, max_records=7).rows.column("offset").to_pylist() == list(range(2, 9))
+    assert log.fetch(10, max_records=7).rows.column("offset").to_pylist() == [10, 11]
 
 
 def test_S1_4_fetch_byte_budget_returns_at_least_one_record(root, topic):
@@ -205,7 +205,7 @@ def test_S1_4_fetch_byte_budget_returns_at_least_one_record(root, topic):
     for i in range(3):
         log.append(batch(bytes([i]) * 10_000))
     for start in (0, 1, 2):
-        rows = log.fetch(start, max_bytes=1)
+        rows = log.fetch(start, max_bytes=1).rows
         assert rows.column("offset").to_pylist() == [start]
         assert rows.column("value").to_pylist() == [bytes([start]) * 10_000]
 
@@ -216,17 +216,17 @@ def test_S1_4_fetch_byte_budget_bounds_result_past_the_first_batch(root, topic):
     for i in range(4):
         log.append(batch(bytes([i]) * 10_000))
     # One record is ~10 KB; a 15 KB budget has room for one, a 25 KB budget for two.
-    assert log.fetch(0, max_bytes=15_000).column("offset").to_pylist() == [0]
-    assert log.fetch(0, max_bytes=25_000).column("offset").to_pylist() == [0, 1]
+    assert log.fetch(0, max_bytes=15_000).rows.column("offset").to_pylist() == [0]
+    assert log.fetch(0, max_bytes=25_000).rows.column("offset").to_pylist() == [0, 1]
 
 
 def test_S1_4_fetch_out_of_range(root, topic):
     """S1.4: a start beyond LEO or before the log start offset is OffsetOutOfRange; start = LEO is empty."""
     log = open_partition(root, topic(), 0)
-    assert log.fetch(0).num_rows == 0
+    assert log.fetch(0).rows.num_rows == 0
     log.append(numbered("o", 3))
     before = table_fingerprint(log.table.uri)
-    empty = log.fetch(3)
+    empty = log.fetch(3).rows
     assert empty.num_rows == 0 and empty.schema.names == PARTITION_SCHEMA.names
     for start in (4, 1000, -1):
         with pytest.raises(OffsetOutOfRange) as raised:
@@ -244,7 +244,7 @@ def test_S1_4_fetch_beyond_stale_leo_reloads(root, topic):
     reader = open_partition(root, name, 0)
     writer = open_partition(root, name, 0)
     writer.append(numbered("w", 4))
-    assert reader.fetch(2).column("offset").to_pylist() == [2, 3]
+    assert reader.fetch(2).rows.column("offset").to_pylist() == [2, 3]
     with pytest.raises(OffsetOutOfRange):
         reader.fetch(5)
 

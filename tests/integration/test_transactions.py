@@ -60,7 +60,7 @@ def producer(root, transactional_id="app", **conf):
 
 def rows(root, partition):
     log = open_partition(root, TOPIC, partition)
-    return log.fetch(0, max_records=1_000_000).to_pylist() if log.log_end_offset() else []
+    return log.fetch(0, max_records=1_000_000).rows.to_pylist() if log.log_end_offset() else []
 
 
 def markers(root, partition):
@@ -73,7 +73,7 @@ def state_records(root) -> list[tuple[str, str]]:
     for folder in sorted((Path(root) / TRANSACTION_STATE_LOG).iterdir()):
         log = open_partition_at(root, int(folder.name))
         if log.log_end_offset():
-            for row in log.fetch(0, max_records=1_000_000).to_pylist():
+            for row in log.fetch(0, max_records=1_000_000).rows.to_pylist():
                 record = json.loads(row["value"])
                 found.append((record["transactional_id"], record["state"]))
     return found

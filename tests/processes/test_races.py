@@ -56,9 +56,9 @@ def all_rows(root: str, topic: str, partition: int = 0) -> list[dict]:
     rows: list[dict] = []
     offset = 0
     while offset < log.log_end_offset():
-        chunk = log.fetch(offset, max_records=1_000_000, max_bytes=1 << 30).to_pylist()
-        rows.extend(chunk)
-        offset = chunk[-1]["offset"] + 1
+        fetched = log.fetch(offset, max_records=1_000_000, max_bytes=1 << 30)
+        rows.extend(fetched.rows.to_pylist())
+        offset = fetched.next_offset
     return rows
 
 

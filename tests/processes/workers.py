@@ -101,10 +101,10 @@ def check_snapshots_while_writing(root, topic, worker, expected_total, records, 
             offsets, values = [], []
             offset = 0
             while offset < end:
-                chunk = log.fetch(offset, max_records=100_000, max_bytes=1 << 30)
-                offsets.extend(chunk.column("offset").to_pylist())
-                values.extend(chunk.column("value").to_pylist())
-                offset = offsets[-1] + 1
+                fetched = log.fetch(offset, max_records=100_000, max_bytes=1 << 30)
+                offsets.extend(fetched.rows.column("offset").to_pylist())
+                values.extend(fetched.rows.column("value").to_pylist())
+                offset = fetched.next_offset
             if offsets != list(range(end)) or end % records or len(set(values)) != end:
                 queue.put(("crashed", worker, f"snapshot at version {log.version} is not {end} dense whole-batch rows"))
                 return

@@ -1,0 +1,160 @@
+"""The transaction state of one partition: open transactions, LSO and aborted-transaction index (S5.1, S5.3).
+
+The state is a fold over the partition's rows in offset order that looks only at
+the header columns (offset, producer_id, is_transactional, control):
+
+- a transactional data row of producer id P opens P's transaction, unless one is
+  open already;
+- a marker row of P closes P's open transaction; an ABORT marker adds
+  (P, first offset, marker offset) to the aborted-transaction index. A marker of
+  a P with no open transaction closes nothing. Markers carry a bumped epoch, so
+  they are matched to transactions by producer id alone.
+
+`fold` is one step of it, pure. `TransactionIndex` holds the result for one
+table and brings it up to date from the position it has folded to: it reads the
+header columns of the rows at or past that position only, from the files that
+hold them (found by bisect), so catching up after one new commit reads one small
+file whatever the log's length. A cold start folds the whole partition once,
+as a projection read of those four columns.
+
+No snapshot of this state is stored: it lives in memory and is derived from the
+table alone, so nothing outside the tables can go stale or disagree with them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import CorruptRecord
+from lakelog.log.records import ControlType
+from lakelog.store import Table
+
+HEADER_COLUMNS = ["offset", "producer_id", "is_transactional", "control"]
+
+
+@dataclass(frozen=True)
+class AbortedTransaction:
+    """An aborted transaction of a partition (S5.3): its producer's rows in [first_offset, marker_offset) are dropped."""
+
+    producer_id: int
+    first_offset: int
+    marker_offset: int
+
+
+def fold(open_transactions: Mapping[int, int], headers: pa.Table) -> tuple[dict[int, int], list[AbortedTransaction]]:
+    """Fold header rows that follow the rows already folded, in offset order.
+
+    `open_transactions` maps producer id to the first offset of its open
+    transaction before the rows. Returns the open transactions after them and
+    the transactions they aborted, in marker order; the input is not changed.
+    """
+    opened = dict(open_transactions)
+    aborted: list[AbortedTransaction] = []
+    for offset, producer_id, control in _state_changes(headers):
+        if control is None:
+            opened.setdefault(producer_id, offset)
+            continue
+        first_offset = opened.pop(producer_id, None)
+        if first_offset is not None and control == ControlType.ABORT.value:
+            aborted.append(AbortedTransaction(producer_id, first_offset, offset))
+    return opened, aborted
+
+
+def _state_changes(headers: pa.Table) -> Iterator[tuple[int, int, str | None]]:
+    """(offset, producer id, control) of the rows that may change the state.
+
+    Those are the markers and the first row of every run of one producer's
+    transactional data rows; the rest of a run cannot open anything, so only a
+    few rows per batch reach Python whatever the batch's size.
+    """
+    if headers.num_rows == 0:
+        return iter(())
+    is_marker = headers.column("control").is_valid().to_numpy()
+    is_data = headers.column("is_transactional").to_numpy() & ~is_marker
+    producer_ids = headers.column("producer_id").to_numpy()
+    continues_run = np.zeros(headers.num_rows, dtype=bool)
+    continues_run[1:] = is_data[1:] & is_data[:-1] & (producer_ids[1:] == producer_ids[:-1])
+    picked = np.flatnonzero(is_marker | (is_data & ~continues_run))
+    changes = headers.select(["offset", "producer_id", "control"]).take(pa.array(picked))
+    return zip(*(changes.column(name).to_pylist() for name in ("offset", "producer_id", "control")))
+
+
+class TransactionIndex:
+    """The transaction state of one partition table, folded up to `position`."""
+
+    def __init__(self) -> None:
+        # Every row below this offset is folded in.
+        self.position = 0
+        self._open: dict[int, int] = {}
+        # In marker order; `_marker_offsets` mirrors it for bisect.
+        self._aborted: list[AbortedTransaction] = []
+        self._marker_offsets: list[int] = []
+
+    def last_stable_offset(self) -> int:
+        """S5.1: the first offset of the earliest open transaction, else the position (the high watermark)."""
+        return min(self._open.values(), default=self.position)
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return dict(self._open)
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTransaction]:
+        """S5.3: the aborted transactions with rows in [start_offset, end_offset), in marker order."""
+        first = bisect.bisect_left(self._marker_offsets, start_offset)
+        return [txn for txn in self._aborted[first:] if txn.first_offset < end_offset]
+
+    def apply(self, headers: pa.Table) -> None:
+        """Fold the header rows [position, position + n) in; they must be exactly those, in offset order."""
+        if headers.num_rows == 0:
+            return
+        offsets = headers.column("offset")
+        first, last = offsets[0].as_py(), offsets[-1].as_py()
+        if first != self.position or last != self.position + headers.num_rows - 1:
+            raise CorruptRecord(
+                f"transaction index at offset {self.position} was given rows {first}-{last} "
+                f"({headers.num_rows} rows): offsets are not dense"
+            )
+        self._open, aborted = fold(self._open, headers)
+        self._aborted.extend(aborted)
+        self._marker_offsets.extend(txn.marker_offset for txn in aborted)
+        self.position = last + 1
+
+    def catch_up(self, table: Table, end_offset: int) -> None:
+        """Fold the rows [position, end_offset) of the table's snapshot in hand (its LEO is `end_offset`).
+
+        Reads only the header columns of rows at or past the position, from the
+        files whose offsets reach it. A missing or unreadable file, or rows that
+        are not dense, raise CorruptRecord and leave the index as it was.
+        """
+        if end_offset <= self.position:
+            return
+        files = table.files()
+        start = self.position
+        # Files tile the offsets in order, so their max offsets are sorted too.
+        first = bisect.bisect_left(files, start, key=lambda entry: entry.max_offset)
+        chunks = []
+        for entry in files[first:]:
+            if entry.min_offset >= end_offset:
+                break
+            if entry.min_offset >= start:
+                chunks.append(table.read_file(entry, HEADER_COLUMNS))
+            else:
+                chunks.append(table.read_file(entry, HEADER_COLUMNS, pc.field("offset") >= start))
+        if not chunks:
+            raise CorruptRecord(f"{table.uri}: no data file holds offsets {start}-{end_offset - 1}", path=table.uri)
+        headers = pa.concat_tables(chunks)
+        if headers.column("offset")[-1].as_py() >= end_offset:
+            headers = headers.filter(pc.field("offset") < end_offset)
+        if headers.num_rows != end_offset - start:
+            raise CorruptRecord(
+                f"{table.uri}: offsets {start}-{end_offset - 1} should be {end_offset - start} rows, "
+                f"the data files hold {headers.num_rows}",
+                path=table.uri,
+            )
+        self.apply(headers)
