@@ -1,10 +1,16 @@
-"""The main job, end to end on a local root: bulk load, kill, resume, prove exactly once.
+"""The main job, end to end on a local root: exactly once through crashes, retries and zombies.
 
+Stage 1, bulk load (S2.4):
 1. generate a data set of orders (Parquet);
 2. create topic `orders` with check.expected.offsets=true (KIP-27);
 3. start `lakelog load` in a child process and SIGKILL it halfway through;
 4. run the same load again: it resumes from the table alone;
 5. consume the topic and prove every source row is there exactly once, in order.
+
+Stage 2, transactions (S4, S5; pipelines/demo_transactions.py): two producers
+share a transactional.id and one becomes a zombie, transactions commit and
+abort, a producer dies mid-transaction and the coordinator sweep aborts it, and
+a read_committed consume shows exactly the committed rows.
 
 Run: `./dev demo` (or `python -m pipelines.demo --root demo-root --rows 200000`).
 """
@@ -27,6 +33,7 @@ import pyarrow.parquet as pq
 from lakelog import Consumer, TopicPartition
 from lakelog.client.loader import load
 from lakelog.log import create_topic, open_partition
+from pipelines import demo_transactions
 
 TOPIC = "orders"
 
@@ -109,6 +116,8 @@ def main() -> None:
         f"offsets {result.start_offset}..{result.end_offset - 1}"
     )
     verify(root, args.rows)
+    print("-- stage 2: transactions")
+    demo_transactions.run(root)
     print(f"demo finished in {time.monotonic() - started:.1f} s; root: {root}")
 
 
