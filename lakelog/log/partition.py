@@ -329,7 +329,9 @@ class PartitionLog:
         if max_records < 1 or max_bytes < 1:
             raise OffsetOutOfRange(f"fetch budgets must be positive, got {max_records} records, {max_bytes} bytes")
         if isolation_level not in ISOLATION_LEVELS:
-            raise InvalidRequest(f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}")
+            raise InvalidRequest(
+                f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}"
+            )
         if start_offset > self.log_end_offset() or start_offset < self.log_start_offset():
             self.refresh()
         leo, log_start = self.log_end_offset(), self.log_start_offset()
@@ -411,7 +413,11 @@ class PartitionLog:
         return self._transaction_index().open_transactions()
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTransaction]:
-        """The aborted-transaction index (S5.3): aborted transactions with rows in [start_offset, end_offset)."""
+        """The aborted-transaction index (S5.3) of the snapshot in hand, in marker order.
+
+        Lists every aborted transaction whose [first offset, marker offset] meets
+        [start_offset, end_offset): what a reader of that range must drop.
+        """
         for name, value in (("start_offset", start_offset), ("end_offset", end_offset)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise InvalidRequest(f"{name} must be a non-negative integer, not {value!r}")

@@ -40,7 +40,7 @@ HEADER_COLUMNS = ["offset", "producer_id", "is_transactional", "control"]
 
 @dataclass(frozen=True)
 class AbortedTransaction:
-    """An aborted transaction of a partition (S5.3): its producer's rows in [first_offset, marker_offset) are dropped."""
+    """An aborted transaction (S5.3): its producer's rows in [first_offset, marker_offset) are never committed."""
 
     producer_id: int
     first_offset: int
@@ -105,7 +105,7 @@ class TransactionIndex:
         return dict(self._open)
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTransaction]:
-        """S5.3: the aborted transactions with rows in [start_offset, end_offset), in marker order."""
+        """S5.3: aborted transactions whose [first offset, marker offset] meets [start_offset, end_offset)."""
         first = bisect.bisect_left(self._marker_offsets, start_offset)
         return [txn for txn in self._aborted[first:] if txn.first_offset < end_offset]
 
