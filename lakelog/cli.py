@@ -1,4 +1,4 @@
-"""`lakelog` command line: init, topics, produce, consume, load.
+"""`lakelog` command line: init, topics, produce, consume, load, transactions, coordinator sweep.
 
 Every command takes `--root` (or $LAKELOG_ROOT). Bad input exits with code 2 and
 one line on stderr; a delivery that fails exits 1.
@@ -24,7 +24,9 @@ from lakelog.client import (
     Producer,
     TopicPartition,
 )
+from lakelog.client import transaction_admin
 from lakelog.client.loader import load
+from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.errors import KafkaError, KafkaException
 from lakelog.log import list_topics, topic_config
 from lakelog.store import check_root
@@ -46,7 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):
-            raise BadInput("lakelog: a command is required (init, topics, produce, consume, load); see --help")
+            raise BadInput(
+                "lakelog: a command is required (init, topics, produce, consume, load, transactions, coordinator); "
+                "see --help"
+            )
         if not args.root:
             raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
         return args.handler(args)
@@ -98,7 +103,13 @@ def _build_parser() -> argparse.ArgumentParser:
     start.add_argument("--offset", type=int, help="start offset (with one --partition)")
     consume.add_argument("--max-messages", type=int, default=None)
     consume.add_argument("--follow", action="store_true", help="keep waiting for new messages")
-    consume.add_argument("--isolation-level", default="read_committed", choices=("read_committed", "read_uncommitted"))
+    consume.add_argument(
+        "--isolation-level",
+        default="read_committed",
+        choices=("read_committed", "read_uncommitted"),
+        help="read_committed (default): committed data up to the last stable offset; "
+        "read_uncommitted: all data up to the high watermark",
+    )
     consume.set_defaults(handler=_consume)
 
     loader = commands.add_parser("load", parents=[common], help="bulk load a file exactly once (expected offsets)")
@@ -111,6 +122,35 @@ def _build_parser() -> argparse.ArgumentParser:
     loader.add_argument("--load-id")
     loader.add_argument("--no-progress", action="store_true")
     loader.set_defaults(handler=_load)
+
+    transactions = commands.add_parser(
+        "transactions", help="list, describe and abort transactions (like kafka-transactions.sh)"
+    ).add_subparsers(metavar="ACTION", parser_class=_Parser)
+    listing = transactions.add_parser("list", parents=[common], help="every transactional id and its state")
+    listing.set_defaults(handler=_transactions_list)
+    describe = transactions.add_parser("describe", parents=[common], help="the coordinator's state of one id")
+    describe.add_argument("--transactional-id", required=True)
+    describe.set_defaults(handler=_transactions_describe)
+    producers = transactions.add_parser("describe-producers", parents=[common], help="producer state of a partition")
+    producers.add_argument("--topic", required=True)
+    producers.add_argument("--partition", type=int, required=True)
+    producers.set_defaults(handler=_transactions_describe_producers)
+    hanging = transactions.add_parser("find-hanging", parents=[common], help="transactions holding a partition's LSO")
+    hanging.add_argument("--topic")
+    hanging.set_defaults(handler=_transactions_find_hanging)
+    abort = transactions.add_parser("abort", parents=[common], help="abort a hanging transaction with a marker")
+    abort.add_argument("--topic", required=True)
+    abort.add_argument("--partition", type=int, required=True)
+    abort.add_argument("--producer-id", type=int, required=True)
+    abort.set_defaults(handler=_transactions_abort)
+
+    coordinator = commands.add_parser("coordinator", help="coordinator jobs").add_subparsers(
+        metavar="ACTION", parser_class=_Parser
+    )
+    sweep = coordinator.add_parser(
+        "sweep", parents=[common], help="abort timed-out transactions, roll decided ones forward, expire idle ids"
+    )
+    sweep.set_defaults(handler=_coordinator_sweep)
     return parser
 
 
@@ -147,9 +187,15 @@ def _topics_describe(args: argparse.Namespace) -> int:
         return 0
     print(f"Topic: {description.name}\tPartitionCount: {len(description.partitions)}")
     print("Config: " + ", ".join(f"{k}={v}" for k, v in sorted(description.config.items())))
-    print(f"{'Partition':>9} {'LogStartOffset':>14} {'HighWatermark':>13} {'LogEndOffset':>12} {'Files':>6} {'Version':>8}")
+    print(
+        f"{'Partition':>9} {'LogStartOffset':>14} {'HighWatermark':>13} {'LastStableOffset':>16} "
+        f"{'LogEndOffset':>12} {'Files':>6} {'Version':>8}"
+    )
     for p in description.partitions:
-        print(f"{p.id:>9} {p.log_start_offset:>14} {p.high_watermark:>13} {p.log_end_offset:>12} {p.files:>6} {p.table_version:>8}")
+        print(
+            f"{p.id:>9} {p.log_start_offset:>14} {p.high_watermark:>13} {p.last_stable_offset:>16} "
+            f"{p.log_end_offset:>12} {p.files:>6} {p.table_version:>8}"
+        )
     return 0
 
 
@@ -288,6 +334,65 @@ def _load(args: argparse.Namespace) -> int:
             }
         )
     )
+    return 0
+
+
+def _print_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A tab-separated table with a header line, as kafka-transactions.sh prints."""
+    print("\t".join(headers))
+    for row in rows:
+        print("\t".join(str(cell) for cell in row))
+
+
+def _transactions_list(args: argparse.Namespace) -> int:
+    rows = [(t.transactional_id, t.producer_id, t.state) for t in transaction_admin.list_transactions(args.root)]
+    _print_rows(("TransactionalId", "ProducerId", "TransactionState"), rows)
+    return 0
+
+
+def _transactions_describe(args: argparse.Namespace) -> int:
+    found = transaction_admin.describe_transaction(args.root, args.transactional_id)
+    if found is None:
+        raise BadInput(f"lakelog transactions describe: transactional id {args.transactional_id!r} is unknown")
+    partitions = ",".join(f"{topic}-{partition}" for topic, partition in found.topic_partitions)
+    _print_rows(
+        ("TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState", "TransactionTimeoutMs",
+         "TransactionStartTimeMs", "LastUpdateTimeMs", "TopicPartitions"),
+        [(found.transactional_id, found.producer_id, found.producer_epoch, found.state, found.transaction_timeout_ms,
+          found.transaction_start_time_ms, found.last_update_time_ms, partitions)],
+    )
+    return 0
+
+
+def _transactions_describe_producers(args: argparse.Namespace) -> int:
+    states = transaction_admin.describe_producers(args.root, args.topic, args.partition)
+    _print_rows(
+        ("ProducerId", "ProducerEpoch", "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"),
+        [(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp_ms, s.current_transaction_start_offset)
+         for s in states],
+    )
+    return 0
+
+
+def _transactions_find_hanging(args: argparse.Namespace) -> int:
+    found = transaction_admin.find_hanging_transactions(args.root, args.topic)
+    _print_rows(
+        ("Topic", "Partition", "ProducerId", "ProducerEpoch", "StartOffset", "LastStableOffset", "NeedsAdminAbort", "Reason"),
+        [(h.topic, h.partition, h.producer_id, h.producer_epoch, h.start_offset, h.last_stable_offset,
+          str(h.needs_admin_abort).lower(), h.reason) for h in found],
+    )
+    return 0
+
+
+def _transactions_abort(args: argparse.Namespace) -> int:
+    offset = transaction_admin.abort_hanging_transaction(args.root, args.topic, args.partition, args.producer_id)
+    print(f"aborted the transaction of producer id {args.producer_id} in {args.topic}-{args.partition}: marker at offset {offset}")
+    return 0
+
+
+def _coordinator_sweep(args: argparse.Namespace) -> int:
+    report = TransactionCoordinator(check_root(args.root).as_posix()).sweep()
+    print(json.dumps(dataclasses.asdict(report)))
     return 0
 
 

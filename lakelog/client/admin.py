@@ -42,7 +42,7 @@ def cluster_metadata(root: str, topic: str | None = None) -> ClusterMetadata:
 
 
 def describe_topic(root: str, topic: str) -> TopicDescription:
-    """A topic's partitions (offsets, files, table version) and its config."""
+    """A topic's partitions (offsets incl. HW and LSO, files, table version) and its config."""
     tc = topic_config(root, topic)
     partitions = []
     for partition in range(tc.num_partitions):
@@ -52,6 +52,7 @@ def describe_topic(root: str, topic: str) -> TopicDescription:
                 id=partition,
                 log_start_offset=log.log_start_offset(),
                 high_watermark=log.high_watermark(),
+                last_stable_offset=log.last_stable_offset(),
                 log_end_offset=log.log_end_offset(),
                 files=len(log.table.files()),
                 table_version=log.version,

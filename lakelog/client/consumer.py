@@ -1,8 +1,12 @@
 """`Consumer`: confluent-kafka's consumer API (manual assignment) over partition logs.
 
 Each assigned partition keeps a position and a buffer of fetched rows; `poll`
-serves partitions in turn. Control rows (transaction markers) take offsets but
-are never returned, so offsets a reader sees may have gaps (S5.4).
+serves partitions in turn. `isolation.level` is librdkafka's: `read_committed`
+(the default) reads up to the last stable offset and never returns rows of open
+or aborted transactions; `read_uncommitted` reads up to the high watermark. In
+both, control rows (transaction markers) take offsets but are never returned, so
+offsets a reader sees have gaps (S5.4): positions move past whatever a fetch
+read, returned or not.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from lakelog.client.types import (
     TopicPartition,
 )
 from lakelog.errors import InvalidRequest, KafkaError, KafkaException, OffsetOutOfRange
-from lakelog.log import PartitionLog, open_partition
+from lakelog.log import READ_COMMITTED, PartitionLog, open_partition
 from lakelog.store import check_root
 
 CALLBACK_KEYS = ("on_commit", "error_cb")
@@ -40,7 +44,8 @@ class _Assigned:
     log: PartitionLog
     position: int
     buffer: list[Message] = field(default_factory=list)
-    eof_reported: bool = False
+    # The offset of the last partition-EOF event: one event per offset the end is reached at, as librdkafka.
+    eof_offset: int | None = None
 
 
 class Consumer:
@@ -118,7 +123,7 @@ class Consumer:
             raise KafkaException(KafkaError(KafkaError._STATE, f"{partition.topic}-{partition.partition} is not assigned"))
         state.position = self._start_offset(state.log, partition.offset)
         state.buffer.clear()
-        state.eof_reported = False
+        state.eof_offset = None
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """The offset of the next message each partition will return."""
@@ -135,13 +140,17 @@ class Consumer:
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
     ) -> tuple[int, int]:
-        """(low, high): the log start offset and the high watermark of a partition."""
+        """(low, high): the log start offset, and the end this consumer reads to.
+
+        The end is the last stable offset in read_committed and the high
+        watermark in read_uncommitted, as librdkafka reports it (S5.1).
+        """
         self._check_open()
         state = self._assigned.get((partition.topic, partition.partition))
         log = state.log if state is not None else open_partition(self._root, partition.topic, partition.partition)
         if not cached:
             log.refresh()
-        return log.log_start_offset(), log.high_watermark()
+        return log.log_start_offset(), self._end_offset(log)
 
     def close(self) -> None:
         self._assigned = {}
@@ -170,59 +179,63 @@ class Consumer:
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise InvalidRequest(f"offset must be an integer, not {offset!r}")
         log.refresh()
-        low, high = log.log_start_offset(), log.high_watermark()
+        low = log.log_start_offset()
         if offset == OFFSET_BEGINNING:
             return low
         if offset == OFFSET_END:
-            return high
+            return self._end_offset(log)
         if offset in (OFFSET_STORED, OFFSET_INVALID):
-            return self._reset(log, low, high)
+            return self._reset(log)
         if offset < 0:
             raise InvalidRequest(f"offset {offset} is neither a real offset nor a logical one (-1, -2, -1000, -1001)")
-        if not low <= offset <= high:
-            return self._reset(log, low, high)
+        # Between the LSO and the high watermark is a valid position: it waits for the transactions to end.
+        if not low <= offset <= log.high_watermark():
+            return self._reset(log)
         return offset
 
-    def _reset(self, log: PartitionLog, low: int, high: int) -> int:
+    def _reset(self, log: PartitionLog) -> int:
         policy = self.config["auto.offset.reset"]
         if policy in ("earliest", "smallest", "beginning"):
-            return low
+            return log.log_start_offset()
         if policy in ("latest", "largest", "end"):
-            return high
+            return self._end_offset(log)
         raise OffsetOutOfRange(
             f"{log.topic}-{log.partition} has no valid position and auto.offset.reset=error",
-            log_start_offset=low,
-            log_end_offset=high,
+            log_start_offset=log.log_start_offset(),
+            log_end_offset=log.log_end_offset(),
         )
+
+    def _end_offset(self, log: PartitionLog) -> int:
+        """Where reading ends for now: the LSO in read_committed, the high watermark in read_uncommitted."""
+        if self.config["isolation.level"] == READ_COMMITTED:
+            return log.last_stable_offset()
+        return log.high_watermark()
 
     def _fill(self, state: _Assigned) -> None:
         if state.buffer:
             return
         log = state.log
-        if state.position >= log.high_watermark():
+        if state.position >= self._end_offset(log):
             log.refresh()
-        high = log.high_watermark()
-        if state.position >= high:
-            if self.config["enable.partition.eof"] and not state.eof_reported:
-                state.eof_reported = True
-                state.buffer.append(
-                    Message(log.topic, log.partition, high, error=KafkaError(KafkaError._PARTITION_EOF, "partition EOF"))
+        end = self._end_offset(log)
+        # Every fetch moves the position forward, but in read_committed it may return nothing (all aborted).
+        while state.position < end and not state.buffer:
+            try:
+                fetched = log.fetch(
+                    state.position,
+                    max_records=self.config["max.poll.records"],
+                    max_bytes=self.config["max.partition.fetch.bytes"],
+                    isolation_level=self.config["isolation.level"],
                 )
-            return
-        try:
-            rows = log.fetch(
-                state.position,
-                max_records=self.config["max.poll.records"],
-                max_bytes=self.config["max.partition.fetch.bytes"],
-            )
-        except OffsetOutOfRange:
-            state.position = self._reset(log, log.log_start_offset(), log.high_watermark())
-            return
-        if rows.num_rows == 0:
-            return
-        state.position = rows.column("offset")[-1].as_py() + 1
-        state.eof_reported = False
-        state.buffer.extend(_messages(log.topic, log.partition, rows))
+            except OffsetOutOfRange:
+                state.position = self._reset(log)
+                return
+            state.position = fetched.next_offset
+            state.buffer.extend(_messages(log.topic, log.partition, fetched.rows))
+        if not state.buffer and self.config["enable.partition.eof"] and state.eof_offset != state.position:
+            state.eof_offset = state.position
+            eof = KafkaError(KafkaError._PARTITION_EOF, "partition EOF")
+            state.buffer.append(Message(log.topic, log.partition, state.position, error=eof))
 
 
 def _messages(topic: str, partition: int, rows: pa.Table) -> list[Message]:

@@ -171,11 +171,12 @@ class ClusterMetadata:
 
 @dataclass(frozen=True)
 class PartitionDescription:
-    """A partition's offsets and its table's state."""
+    """A partition's offsets (the LSO is where read_committed readers stop, S5.1) and its table's state."""
 
     id: int
     log_start_offset: int
     high_watermark: int
+    last_stable_offset: int
     log_end_offset: int
     files: int
     table_version: int
