@@ -15,8 +15,10 @@ from lakelog.client.types import (
     PartitionMetadata,
     TopicDescription,
     TopicMetadata,
+    TopicPartition,
 )
-from lakelog.errors import InvalidRequest, KafkaException
+from lakelog.client import transaction_admin
+from lakelog.errors import InvalidProducerIdMapping, InvalidRequest, KafkaException
 from lakelog.log import create_topic, list_topics, open_partition, topic_config
 from lakelog.log.topics import validate_new_topic
 from lakelog.store import check_root
@@ -101,3 +103,47 @@ class AdminClient:
             except KafkaException as error:
                 futures[name] = _resolved(error=error)
         return futures
+
+    # -- transactions (S8.1), like Kafka's Admin and kafka-transactions.sh ------------------
+
+    def list_transactions(self, **_timeouts: Any) -> Future:
+        """A future resolving to every transactional id with its producer id and state."""
+        return _call(transaction_admin.list_transactions, self._root)
+
+    def describe_transactions(self, transactional_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
+        """A future per id resolving to its TransactionDescription (unknown ids: InvalidProducerIdMapping...)."""
+        if not isinstance(transactional_ids, (list, tuple)) or not all(isinstance(i, str) for i in transactional_ids):
+            raise InvalidRequest("describe_transactions takes a list of transactional ids")
+        return {tid: _call(_describe_transaction, self._root, tid) for tid in transactional_ids}
+
+    def describe_producers(self, partitions: list[TopicPartition], **_timeouts: Any) -> dict[TopicPartition, Future]:
+        """A future per partition resolving to the producer states it holds (S3.5), open transactions included."""
+        if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
+            raise InvalidRequest("describe_producers takes a list of TopicPartition")
+        return {p: _call(transaction_admin.describe_producers, self._root, p.topic, p.partition) for p in partitions}
+
+    def find_hanging_transactions(self, topic: str | None = None, **_timeouts: Any) -> Future:
+        """A future resolving to the transactions that hold an LSO and that no live producer will close."""
+        return _call(transaction_admin.find_hanging_transactions, self._root, topic)
+
+    def abort_transaction(self, partition: TopicPartition, producer_id: int, **_timeouts: Any) -> Future:
+        """Abort a hanging transaction of `producer_id` in `partition` (KIP-664); resolves to the marker's offset."""
+        if not isinstance(partition, TopicPartition) or not isinstance(producer_id, int):
+            raise InvalidRequest("abort_transaction takes a TopicPartition and a producer id")
+        return _call(
+            transaction_admin.abort_hanging_transaction, self._root, partition.topic, partition.partition, producer_id
+        )
+
+
+def _call(function: Any, *args: Any) -> Future:
+    try:
+        return _resolved(function(*args))
+    except KafkaException as error:
+        return _resolved(error=error)
+
+
+def _describe_transaction(root: str, transactional_id: str) -> transaction_admin.TransactionDescription:
+    found = transaction_admin.describe_transaction(root, transactional_id)
+    if found is None:
+        raise InvalidProducerIdMapping(f"transactional id {transactional_id!r} is unknown (never initialised, or expired)")
+    return found

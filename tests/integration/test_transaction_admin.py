@@ -89,3 +89,22 @@ def test_S8_1_uncovered_transaction_is_hanging_and_the_admin_aborts_it(lake):
     assert log.last_stable_offset() == 2
     assert admin.find_hanging_transactions(lake) == []
     assert log.fetch(0, isolation_level="read_committed").rows.num_rows == 0
+
+
+def test_S8_1_admin_client_transaction_methods(lake):
+    from lakelog import TopicPartition
+    from lakelog.errors import InvalidProducerIdMapping
+
+    client = AdminClient({"lakelog.root": lake})
+    p = start_transaction(lake)
+    assert [t.state for t in client.list_transactions().result()] == ["Ongoing"]
+    futures = client.describe_transactions(["app", "ghost"])
+    assert futures["app"].result().topic_partitions == [(TOPIC, 0), (TOPIC, 1)]
+    with pytest.raises(InvalidProducerIdMapping):
+        futures["ghost"].result()
+    tp = TopicPartition(TOPIC, 0)
+    [state] = client.describe_producers([tp])[tp].result()
+    assert state.producer_id == p._producer_id and state.current_transaction_start_offset == 0
+    assert client.find_hanging_transactions().result() == []
+    with pytest.raises(InvalidTxnState):
+        client.abort_transaction(tp, p._producer_id).result()
