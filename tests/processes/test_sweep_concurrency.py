@@ -1,0 +1,100 @@
+"""S8.2: coordinator sweeps run in parallel with each other and with clients, as real processes.
+
+Eight producers leave transactions open past their timeout over three partitions.
+Three `lakelog coordinator sweep` processes and a client process that calls
+init_transactions on two of the ids start at once. Whatever the interleaving:
+each id's transaction is aborted exactly once (one PrepareAbort record, one
+ABORT marker per partition), no two sweeps claim the same id, and every
+partition's LSO is back at its high watermark.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lakelog import AdminClient, NewTopic, Producer
+from lakelog.coordinator.transaction_coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.log import open_partition
+from lakelog.log.topics import existing_internal_partitions, open_internal_partition
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+IDS = [f"job-{n}" for n in range(8)]
+CLIENT_IDS = IDS[:2]
+TIMEOUT_MS = 1000
+
+CLIENT = """
+import sys
+from lakelog import Producer
+root = sys.argv[1]
+for transactional_id in sys.argv[2:]:
+    p = Producer({"lakelog.root": root, "transactional.id": transactional_id})
+    p.init_transactions()
+    print(transactional_id, p._producer_id, p._producer_epoch, flush=True)
+"""
+
+
+def state_records(root: str) -> list[dict]:
+    found = []
+    for partition in existing_internal_partitions(root, TRANSACTION_STATE_LOG):
+        log = open_internal_partition(root, TRANSACTION_STATE_LOG, partition, 50)
+        if log.log_end_offset():
+            found.extend(json.loads(row["value"]) for row in log.fetch(0, max_records=1_000_000).rows.to_pylist())
+    return found
+
+
+def test_S8_2_parallel_sweeps_and_clients_abort_each_timed_out_transaction_once(tmp_path):
+    root = str(tmp_path / "lake")
+    AdminClient({"lakelog.root": root}).create_topics([NewTopic("work", num_partitions=3)])
+    producer_ids = {}
+    for n, transactional_id in enumerate(IDS):
+        p = Producer({"lakelog.root": root, "transactional.id": transactional_id, "transaction.timeout.ms": TIMEOUT_MS})
+        p.init_transactions()
+        p.begin_transaction()
+        for partition in range(3):
+            p.produce("work", value=f"{transactional_id}-{partition}", partition=partition)
+        p.flush()
+        producer_ids[transactional_id] = p._producer_id
+    time.sleep(TIMEOUT_MS / 1000 + 0.5)
+
+    sweeps = [
+        subprocess.Popen([sys.executable, "-m", "lakelog.cli", "coordinator", "sweep", "--root", root],
+                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    client = subprocess.Popen([sys.executable, "-c", CLIENT, root, *CLIENT_IDS],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reports = []
+    for process in sweeps:
+        out, err = process.communicate(timeout=180)
+        assert process.returncode == 0, err
+        reports.append(json.loads(out))
+    out, err = client.communicate(timeout=180)
+    assert client.returncode == 0, err
+    print(f"sweep reports: {reports}\nclient: {out}")
+
+    claimed = Counter(tid for report in reports for tid in report["aborted_timed_out"])
+    assert all(count == 1 for count in claimed.values()), claimed  # no id aborted by two sweeps
+    assert set(IDS) - set(CLIENT_IDS) <= set(claimed)  # only the client may have beaten a sweep to an id
+
+    records = state_records(root)
+    for transactional_id in IDS:
+        states = [r["state"] for r in records if r["transactional_id"] == transactional_id]
+        assert states.count("PrepareAbort") == 1 and states.count("CompleteAbort") == 1, (transactional_id, states)
+    for partition in range(3):
+        log = open_partition(root, "work", partition)
+        rows = log.fetch(0, max_records=1_000_000).rows.to_pylist()
+        aborts = Counter(row["producer_id"] for row in rows if row["control"] == "ABORT")
+        assert aborts == Counter(producer_ids.values()), (partition, aborts)
+        assert log.last_stable_offset() == log.high_watermark()
+        assert log.fetch(0, isolation_level="read_committed").rows.num_rows == 0
+    coordinator = TransactionCoordinator(root)
+    assert {coordinator.describe(tid).state.value for tid in set(IDS) - set(CLIENT_IDS)} == {"CompleteAbort"}
+    assert {coordinator.describe(tid).state.value for tid in CLIENT_IDS} == {"Empty"}
