@@ -38,6 +38,7 @@ class KafkaError:
     TOPIC_EXCEPTION = 17
     INVALID_REQUIRED_ACKS = 21
     ILLEGAL_GENERATION = 22
+    INVALID_GROUP_ID = 24
     UNKNOWN_MEMBER_ID = 25
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -53,9 +54,12 @@ class KafkaError:
     CONCURRENT_TRANSACTIONS = 51
     KAFKA_STORAGE_ERROR = 56
     UNKNOWN_PRODUCER_ID = 59
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
     FENCED_INSTANCE_ID = 82
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
+    FENCED_MEMBER_EPOCH = 110
     STALE_MEMBER_EPOCH = 113
     TRANSACTION_ABORTABLE = 120
     # KIP-27 names no protocol code; lakelog takes one outside Kafka's range.
@@ -251,6 +255,54 @@ class TransactionAbortable(AbortableError):
     """A write of the current transaction failed; abort the transaction, then carry on (KIP-1050)."""
 
     code = KafkaError.TRANSACTION_ABORTABLE
+
+
+class IllegalGeneration(AbortableError):
+    """A transactional offset commit at a member epoch the group has fenced (S6.4, S7.2); abort and rejoin."""
+
+    code = KafkaError.ILLEGAL_GENERATION
+
+
+class StaleMemberEpoch(RetriableError):
+    """An offset commit at a member epoch outside (revocation epoch, member epoch] (S6.4); retry with the current epoch."""
+
+    code = KafkaError.STALE_MEMBER_EPOCH
+
+
+class UnknownMemberId(AbortableError):
+    """The member is not (or no longer) in the group (S6.5): it must rejoin; a transaction with its offsets must abort."""
+
+    code = KafkaError.UNKNOWN_MEMBER_ID
+
+
+class FencedInstanceId(FatalError):
+    """A newer instance with the same group.instance.id has joined (S6.5)."""
+
+    code = KafkaError.FENCED_INSTANCE_ID
+
+
+class FencedMemberEpoch(KafkaException):
+    """A heartbeat with an epoch the coordinator no longer knows for the member: rejoin with epoch 0."""
+
+    code = KafkaError.FENCED_MEMBER_EPOCH
+
+
+class UnstableOffsetCommit(RetriableError):
+    """A stable offset fetch met a pending transactional offset commit (S7.3, KIP-447); back off and retry."""
+
+    code = KafkaError.UNSTABLE_OFFSET_COMMIT
+
+
+class GroupIdNotFound(KafkaException):
+    code = KafkaError.GROUP_ID_NOT_FOUND
+
+
+class NonEmptyGroup(KafkaException):
+    code = KafkaError.NON_EMPTY_GROUP
+
+
+class InvalidGroupId(InvalidRequest):
+    code = KafkaError.INVALID_GROUP_ID
 
 
 class KafkaTimeout(RetriableError):

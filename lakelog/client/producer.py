@@ -312,6 +312,44 @@ class Producer:
         self._serve_reports()
         self._end_transaction(commit=False)
 
+    def send_offsets_to_transaction(self, positions: list[Any], group_metadata: Any, timeout: float | None = None) -> None:
+        """Commit the consumer's positions with this transaction (KIP-447, S7.1): they become the
+        group's committed offsets when it commits, and vanish if it aborts. `group_metadata`
+        comes from `Consumer.consumer_group_metadata()` and is checked like a commit of that
+        member (S7.2): a zombie's offsets are refused (IllegalGeneration, FencedInstanceId,
+        UnknownMemberId make the transaction abort-only)."""
+        from lakelog.client.types import TopicPartition
+        from lakelog.coordinator.group import GroupMetadata
+        from lakelog.coordinator.group_coordinator import GroupCoordinator
+
+        self._require_transactional("send_offsets_to_transaction")
+        self._require_state("send_offsets_to_transaction", TransactionState.IN_TRANSACTION)
+        if not isinstance(group_metadata, GroupMetadata):
+            raise InvalidRequest("group_metadata must come from Consumer.consumer_group_metadata()")
+        if not isinstance(positions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in positions):
+            raise InvalidRequest("send_offsets_to_transaction takes a list of TopicPartition")
+        offsets = {(p.topic, p.partition): (p.offset, p.metadata or "") for p in positions}
+        if not offsets:
+            return
+        groups = GroupCoordinator(self._root)
+        offsets_partition = groups.offsets_partition(group_metadata.group_id)
+        if offsets_partition not in self._transaction_partitions:
+            self._call_coordinator(
+                lambda coordinator: coordinator.add_partitions(
+                    self._transactional_id, self._producer_id, self._producer_epoch, [offsets_partition]
+                )
+            )
+            self._transaction_partitions.add(offsets_partition)
+        try:
+            groups.commit_transactional_offsets(group_metadata, self._producer_id, self._producer_epoch, offsets)
+        except KafkaException as error:
+            if error.fatal:
+                self._fail(error)
+            else:
+                self._transaction_error = self._transaction_error or error
+                self._transaction_state = TransactionState.ABORTABLE_ERROR
+            raise
+
     def _end_transaction(self, commit: bool) -> None:
         if self._transaction_partitions:
             result = self._call_coordinator(

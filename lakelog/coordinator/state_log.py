@@ -24,7 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import pyarrow as pa
 
 from lakelog.errors import KafkaTimeout, OffsetMismatch
-from lakelog.log import BatchHeader, PartitionLog, payload_table
+from lakelog.log import BatchHeader, ControlType, PartitionLog, payload_table
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -58,12 +58,15 @@ class CoordinatorLog(Generic[S]):
         decode: Callable[[dict[str, Any]], Any],
         apply: Callable[[S, Any], S],
         key_of: Callable[[Any], str],
+        apply_marker: Callable[[S, int, int, ControlType], S] | None = None,
     ) -> None:
         self.log = log
         self.state = state
         self._decode = decode
         self._apply = apply
         self._key_of = key_of
+        # Transaction markers written into this log (offsets in transactions, S7.1); others ignore them.
+        self._apply_marker = apply_marker
         # Every record below this offset is folded into `state`.
         self.position = 0
 
@@ -121,8 +124,12 @@ class CoordinatorLog(Generic[S]):
         )
 
     def _replay(self, rows: pa.Table) -> None:
-        columns = rows.select(["value", "control"]).to_pydict()
-        for value, control in zip(columns["value"], columns["control"]):
-            if control is not None or value is None:
-                continue
-            self.state = self._apply(self.state, self._decode(json.loads(value)))
+        columns = rows.select(["value", "control", "producer_id", "producer_epoch"]).to_pydict()
+        for value, control, producer_id, producer_epoch in zip(
+            columns["value"], columns["control"], columns["producer_id"], columns["producer_epoch"]
+        ):
+            if control is not None:
+                if self._apply_marker is not None:
+                    self.state = self._apply_marker(self.state, producer_id, producer_epoch, ControlType(control))
+            elif value is not None:
+                self.state = self._apply(self.state, self._decode(json.loads(value)))

@@ -81,6 +81,7 @@ class TransactionCoordinator:
         broker = config_module.load("broker", broker_config)
         self.config = TransactionConfig.from_broker_config(broker)
         self._requested_partitions = broker["transaction.state.log.num.partitions"]
+        self._offsets_partitions = broker["offsets.topic.num.partitions"]
         self._num_partitions: int | None = None
         self._clock = clock
         self._fault = fault
@@ -273,11 +274,16 @@ class TransactionCoordinator:
 
     def _partition(self, topic: str, partition: int) -> PartitionLog:
         """A topic partition to write markers to; handles are kept (a marker decides on the latest snapshot anyway)."""
-        if self._partition_logs is not None:
+        internal = topic.startswith("__")  # __consumer_offsets: offsets sent to the transaction (S7.1)
+        if self._partition_logs is not None and not internal:
             return self._partition_logs(topic, partition)
         key = (topic, partition)
         if key not in self._partitions:
-            self._partitions[key] = open_partition(self.root, topic, partition, self._clock)
+            self._partitions[key] = (
+                open_internal_partition(self.root, topic, partition, self._offsets_partitions, self._clock)
+                if internal
+                else open_partition(self.root, topic, partition, self._clock)
+            )
         return self._partitions[key]
 
     def _hit(self, point: str, **details: Any) -> None:

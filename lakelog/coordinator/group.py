@@ -1,0 +1,802 @@
+"""The consumer group coordinator of one group, as a pure state machine (S6, S7; KIP-848, KAFKA-19779).
+
+Same pattern as `transaction.py`: a handler takes the group's current state and
+a request, and returns an `Outcome` (records to append to `__consumer_offsets`,
+then the response or the error). `replay` folds records (and the transaction
+markers written into the same log) back into state. Handlers read no clock and
+do no I/O; partition counts of the subscribed topics come in as an argument.
+
+Epochs, as KIP-848 and KAFKA-19779 define them:
+
+- The group epoch rises with every change of membership or subscriptions. The
+  target assignment (computed by the server-side assignor) carries the group
+  epoch it was computed at.
+- A member's epoch rises to the target assignment epoch once it has revoked
+  every partition it must give up (S6.2). It then owns only partitions that no
+  other member still holds: a partition moves to a new owner only after its old
+  owner revoked it.
+- The member's revocation epoch is the member epoch before the last bump that
+  revoked partitions (S6.3): `RevocationEpoch < MemberEpoch <= TargetAssignmentEpoch
+  <= GroupEpoch`. Each revoked partition also remembers the epoch it was revoked
+  at (the partition-level revocation epoch of KAFKA-19779).
+- An offset commit is accepted iff `RevocationEpoch < client epoch <= member
+  epoch` (S6.4); with `partition_level=True` the revocation epoch is the
+  partition's own, which accepts commits the member-level bound refuses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from lakelog.config import validate_name
+from lakelog.coordinator.transaction import _java_abs, java_string_hash
+from lakelog.errors import (
+    FencedInstanceId,
+    FencedMemberEpoch,
+    GroupIdNotFound,
+    IllegalGeneration,
+    InvalidGroupId,
+    InvalidRequest,
+    KafkaException,
+    NonEmptyGroup,
+    ProducerFenced,
+    StaleMemberEpoch,
+    UnknownMemberId,
+    UnstableOffsetCommit,
+)
+from lakelog.log.records import ControlType
+
+TopicPartitionKey = tuple[str, int]
+R = TypeVar("R")
+
+LEAVE_GROUP_EPOCH = -1
+# KIP-345/848: a static member's temporary leave keeps its assignment for a new instance.
+LEAVE_GROUP_STATIC_EPOCH = -2
+# A commit from outside the group protocol (manual assignment): no member, generation -1.
+NO_MEMBER_EPOCH = -1
+ASSIGNORS = ("uniform", "range")
+
+
+# -- records ----------------------------------------------------------------------------
+
+
+class RecordKind(enum.Enum):
+    GROUP = "group"
+    MEMBER = "member"
+    TARGET = "target"
+    CURRENT = "current"
+    OFFSET = "offset"
+
+
+class _Record:
+    """What every record of this log has: `to_row` for the log, `from_row` to read it back."""
+
+    def to_row(self) -> dict[str, Any]:
+        return _row_of(self)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class GroupRecord(_Record):
+    """The group epoch and assignor (Kafka's ConsumerGroupMetadataValue); `deleted` removes the group."""
+
+    group_id: str
+    group_epoch: int
+    assignor: str = "uniform"
+    deleted: bool = False
+    kind: RecordKind = RecordKind.GROUP
+
+
+@dataclass(frozen=True)
+class MemberRecord(_Record):
+    """A member's subscription and timeouts (ConsumerGroupMemberMetadataValue); `removed` is the tombstone."""
+
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    subscribed_topics: tuple[str, ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    last_heartbeat_ms: int
+    removed: bool = False
+    kind: RecordKind = RecordKind.MEMBER
+
+
+@dataclass(frozen=True)
+class TargetRecord(_Record):
+    """The target assignment of every member at `assignment_epoch`."""
+
+    group_id: str
+    assignment_epoch: int
+    assignment: Mapping[str, frozenset[TopicPartitionKey]]
+    kind: RecordKind = RecordKind.TARGET
+
+
+@dataclass(frozen=True)
+class CurrentRecord(_Record):
+    """A member's current assignment and epochs (ConsumerGroupCurrentMemberAssignmentValue + KAFKA-19779)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    previous_member_epoch: int
+    revocation_epoch: int
+    assigned: frozenset[TopicPartitionKey]
+    pending_revocation: frozenset[TopicPartitionKey]
+    # Partition -> the member epoch it was last revoked from this member at.
+    partition_revocation_epochs: Mapping[TopicPartitionKey, int]
+    # When the member was asked to revoke (for the rebalance timeout); -1 if nothing is pending.
+    revocation_started_ms: int = -1
+    kind: RecordKind = RecordKind.CURRENT
+
+
+@dataclass(frozen=True)
+class OffsetRecord(_Record):
+    """A committed offset (S6.1); with `producer_id` >= 0 a transactional one, pending until its marker (S7.1)."""
+
+    group_id: str
+    topic: str
+    partition: int
+    offset: int
+    metadata: str
+    commit_ms: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    removed: bool = False
+    kind: RecordKind = RecordKind.OFFSET
+
+
+GroupLogRecord = GroupRecord | MemberRecord | TargetRecord | CurrentRecord | OffsetRecord
+
+
+def _row_of(record: GroupLogRecord) -> dict[str, Any]:
+    """A record as a JSON-able dict (partitions as "topic:partition")."""
+    row: dict[str, Any] = {}
+    for item in dataclasses.fields(record):
+        value = getattr(record, item.name)
+        if isinstance(value, enum.Enum):
+            value = value.value
+        elif item.name in ("assigned", "pending_revocation"):
+            value = sorted(_tp_text(tp) for tp in value)
+        elif item.name == "assignment":
+            value = {member: sorted(_tp_text(tp) for tp in tps) for member, tps in sorted(value.items())}
+        elif item.name == "partition_revocation_epochs":
+            value = {_tp_text(tp): epoch for tp, epoch in sorted(value.items())}
+        elif isinstance(value, tuple):
+            value = list(value)
+        row[item.name] = value
+    return row
+
+
+def from_row(row: Mapping[str, Any]) -> GroupLogRecord:
+    kind = RecordKind(row["kind"])
+    values = {key: value for key, value in row.items() if key != "kind"}
+    if kind is RecordKind.GROUP:
+        return GroupRecord(**values)
+    if kind is RecordKind.MEMBER:
+        return MemberRecord(**{**values, "subscribed_topics": tuple(values["subscribed_topics"])})
+    if kind is RecordKind.TARGET:
+        assignment = {member: frozenset(_tp_parse(t) for t in tps) for member, tps in values["assignment"].items()}
+        return TargetRecord(**{**values, "assignment": assignment})
+    if kind is RecordKind.CURRENT:
+        return CurrentRecord(
+            **{
+                **values,
+                "assigned": frozenset(_tp_parse(t) for t in values["assigned"]),
+                "pending_revocation": frozenset(_tp_parse(t) for t in values["pending_revocation"]),
+                "partition_revocation_epochs": {
+                    _tp_parse(t): epoch for t, epoch in values["partition_revocation_epochs"].items()
+                },
+            }
+        )
+    return OffsetRecord(**values)
+
+
+def record_key(record: GroupLogRecord) -> str:
+    return record.group_id
+
+
+def _tp_text(tp: TopicPartitionKey) -> str:
+    return f"{tp[0]}:{tp[1]}"
+
+
+def _tp_parse(text: str) -> TopicPartitionKey:
+    topic, _, partition = text.rpartition(":")
+    return topic, int(partition)
+
+
+# -- state ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Member:
+    """A member as the coordinator knows it: metadata plus current assignment."""
+
+    metadata: MemberRecord
+    current: CurrentRecord
+
+
+@dataclass
+class Group:
+    """One group's state, rebuilt by replay."""
+
+    group_id: str
+    group_epoch: int = 0
+    assignor: str = "uniform"
+    target: TargetRecord | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    offsets: dict[TopicPartitionKey, OffsetRecord] = field(default_factory=dict)
+    # Producer id -> its pending transactional offsets (S7.1).
+    pending: dict[int, dict[TopicPartitionKey, OffsetRecord]] = field(default_factory=dict)
+
+    @property
+    def target_epoch(self) -> int:
+        return self.target.assignment_epoch if self.target else 0
+
+    def owner_of(self, tp: TopicPartitionKey) -> str | None:
+        """The member holding `tp` now, as owner or while revoking it."""
+        for member_id, member in self.members.items():
+            if tp in member.current.assigned or tp in member.current.pending_revocation:
+                return member_id
+        return None
+
+    def member_by_instance(self, instance_id: str) -> Member | None:
+        for member in self.members.values():
+            if member.metadata.instance_id == instance_id:
+                return member
+        return None
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+
+@dataclass
+class GroupState:
+    """Every group of one `__consumer_offsets` partition, plus the transaction markers seen there."""
+
+    groups: dict[str, Group] = field(default_factory=dict)
+    # Producer id -> the epoch of the last marker written for it to this partition (fences late offsets).
+    marker_epochs: dict[int, int] = field(default_factory=dict)
+
+    def group(self, group_id: str) -> Group | None:
+        return self.groups.get(group_id)
+
+
+def replay(state: GroupState, record: GroupLogRecord) -> GroupState:
+    """Fold one record into the state (in place) and return it."""
+    group = state.groups.get(record.group_id)
+    if group is None:
+        group = state.groups[record.group_id] = Group(record.group_id)
+    if isinstance(record, GroupRecord):
+        if record.deleted:
+            del state.groups[record.group_id]
+        else:
+            group.group_epoch, group.assignor = record.group_epoch, record.assignor
+    elif isinstance(record, MemberRecord):
+        if record.removed:
+            group.members.pop(record.member_id, None)
+        elif record.member_id in group.members:
+            group.members[record.member_id].metadata = record
+        else:
+            group.members[record.member_id] = Member(record, _fresh_current(record.group_id, record.member_id))
+    elif isinstance(record, TargetRecord):
+        group.target = record
+    elif isinstance(record, CurrentRecord):
+        if record.member_id in group.members:
+            group.members[record.member_id].current = record
+    elif isinstance(record, OffsetRecord):
+        tp = (record.topic, record.partition)
+        if record.producer_id >= 0:
+            # Markers carry the epoch the next transaction uses (S4.6): older epochs are finished ones.
+            if record.producer_epoch >= state.marker_epochs.get(record.producer_id, -1):
+                group.pending.setdefault(record.producer_id, {})[tp] = record
+        elif record.removed:
+            group.offsets.pop(tp, None)
+        else:
+            group.offsets[tp] = record
+    return state
+
+
+def replay_marker(state: GroupState, producer_id: int, producer_epoch: int, control: ControlType) -> GroupState:
+    """A transaction marker in this log: the producer's pending offsets become committed or vanish (S7.1)."""
+    state.marker_epochs[producer_id] = max(producer_epoch, state.marker_epochs.get(producer_id, -1))
+    for group in state.groups.values():
+        pending = group.pending.pop(producer_id, None)
+        if pending and control is ControlType.COMMIT:
+            for tp, record in pending.items():
+                group.offsets[tp] = dataclasses.replace(record, producer_id=-1, producer_epoch=-1)
+    return state
+
+
+def _fresh_current(group_id: str, member_id: str) -> CurrentRecord:
+    return CurrentRecord(group_id, member_id, 0, -1, 0, frozenset(), frozenset(), {})
+
+
+def partition_for_group(group_id: str, num_partitions: int) -> int:
+    """The `__consumer_offsets/<n>` of a group: Kafka's `Utils.abs(groupId.hashCode) % n`."""
+    return _java_abs(java_string_hash(group_id)) % num_partitions
+
+
+# -- outcomes and requests ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[R]):
+    records: tuple[GroupLogRecord, ...] = ()
+    response: R | None = None
+    error: KafkaException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """Coordinator-side settings of groups (Kafka's group.consumer.* broker keys, and lakelog's own)."""
+
+    assignor: str = "uniform"
+    # KAFKA-19779 "precise" mode: validate commits against each partition's own revocation epoch.
+    partition_level_revocation_epochs: bool = False
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A ConsumerGroupHeartbeat: member_epoch 0 joins, -1 leaves (-2: a static member's temporary leave)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    subscribed_topics: tuple[str, ...]
+    owned: frozenset[TopicPartitionKey]
+    instance_id: str | None = None
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000
+
+
+@dataclass(frozen=True)
+class HeartbeatResponse:
+    member_id: str
+    member_epoch: int
+    # The partitions the member owns now; a member must revoke what it owns beyond this.
+    assignment: frozenset[TopicPartitionKey]
+    heartbeat_interval_ms: int = 1000
+
+
+@dataclass(frozen=True)
+class GroupMetadata:
+    """What `consumer_group_metadata()` hands the producer (KIP-447): who commits, at which epoch."""
+
+    group_id: str
+    member_id: str = ""
+    generation_id: int = NO_MEMBER_EPOCH
+    group_instance_id: str | None = None
+
+
+# -- handlers -------------------------------------------------------------------------------
+
+
+def heartbeat(
+    group: Group | None,
+    request: Heartbeat,
+    topic_partitions: Mapping[str, int],
+    now_ms: int,
+    config: GroupConfig = GroupConfig(),
+    new_member_id: str | None = None,
+) -> Outcome[HeartbeatResponse]:
+    """Join (epoch 0), heartbeat, or leave (-1; -2 for a static member's temporary leave), and
+    reconcile the member toward the target assignment (S6.2, S6.3).
+
+    `topic_partitions` holds the partition count of every subscribed topic;
+    `new_member_id` names a joining member (the caller makes a unique id).
+    A static member joining under a `group.instance.id` that another member
+    holds replaces it; the old member id is fenced from then on (S6.5).
+    """
+    error = _check_group_id(request.group_id)
+    if error is not None:
+        return Outcome(error=error)
+    group_id, epoch = request.group_id, request.member_epoch
+    group = group if group is not None else Group(group_id, assignor=config.assignor)
+    member = group.members.get(request.member_id) if request.member_id else None
+    records: list[GroupLogRecord] = []
+
+    if epoch in (LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH):
+        if member is None:
+            return Outcome(error=_unknown_member(group_id, request.member_id))
+        if epoch == LEAVE_GROUP_STATIC_EPOCH and member.metadata.instance_id is not None:
+            # The member stays (until its session times out) so that its next instance finds its assignment.
+            return Outcome(response=HeartbeatResponse(request.member_id, LEAVE_GROUP_STATIC_EPOCH, frozenset()))
+        records.extend(_remove_member(group, request.member_id))
+        after = _apply(group, records)
+        records.extend(_new_target(after, topic_partitions, group.group_epoch + 1))
+        return Outcome(tuple(records), HeartbeatResponse(request.member_id, LEAVE_GROUP_EPOCH, frozenset()))
+
+    if epoch == 0:
+        if new_member_id is None:
+            raise ValueError("joining needs a new_member_id")
+        previous = group.member_by_instance(request.instance_id) if request.instance_id is not None else None
+        if previous is not None:
+            records.extend(_remove_member(group, previous.metadata.member_id))
+        records.append(
+            MemberRecord(
+                group_id, new_member_id, request.instance_id, tuple(sorted(request.subscribed_topics)),
+                request.session_timeout_ms, request.rebalance_timeout_ms, now_ms,
+            )
+        )
+        after = _apply(group, records)
+        records.extend(_new_target(after, topic_partitions, group.group_epoch + 1))
+        group = _apply(group, records)
+        member = group.members[new_member_id]
+        owned: frozenset[TopicPartitionKey] = frozenset()
+    else:
+        if member is None:
+            if request.instance_id is not None and group.member_by_instance(request.instance_id) is not None:
+                return Outcome(error=_fenced_instance(group_id, request.instance_id))
+            return Outcome(error=_unknown_member(group_id, request.member_id))
+        if request.instance_id is not None and member.metadata.instance_id != request.instance_id:
+            return Outcome(error=_fenced_instance(group_id, request.instance_id))
+        if epoch not in (member.current.member_epoch, member.current.previous_member_epoch):
+            return Outcome(
+                error=FencedMemberEpoch(
+                    f"member {request.member_id} of group {group_id!r} sent epoch {epoch}; its epoch is "
+                    f"{member.current.member_epoch}: rejoin with epoch 0",
+                    member_epoch=member.current.member_epoch,
+                )
+            )
+        subscription = tuple(sorted(request.subscribed_topics))
+        metadata = dataclasses.replace(member.metadata, last_heartbeat_ms=now_ms, subscribed_topics=subscription)
+        records.append(metadata)
+        if subscription != member.metadata.subscribed_topics:
+            after = _apply(group, records)
+            records.extend(_new_target(after, topic_partitions, group.group_epoch + 1))
+        group = _apply(group, records)
+        member = group.members[request.member_id]
+        owned = request.owned
+        if member.current.pending_revocation & owned:
+            # Still revoking: nothing moves until the client stops reporting those partitions.
+            current = member.current
+            return Outcome(tuple(records), HeartbeatResponse(request.member_id, current.member_epoch, current.assigned))
+
+    current = _reconcile(group, member, now_ms)
+    if current != member.current:
+        records.append(current)
+    return Outcome(tuple(records), HeartbeatResponse(member.metadata.member_id, current.member_epoch, current.assigned))
+
+
+def _reconcile(group: Group, member: Member, now_ms: int) -> CurrentRecord:
+    """Move the member toward its target: revoke first, bump the epoch, then take only free partitions (S6.2, S6.3)."""
+    current = member.current
+    member_id = member.metadata.member_id
+    target_epoch = group.target_epoch
+    target = group.target.assignment.get(member_id, frozenset()) if group.target else frozenset()
+    if current.pending_revocation:
+        # The client no longer reports them (the caller checked): they were revoked at this member epoch.
+        current = dataclasses.replace(
+            current,
+            pending_revocation=frozenset(),
+            partition_revocation_epochs={
+                **current.partition_revocation_epochs, **{tp: current.member_epoch for tp in current.pending_revocation}
+            },
+            revocation_started_ms=-1,
+        )
+    if current.member_epoch < target_epoch:
+        to_revoke = current.assigned - target
+        if to_revoke:
+            return dataclasses.replace(
+                current, assigned=current.assigned & target, pending_revocation=to_revoke, revocation_started_ms=now_ms
+            )
+        revoked_at_this_epoch = current.member_epoch in current.partition_revocation_epochs.values()
+        current = dataclasses.replace(
+            current,
+            member_epoch=target_epoch,
+            previous_member_epoch=current.member_epoch,
+            revocation_epoch=current.member_epoch if revoked_at_this_epoch else current.revocation_epoch,
+        )
+    # Take target partitions that nobody else holds (an old owner may still be revoking them).
+    free = {tp for tp in target - current.assigned if group.owner_of(tp) in (None, member_id)}
+    assigned = frozenset((current.assigned & target) | free)
+    if assigned != current.assigned:
+        current = dataclasses.replace(current, assigned=assigned)
+    return current
+
+
+def _new_target(group: Group, topic_partitions: Mapping[str, int], group_epoch: int) -> list[GroupLogRecord]:
+    """A group epoch bump and the target assignment computed at it."""
+    members = {m.metadata.member_id: m.metadata.subscribed_topics for m in group.members.values()}
+    previous = group.target.assignment if group.target else {}
+    assignment = assign(group.assignor, members, topic_partitions, previous)
+    return [GroupRecord(group.group_id, group_epoch, group.assignor), TargetRecord(group.group_id, group_epoch, assignment)]
+
+
+def _remove_member(group: Group, member_id: str) -> list[GroupLogRecord]:
+    return [dataclasses.replace(group.members[member_id].metadata, removed=True)]
+
+
+def _apply(group: Group, records: Iterable[GroupLogRecord]) -> Group:
+    """The group after `records`, without touching `group` (handlers are pure)."""
+    state = GroupState({group.group_id: _copy_group(group)})
+    for record in records:
+        replay(state, record)
+    return state.groups.get(group.group_id) or Group(group.group_id)
+
+
+def _copy_group(group: Group) -> Group:
+    return dataclasses.replace(
+        group,
+        members={k: Member(v.metadata, v.current) for k, v in group.members.items()},
+        offsets=dict(group.offsets),
+        pending={k: dict(v) for k, v in group.pending.items()},
+    )
+
+
+# -- assignors ------------------------------------------------------------------------------
+
+
+def assign(
+    assignor: str,
+    members: Mapping[str, Iterable[str]],
+    topic_partitions: Mapping[str, int],
+    previous: Mapping[str, frozenset[TopicPartitionKey]] | None = None,
+) -> dict[str, frozenset[TopicPartitionKey]]:
+    """The server-side assignors: `range` (per topic, ranges over sorted members) and `uniform`
+    (balanced over all partitions, sticky: members keep what they had within their share)."""
+    if assignor == "range":
+        return _range(members, topic_partitions)
+    if assignor == "uniform":
+        return _uniform(members, topic_partitions, previous or {})
+    raise InvalidRequest(f"unknown assignor {assignor!r}; expected one of {', '.join(ASSIGNORS)}")
+
+
+def _range(members: Mapping[str, Iterable[str]], topic_partitions: Mapping[str, int]) -> dict[str, frozenset[TopicPartitionKey]]:
+    result: dict[str, set[TopicPartitionKey]] = {member: set() for member in members}
+    topics = sorted({topic for subscribed in members.values() for topic in subscribed})
+    for topic in topics:
+        subscribers = sorted(member for member, subscribed in members.items() if topic in subscribed)
+        count = topic_partitions.get(topic, 0)
+        share, extra = divmod(count, len(subscribers))
+        start = 0
+        for index, member in enumerate(subscribers):
+            size = share + (1 if index < extra else 0)
+            result[member].update((topic, p) for p in range(start, start + size))
+            start += size
+    return {member: frozenset(tps) for member, tps in result.items()}
+
+
+def _uniform(
+    members: Mapping[str, Iterable[str]],
+    topic_partitions: Mapping[str, int],
+    previous: Mapping[str, frozenset[TopicPartitionKey]],
+) -> dict[str, frozenset[TopicPartitionKey]]:
+    subscriptions = {member: set(topics) for member, topics in members.items()}
+    if not subscriptions:
+        return {}
+    partitions = sorted(
+        (topic, p)
+        for topic in {t for subscribed in subscriptions.values() for t in subscribed}
+        for p in range(topic_partitions.get(topic, 0))
+    )
+    quota = -(-len(partitions) // len(subscriptions))  # ceiling share
+    result: dict[str, set[TopicPartitionKey]] = {member: set() for member in subscriptions}
+    taken: set[TopicPartitionKey] = set()
+    # Sticky: keep previous partitions that are still subscribed, up to the quota.
+    for member in sorted(subscriptions):
+        for tp in sorted(previous.get(member, frozenset())):
+            if tp in taken or tp[0] not in subscriptions[member] or tp not in partitions:
+                continue
+            if len(result[member]) < quota:
+                result[member].add(tp)
+                taken.add(tp)
+    for tp in partitions:
+        if tp in taken:
+            continue
+        candidates = [member for member in sorted(subscriptions) if tp[0] in subscriptions[member]]
+        if candidates:
+            member = min(candidates, key=lambda m: (len(result[m]), m))
+            result[member].add(tp)
+            taken.add(tp)
+    return {member: frozenset(tps) for member, tps in result.items()}
+
+
+# -- offsets ----------------------------------------------------------------------------------
+
+
+def validate_commit(
+    group: Group | None,
+    group_id: str,
+    member_id: str,
+    member_epoch: int,
+    partitions: Iterable[TopicPartitionKey],
+    transactional: bool,
+    instance_id: str | None = None,
+    config: GroupConfig = GroupConfig(),
+) -> KafkaException | None:
+    """S6.4 / S7.2: `RevocationEpoch < client epoch <= broker epoch`, member-level or per partition.
+
+    A commit with no member id and epoch -1 comes from outside the group protocol
+    (manual assignment) and is accepted only while the group has no members.
+    Errors: UnknownMemberId, FencedInstanceId, StaleMemberEpoch (plain) or
+    IllegalGeneration (transactional).
+    """
+    if not member_id and member_epoch == NO_MEMBER_EPOCH:
+        if group is None or group.is_empty():
+            return None
+        return _stale(group_id, member_epoch, transactional, "the group has members: commit as one of them")
+    member = group.members.get(member_id) if group is not None else None
+    if member is None:
+        if instance_id is not None and group is not None and group.member_by_instance(instance_id) is not None:
+            return _fenced_instance(group_id, instance_id)
+        return _unknown_member(group_id, member_id)
+    if instance_id is not None and member.metadata.instance_id != instance_id:
+        return _fenced_instance(group_id, instance_id)
+    current = member.current
+    if member_epoch > current.member_epoch:
+        return _stale(group_id, member_epoch, transactional, f"the member's epoch is {current.member_epoch}")
+    for tp in partitions:
+        bound = (
+            current.partition_revocation_epochs.get(tp, 0)
+            if config.partition_level_revocation_epochs
+            else current.revocation_epoch
+        )
+        if not bound < member_epoch:
+            return _stale(
+                group_id, member_epoch, transactional,
+                f"{tp[0]}-{tp[1]} was revoked from the member at epoch {bound}",
+            )
+    return None
+
+
+def commit_offsets(
+    group: Group | None,
+    group_id: str,
+    member_id: str,
+    member_epoch: int,
+    offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    now_ms: int,
+    instance_id: str | None = None,
+    config: GroupConfig = GroupConfig(),
+) -> Outcome[dict[TopicPartitionKey, int]]:
+    """OffsetCommit (S6.1, S6.4): one record per partition, after validation; nothing on refusal."""
+    error = _check_group_id(group_id) or _check_offsets(offsets)
+    if error is None:
+        error = validate_commit(group, group_id, member_id, member_epoch, offsets, False, instance_id, config)
+    if error is not None:
+        return Outcome(error=error)
+    records = tuple(
+        OffsetRecord(group_id, topic, partition, offset, metadata, now_ms)
+        for (topic, partition), (offset, metadata) in sorted(offsets.items())
+    )
+    return Outcome(records, {tp: offset for tp, (offset, _) in offsets.items()})
+
+
+def commit_transactional_offsets(
+    state: GroupState,
+    metadata: GroupMetadata,
+    producer_id: int,
+    producer_epoch: int,
+    offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    now_ms: int,
+    config: GroupConfig = GroupConfig(),
+) -> Outcome[dict[TopicPartitionKey, int]]:
+    """TxnOffsetCommit (S7.1, S7.2): pending offsets of the producer's transaction.
+
+    Group metadata is checked as a transactional commit (IllegalGeneration,
+    FencedInstanceId, UnknownMemberId); a producer epoch at or below a marker
+    below the last marker written here for this producer is a finished
+    transaction's (markers carry the next transaction's epoch, S4.6): ProducerFenced.
+    """
+    group_id = metadata.group_id
+    error = _check_group_id(group_id) or _check_offsets(offsets)
+    if error is not None:
+        return Outcome(error=error)
+    if producer_epoch < state.marker_epochs.get(producer_id, -1):
+        return Outcome(
+            error=ProducerFenced(
+                f"producer id {producer_id} epoch {producer_epoch}: its transaction already ended here",
+                producer_id=producer_id,
+                producer_epoch=state.marker_epochs[producer_id],
+            )
+        )
+    group = state.group(group_id)
+    error = validate_commit(
+        group, group_id, metadata.member_id, metadata.generation_id, offsets, True, metadata.group_instance_id, config
+    )
+    if error is not None:
+        return Outcome(error=error)
+    records = tuple(
+        OffsetRecord(group_id, topic, partition, offset, text, now_ms, producer_id, producer_epoch)
+        for (topic, partition), (offset, text) in sorted(offsets.items())
+    )
+    return Outcome(records, {tp: offset for tp, (offset, _) in offsets.items()})
+
+
+def fetch_offsets(
+    group: Group | None, partitions: Iterable[TopicPartitionKey] | None, require_stable: bool
+) -> Outcome[dict[TopicPartitionKey, OffsetRecord | None]]:
+    """OffsetFetch (S6.1, S7.3): committed offsets; with `require_stable`, UnstableOffsetCommit while a
+    transactional commit of any asked partition is pending."""
+    if group is None:
+        return Outcome(response={tp: None for tp in partitions or ()})
+    wanted = list(partitions) if partitions is not None else sorted(group.offsets)
+    if require_stable:
+        pending = sorted({tp for offsets in group.pending.values() for tp in offsets} & set(wanted))
+        if pending:
+            return Outcome(
+                error=UnstableOffsetCommit(
+                    f"group {group.group_id!r} has a transactional offset commit pending for {pending}; retry",
+                    partitions=pending,
+                )
+            )
+    return Outcome(response={tp: group.offsets.get(tp) for tp in wanted})
+
+
+# -- timeouts (the sweep) ----------------------------------------------------------------------
+
+
+def expire_members(group: Group, topic_partitions: Mapping[str, int], now_ms: int) -> Outcome[list[str]]:
+    """S6.5: remove members past their session timeout, or stuck revoking past their rebalance timeout."""
+    expired = []
+    for member_id, member in sorted(group.members.items()):
+        metadata, current = member.metadata, member.current
+        if metadata.last_heartbeat_ms + metadata.session_timeout_ms < now_ms:
+            expired.append(member_id)
+        elif current.revocation_started_ms >= 0 and current.revocation_started_ms + metadata.rebalance_timeout_ms < now_ms:
+            expired.append(member_id)
+    if not expired:
+        return Outcome(response=[])
+    records: list[GroupLogRecord] = []
+    for member_id in expired:
+        records.extend(_remove_member(group, member_id))
+    after = _apply(group, records)
+    records.extend(_new_target(after, topic_partitions, group.group_epoch + 1))
+    return Outcome(tuple(records), expired)
+
+
+def delete_group(group: Group | None, group_id: str) -> Outcome[None]:
+    """Delete an empty group and its offsets (kafka-consumer-groups.sh --delete)."""
+    if group is None:
+        return Outcome(error=GroupIdNotFound(f"group {group_id!r} does not exist"))
+    if not group.is_empty():
+        return Outcome(error=NonEmptyGroup(f"group {group_id!r} has {len(group.members)} member(s); stop them first"))
+    records: list[GroupLogRecord] = [
+        dataclasses.replace(record, removed=True) for record in group.offsets.values()
+    ]
+    records.append(GroupRecord(group_id, group.group_epoch, group.assignor, deleted=True))
+    return Outcome(tuple(records))
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _check_group_id(group_id: Any) -> KafkaException | None:
+    try:
+        validate_name(group_id, what="group.id")
+    except KafkaException as error:
+        return InvalidGroupId(str(error))
+    return None
+
+
+def _check_offsets(offsets: Mapping[TopicPartitionKey, tuple[int, str]]) -> KafkaException | None:
+    for (topic, partition), (offset, metadata) in offsets.items():
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            return InvalidRequest(f"offset for {topic}-{partition} must be a non-negative integer, not {offset!r}")
+        if not isinstance(partition, int) or partition < 0:
+            return InvalidRequest(f"partition of {topic} must be a non-negative integer, not {partition!r}")
+    return None
+
+
+def _stale(group_id: str, epoch: int, transactional: bool, why: str) -> KafkaException:
+    error = IllegalGeneration if transactional else StaleMemberEpoch
+    return error(f"commit to group {group_id!r} at member epoch {epoch} is refused: {why}", member_epoch=epoch)
+
+
+def _unknown_member(group_id: str, member_id: str) -> UnknownMemberId:
+    return UnknownMemberId(f"member {member_id!r} is not in group {group_id!r}", member_id=member_id)
+
+
+def _fenced_instance(group_id: str, instance_id: str) -> FencedInstanceId:
+    return FencedInstanceId(
+        f"group.instance.id {instance_id!r} of group {group_id!r} belongs to a newer member", instance_id=instance_id
+    )

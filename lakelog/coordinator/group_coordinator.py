@@ -1,0 +1,189 @@
+"""The consumer group coordinator on the tables: `__consumer_offsets` logs (S6, S7).
+
+Every request runs a pure handler of `group.py` on the state replayed from the
+group's `__consumer_offsets/<n>` partition and appends its records with
+`CoordinatorLog.run`, decided on the exact log end offset it follows. The
+transaction coordinator writes COMMIT/ABORT markers into the same partition
+(a transaction that sent offsets has added `("__consumer_offsets", n)`), and
+replay turns a producer's pending offsets into committed ones or drops them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lakelog import config as config_module
+from lakelog.coordinator import group as handlers
+from lakelog.coordinator.group import (
+    Group,
+    GroupConfig,
+    GroupMetadata,
+    GroupState,
+    Heartbeat,
+    HeartbeatResponse,
+    OffsetRecord,
+    TopicPartitionKey,
+)
+from lakelog.coordinator.state_log import CoordinatorLog
+from lakelog.errors import UnknownTopicOrPartition
+from lakelog.log import topic_config
+from lakelog.log.partition import Clock, wall_clock_ms
+from lakelog.log.topics import existing_internal_partitions, open_internal_partition
+
+CONSUMER_OFFSETS_LOG = "__consumer_offsets"
+
+
+class GroupCoordinator:
+    """The group coordinator of one root; cheap to create, safe to use from many processes at once."""
+
+    def __init__(
+        self,
+        root: str,
+        broker_config: Mapping[str, Any] | None = None,
+        *,
+        group_config: GroupConfig = GroupConfig(),
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.root = root
+        broker = config_module.load("broker", broker_config)
+        self._requested_partitions = broker["offsets.topic.num.partitions"]
+        self.group_config = group_config
+        self._clock = clock
+        self._logs: dict[int, CoordinatorLog[GroupState]] = {}
+        self._num_partitions: int | None = None
+
+    # -- membership (S6.2, S6.3, S6.5) ------------------------------------------------------
+
+    def heartbeat(self, request: Heartbeat) -> HeartbeatResponse:
+        """Join, heartbeat or leave; the response carries the member's epoch and the partitions it owns now."""
+        counts = self._partition_counts(request.subscribed_topics)
+        new_member_id = uuid.uuid4().hex if request.member_epoch == 0 else None
+        return self._run(
+            request.group_id,
+            lambda state: handlers.heartbeat(
+                state.group(request.group_id), request, counts, self._clock(), self.group_config, new_member_id
+            ),
+        )
+
+    # -- offsets (S6.1, S6.4, S7) -------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+        instance_id: str | None = None,
+    ) -> dict[TopicPartitionKey, int]:
+        """Commit offsets (the next offset to read) as the member at `member_epoch`; S6.4 decides."""
+        return self._run(
+            group_id,
+            lambda state: handlers.commit_offsets(
+                state.group(group_id), group_id, member_id, member_epoch, offsets, self._clock(), instance_id,
+                self.group_config,
+            ),
+        )
+
+    def commit_transactional_offsets(
+        self,
+        metadata: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    ) -> dict[TopicPartitionKey, int]:
+        """Write offsets pending in the producer's transaction (S7.1); group metadata checked as S7.2 says."""
+        return self._run(
+            metadata.group_id,
+            lambda state: handlers.commit_transactional_offsets(
+                state, metadata, producer_id, producer_epoch, offsets, self._clock(), self.group_config
+            ),
+        )
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartitionKey] | None = None, require_stable: bool = True
+    ) -> dict[TopicPartitionKey, OffsetRecord | None]:
+        """Committed offsets; with `require_stable` (read_committed consumers) UnstableOffsetCommit while a
+        transactional commit of an asked partition is pending (S7.3)."""
+        partitions = None if partitions is None else list(partitions)
+        return self._run(group_id, lambda state: handlers.fetch_offsets(state.group(group_id), partitions, require_stable))
+
+    def offsets_partition(self, group_id: str) -> TopicPartitionKey:
+        """The `__consumer_offsets` partition a transaction adds before it sends this group's offsets."""
+        return CONSUMER_OFFSETS_LOG, handlers.partition_for_group(group_id, self.num_partitions)
+
+    # -- admin and the sweep ----------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> Group | None:
+        return self._log_of(group_id).catch_up().group(group_id)
+
+    def list_groups(self) -> list[Group]:
+        groups: list[Group] = []
+        for partition in existing_internal_partitions(self.root, CONSUMER_OFFSETS_LOG):
+            groups.extend(self._log(partition).catch_up().groups.values())
+        return sorted(groups, key=lambda group: group.group_id)
+
+    def delete_group(self, group_id: str) -> None:
+        self._run(group_id, lambda state: handlers.delete_group(state.group(group_id), group_id))
+
+    def sweep(self) -> list[tuple[str, str]]:
+        """Remove members past their session or rebalance timeout (S6.5, S8.2); returns (group, member) removed."""
+        removed = []
+        for partition in existing_internal_partitions(self.root, CONSUMER_OFFSETS_LOG):
+            log = self._log(partition)
+            for group_id, group in list(log.catch_up().groups.items()):
+                if not handlers.expire_members(group, {}, self._clock()).records:
+                    continue
+                subscribed = {t for m in group.members.values() for t in m.metadata.subscribed_topics}
+                counts = self._partition_counts(subscribed)
+                outcome = log.run(
+                    lambda state: handlers.expire_members(state.group(group_id) or Group(group_id), counts, self._clock())
+                )
+                removed.extend((group_id, member_id) for member_id in outcome.response or [])
+        return removed
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _run(self, group_id: str, handler: Any) -> Any:
+        outcome = self._log_of(group_id).run(handler)
+        if not outcome.ok:
+            raise outcome.error
+        return outcome.response
+
+    def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        counts = {}
+        for topic in topics:
+            try:
+                counts[topic] = topic_config(self.root, topic).num_partitions
+            except UnknownTopicOrPartition:
+                counts[topic] = 0  # subscribed before it exists: assigned once it is created
+        return counts
+
+    @property
+    def num_partitions(self) -> int:
+        if self._num_partitions is None:
+            self._num_partitions = self._log(0).log.config.num_partitions
+        return self._num_partitions
+
+    def _log_of(self, group_id: str) -> CoordinatorLog[GroupState]:
+        error = handlers._check_group_id(group_id)
+        if error is not None:
+            raise error
+        return self._log(handlers.partition_for_group(group_id, self.num_partitions))
+
+    def _log(self, partition: int) -> CoordinatorLog[GroupState]:
+        if partition not in self._logs:
+            log = open_internal_partition(self.root, CONSUMER_OFFSETS_LOG, partition, self._requested_partitions, self._clock)
+            self._logs[partition] = CoordinatorLog(
+                log,
+                GroupState(),
+                lambda row: handlers.from_row(row),
+                handlers.replay,
+                handlers.record_key,
+                apply_marker=handlers.replay_marker,
+            )
+        return self._logs[partition]
+
+
+__all__ = ["CONSUMER_OFFSETS_LOG", "GroupCoordinator"]
