@@ -1,6 +1,6 @@
 """Run every benchmark in bench/ and print a summary of their ratio lines.
 
-    python -m bench [--quick] [--root DIR] [--keep] [--maintenance auto|bench|off] [--only NAME ...]
+    python -m bench [--quick] [--root DIR] [--keep] [--only NAME ...]
 
 Exit status is 0 whether targets are met or missed (they are informational);
 it is 1 only if a benchmark crashes.
@@ -18,7 +18,6 @@ from bench import BENCHMARKS, _common
 
 def main(argv: list[str] | None = None) -> int:
     args = _common.parser("Run lakelog's benchmarks (ratios against in-process baselines).")
-    _common.add_maintenance_flag(args)
     args.add_argument("--only", nargs="+", choices=BENCHMARKS, help="run only these benchmarks")
     options = args.parse_args(argv)
     results = []
@@ -27,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in options.only or BENCHMARKS:
         module = importlib.import_module(f"bench.{name}")
         try:
-            results.append(module.run(options.quick, options.root, options.keep, options.maintenance))
+            results.append(module.run(options.quick, options.root, options.keep))
         except Exception:  # noqa: BLE001 - report and carry on with the others
             traceback.print_exc()
             crashed.append(name)

@@ -1,9 +1,10 @@
-"""Shared helpers: arguments, a temporary root, percentiles, tables, ratio lines."""
+"""Shared helpers: arguments, a temporary root, percentiles, tables, ratio lines, maintenance summaries."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import statistics
 import sys
@@ -11,9 +12,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-import lakelog.log.partition as partition_module
 from lakelog.log import PartitionLog
-from lakelog.store import maintenance
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -98,39 +97,47 @@ class Result:
         return ratio
 
 
-# -- the maintenance hook -------------------------------------------------------
+# -- what the log's own maintenance did ------------------------------------------
 
-def log_maintains_itself() -> bool:
-    """True once the log layer calls lakelog.store.maintenance itself after appends."""
-    return hasattr(partition_module, "maintain") or hasattr(partition_module, "maintenance")
+@dataclass
+class MaintenanceTally:
+    """Sums of the `PartitionLog.last_maintenance` reports of one log over a run."""
+
+    appends: int = 0
+    reopens: int = 0
+    log_files_deleted: int = 0
+    files_vacuumed: int = 0
+    compactions: int = 0
+    files_compacted: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, log: PartitionLog) -> None:
+        """Count the report of the append `log` just made (call once after each append)."""
+        report = log.last_maintenance
+        self.appends += 1
+        if report is None:
+            return
+        self.reopens += report.reopened
+        self.log_files_deleted += report.log_files_deleted
+        self.files_vacuumed += report.files_vacuumed
+        if report.compaction is not None:
+            self.compactions += 1
+            self.files_compacted += report.compaction.files_removed
+        self.errors.extend(report.errors)
+
+    def line(self) -> str:
+        errors = f"{len(self.errors)} errors (first: {self.errors[0]})" if self.errors else "no errors"
+        return (
+            f"maintenance over {self.appends:,} appends: {self.reopens} handle reopens, "
+            f"{self.log_files_deleted:,} log files deleted, {self.files_vacuumed:,} data files vacuumed, "
+            f"{self.compactions} compactions of {self.files_compacted:,} files, {errors}"
+        )
 
 
-def maintenance_mode(requested: str) -> str:
-    """'log' (PartitionLog does it), 'bench' (this benchmark calls it), or 'off'."""
-    if requested == "auto":
-        return "log" if log_maintains_itself() else "bench"
-    return requested
-
-
-def policy_for(log: PartitionLog) -> maintenance.MaintenancePolicy:
-    values = log.config.values
-    return maintenance.MaintenancePolicy(
-        segment_files=int(values.get("segment.files", 200)),
-        compression=str(values.get("compression.type", "snappy")),
-    )
-
-
-def after_append(log: PartitionLog, mode: str, policy: maintenance.MaintenancePolicy) -> None:
-    """What the log's append path is expected to do after each commit (see maintenance.py)."""
-    if mode == "bench":
-        maintenance.maintain(log.table, policy)
-
-
-def add_maintenance_flag(args: argparse.ArgumentParser) -> None:
-    args.add_argument(
-        "--maintenance",
-        choices=("auto", "bench", "off"),
-        default="auto",
-        help="auto: call lakelog.store.maintenance.maintain after each append unless the log layer "
-        "already does; bench: always call it here; off: never (shows the unmaintained cost)",
+def table_line(log: PartitionLog) -> str:
+    """The partition table's size now: version, active data files, files in _delta_log (local roots)."""
+    log_dir = os.path.join(log.table.uri, "_delta_log")
+    return (
+        f"version {log.version:,}, {len(log.table.files()):,} active files, "
+        f"{len(os.listdir(log_dir)):,} files in _delta_log"
     )

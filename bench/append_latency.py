@@ -3,8 +3,10 @@
 Partition 0 gets single-record idempotent appends through PartitionLog.append.
 Latency is sampled over a window of commits centred on commit 100 and on commit
 10,000 (2,000 with --quick); each window is one checkpoint interval wide, so each
-holds exactly one checkpoint. The ratio of the medians (late/early) says whether
-the append path stays O(1) in the log's length. Target: <= 1.2.
+holds exactly one checkpoint. The log maintains its table after each commit
+(lakelog.store.maintenance), so that cost is part of every sample. The ratio
+of the medians (late/early) says whether the append path stays O(1) in the
+log's length. Target: <= 1.2.
 
 The two windows of one partition are minutes apart, so a change of machine load
 between them shows up in that ratio. As a same-time control, partition 1 is
@@ -15,7 +17,6 @@ window: its commits 50-149 run interleaved with partition 0's commits around
 
 from __future__ import annotations
 
-import os
 import time
 
 from bench import _common
@@ -29,12 +30,11 @@ WINDOW = 100
 
 
 class _Appender:
-    """One partition, one producer, single-record appends, optional maintenance hook."""
+    """One partition, one producer, single-record appends."""
 
-    def __init__(self, root: str, partition: int, producer_id: int, mode: str) -> None:
+    def __init__(self, root: str, partition: int, producer_id: int) -> None:
         self.log = open_partition(root, "latency", partition)
-        self.policy = _common.policy_for(self.log)
-        self.mode = mode
+        self.maintenance = _common.MaintenanceTally()
         self.producer_id = producer_id
         self.sequence = 0
         self.payload = payload_table([b"v" * 100])
@@ -47,24 +47,22 @@ class _Appender:
         """Append one record (the partition's next commit); returns the seconds it took."""
         t0 = time.perf_counter()
         self.log.append(self.payload, BatchHeader(self.producer_id, 0, self.sequence))
-        _common.after_append(self.log, self.mode, self.policy)
         elapsed = time.perf_counter() - t0
+        self.maintenance.add(self.log)
         self.sequence += 1
         return elapsed
 
 
-def run(quick: bool = False, root_parent: str | None = None, keep: bool = False, maintenance: str = "auto") -> _common.Result:
+def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
     late = LATE_QUICK if quick else LATE
-    mode = _common.maintenance_mode(maintenance)
     result = _common.Result("append_latency")
     half = WINDOW // 2
     print(f"== append_latency: 1-record idempotent appends, {WINDOW}-commit windows around commit {EARLY} and {late:,}")
-    print(f"   maintenance: {mode}")
     with _common.temp_root(root_parent, keep) as root:
         create_topic(root, "latency", 2)
         producer_id = allocate_producer_id(root, "bench-latency")
-        main = _Appender(root, 0, producer_id, mode)
-        twin = _Appender(root, 1, producer_id, mode)
+        main = _Appender(root, 0, producer_id)
+        twin = _Appender(root, 1, producer_id)
         started = time.perf_counter()
         early: list[float] = []
         while main.commits < late - half:
@@ -88,11 +86,9 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False,
         ):
             rows.append([label, len(values), _common.median(values) * 1e3, _common.percentile(values, 95) * 1e3, max(values) * 1e3])
         _common.print_table(["window", "samples", "p50 ms", "p95 ms", "max ms"], rows)
-        uri = main.log.table.uri
-        print(
-            f"   partition 0 at the end: version {main.log.version:,}, {len(main.log.table.files())} active files, "
-            f"{len(os.listdir(os.path.join(uri, '_delta_log')))} files in _delta_log; {time.perf_counter() - started:.0f} s in all"
-        )
+        print(f"   partition 0 at the end: {_common.table_line(main.log)}; {time.perf_counter() - started:.0f} s in all")
+        print(f"   partition 0 {main.maintenance.line()}")
+        print(f"   partition 1 {twin.maintenance.line()}")
         p50_late = _common.median(late_samples)
         p95_late = _common.percentile(late_samples, 95)
         result.add(f"append_latency p50 p0@{late}/p0@{EARLY}", p50_late / _common.median(early), TARGET)
@@ -103,10 +99,8 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False,
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _common.parser(__doc__.splitlines()[0])
-    _common.add_maintenance_flag(args)
-    options = args.parse_args(argv)
-    run(options.quick, options.root, options.keep, options.maintenance)
+    options = _common.parser(__doc__.splitlines()[0]).parse_args(argv)
+    run(options.quick, options.root, options.keep)
 
 
 if __name__ == "__main__":

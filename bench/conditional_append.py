@@ -4,7 +4,8 @@ Partition 0 gets single-record appends carrying `expected_offset` equal to the
 log end offset of the snapshot in hand; partition 1 gets plain single-record
 appends (no producer id, no expected offset). The two are timed alternately,
 append by append, so load hits both alike. Prints p50/p95 of each and the
-ratios conditional/plain. No target was set: the ratios are informational (the
+ratios conditional/plain. Both sides include the maintenance the log runs
+after each commit. No target was set: the ratios are informational (the
 check is one integer comparison on state already in hand, so expect about 1).
 """
 
@@ -20,33 +21,32 @@ APPENDS_QUICK = 100
 WARMUP = 5
 
 
-def run(quick: bool = False, root_parent: str | None = None, keep: bool = False, maintenance: str = "auto") -> _common.Result:
-    mode = _common.maintenance_mode(maintenance)
+def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
     count = APPENDS_QUICK if quick else APPENDS
     result = _common.Result("conditional_append")
     print(f"== conditional_append: {count} single-record appends each, conditional (expected_offset=LEO) vs plain")
-    print(f"   maintenance: {mode}")
     with _common.temp_root(root_parent, keep) as root:
         create_topic(root, "conditional", 2)
         conditional = open_partition(root, "conditional", 0)
         plain = open_partition(root, "conditional", 1)
-        policy = _common.policy_for(conditional)
+        maintenance = {"conditional": _common.MaintenanceTally(), "plain": _common.MaintenanceTally()}
         payload = payload_table([b"v" * 100])
         samples: dict[str, list[float]] = {"conditional": [], "plain": []}
 
         def append_conditional() -> float:
             t0 = time.perf_counter()
             result = conditional.append(payload, BatchHeader(expected_offset=conditional.log_end_offset()))
-            _common.after_append(conditional, mode, policy)
             took = time.perf_counter() - t0
             assert not result.duplicate
+            maintenance["conditional"].add(conditional)
             return took
 
         def append_plain() -> float:
             t0 = time.perf_counter()
             plain.append(payload)
-            _common.after_append(plain, mode, policy)
-            return time.perf_counter() - t0
+            took = time.perf_counter() - t0
+            maintenance["plain"].add(plain)
+            return took
 
         for n in range(WARMUP + count):
             if n % 2:
@@ -62,6 +62,8 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False,
             for name, values in samples.items()
         ]
         _common.print_table(["append", "samples", "p50 ms", "p95 ms", "max ms"], rows)
+        for name, log in (("conditional", conditional), ("plain", plain)):
+            print(f"   {name} at the end: {_common.table_line(log)}; {maintenance[name].line()}")
         result.add(
             "conditional_append p50 conditional/plain",
             _common.median(samples["conditional"]) / _common.median(samples["plain"]),
@@ -74,10 +76,8 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False,
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _common.parser(__doc__.splitlines()[0])
-    _common.add_maintenance_flag(args)
-    options = args.parse_args(argv)
-    run(options.quick, options.root, options.keep, options.maintenance)
+    options = _common.parser(__doc__.splitlines()[0]).parse_args(argv)
+    run(options.quick, options.root, options.keep)
 
 
 if __name__ == "__main__":
