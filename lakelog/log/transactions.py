@@ -14,16 +14,25 @@ the header columns (offset, producer_id, is_transactional, control):
 table and brings it up to date from the position it has folded to: it reads the
 header columns of the rows at or past that position only, from the files that
 hold them (found by bisect), so catching up after one new commit reads one small
-file whatever the log's length. A cold start folds the whole partition once,
-as a projection read of those four columns.
+file whatever the log's length.
 
-No snapshot of this state is stored: it lives in memory and is derived from the
-table alone, so nothing outside the tables can go stale or disagree with them.
+A cold start would fold the whole partition (a projection read of those four
+columns). To keep it cheap on long logs, the index also writes a snapshot of its
+state every `SNAPSHOT_EVERY_OFFSETS` offsets, as a sidecar file in the table's
+folder (`_lakelog/transactions/<position>.json`, lakelog.store.sidecar), and a
+cold start loads the newest one at or below its LEO, then folds only the rows
+after it. A snapshot is a cache, not state: it is derived from the table alone
+(rows below its position never change, compaction keeps them), it names the
+Delta table id it was derived from, and one that is missing, unreadable, from
+another table or beyond the snapshot in hand is ignored: the index then folds
+from offset 0, as if there were none. Writing one may fail (a read-only root);
+that is ignored too.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -34,8 +43,13 @@ import pyarrow.compute as pc
 from lakelog.errors import CorruptRecord
 from lakelog.log.records import ControlType
 from lakelog.store import Table
+from lakelog.store.sidecar import delete_sidecar, list_sidecars, read_sidecar, write_sidecar
 
 HEADER_COLUMNS = ["offset", "producer_id", "is_transactional", "control"]
+SNAPSHOT_FOLDER = "transactions"
+SNAPSHOT_EVERY_OFFSETS = 1_000_000
+# The newest snapshots kept; older ones are deleted when a new one is written.
+SNAPSHOTS_KEPT = 2
 
 
 @dataclass(frozen=True)
@@ -86,15 +100,22 @@ def _state_changes(headers: pa.Table) -> Iterator[tuple[int, int, str | None]]:
 
 
 class TransactionIndex:
-    """The transaction state of one partition table, folded up to `position`."""
+    """The transaction state of one partition table, folded up to `position`.
 
-    def __init__(self) -> None:
+    `snapshot_every_offsets` is how far the position moves between snapshots
+    written (0: never read or write snapshots).
+    """
+
+    def __init__(self, snapshot_every_offsets: int = SNAPSHOT_EVERY_OFFSETS) -> None:
         # Every row below this offset is folded in.
         self.position = 0
         self._open: dict[int, int] = {}
         # In marker order; `_marker_offsets` mirrors it for bisect.
         self._aborted: list[AbortedTransaction] = []
         self._marker_offsets: list[int] = []
+        self.snapshot_every_offsets = snapshot_every_offsets
+        # The position of the newest snapshot this index loaded or wrote.
+        self.snapshot_position = 0
 
     def last_stable_offset(self) -> int:
         """S5.1: the first offset of the earliest open transaction, else the position (the high watermark)."""
@@ -129,9 +150,19 @@ class TransactionIndex:
         """Fold the rows [position, end_offset) of the table's snapshot in hand (its LEO is `end_offset`).
 
         Reads only the header columns of rows at or past the position, from the
-        files whose offsets reach it. A missing or unreadable file, or rows that
-        are not dense, raise CorruptRecord and leave the index as it was.
+        files whose offsets reach it (on a cold start, past the newest usable
+        snapshot). A missing or unreadable file, or rows that are not dense,
+        raise CorruptRecord; the index keeps the state of a position it reached.
         """
+        if end_offset <= self.position:
+            return
+        if self.position == 0 and self.snapshot_every_offsets:
+            self._load_snapshot(table, end_offset)
+        self._fold_files(table, end_offset)
+        if self.snapshot_every_offsets and self.position - self.snapshot_position >= self.snapshot_every_offsets:
+            self._write_snapshot(table)
+
+    def _fold_files(self, table: Table, end_offset: int) -> None:
         if end_offset <= self.position:
             return
         files = table.files()
@@ -158,3 +189,57 @@ class TransactionIndex:
                 path=table.uri,
             )
         self.apply(headers)
+
+    # -- snapshots (a cache: see the module docstring) ------------------------------------
+
+    def _load_snapshot(self, table: Table, end_offset: int) -> None:
+        """Take the state of the newest usable snapshot at or below `end_offset`, if any."""
+        positions = sorted(
+            (position for position in map(_snapshot_position, list_sidecars(table, SNAPSHOT_FOLDER)) if position),
+            reverse=True,
+        )
+        table_id = table.table_id
+        for position in positions:
+            if position > end_offset:
+                continue
+            data = read_sidecar(table, SNAPSHOT_FOLDER, _snapshot_name(position))
+            try:
+                snapshot = json.loads(data) if data is not None else None
+                if snapshot is None or snapshot["table_id"] != table_id or snapshot["position"] != position:
+                    continue
+                opened = {int(producer_id): int(first) for producer_id, first in snapshot["open_transactions"]}
+                aborted = [AbortedTransaction(int(p), int(f), int(m)) for p, f, m in snapshot["aborted_transactions"]]
+            except (ValueError, KeyError, TypeError):
+                continue
+            markers = [txn.marker_offset for txn in aborted]
+            if markers != sorted(markers) or any(not 0 <= first < position for first in opened.values()) or (
+                markers and markers[-1] >= position
+            ):
+                continue
+            self._open, self._aborted, self._marker_offsets = opened, aborted, markers
+            self.position = self.snapshot_position = position
+            return
+
+    def _write_snapshot(self, table: Table) -> None:
+        snapshot = {
+            "table_id": table.table_id,
+            "position": self.position,
+            "open_transactions": sorted(self._open.items()),
+            "aborted_transactions": [[txn.producer_id, txn.first_offset, txn.marker_offset] for txn in self._aborted],
+        }
+        if not write_sidecar(table, SNAPSHOT_FOLDER, _snapshot_name(self.position), json.dumps(snapshot).encode()):
+            return
+        self.snapshot_position = self.position
+        names = [name for name in list_sidecars(table, SNAPSHOT_FOLDER) if _snapshot_position(name)]
+        for name in sorted(names, key=_snapshot_position)[:-SNAPSHOTS_KEPT]:
+            delete_sidecar(table, SNAPSHOT_FOLDER, name)
+
+
+def _snapshot_name(position: int) -> str:
+    return f"{position:020d}.json"
+
+
+def _snapshot_position(name: str) -> int | None:
+    """The position a snapshot file's name says, or None for any other file."""
+    stem, dot, suffix = name.partition(".")
+    return int(stem) if dot and suffix == "json" and len(stem) == 20 and stem.isdigit() else None

@@ -91,6 +91,11 @@ class Table:
         return self._handle.version()
 
     @property
+    def table_id(self) -> str:
+        """The Delta table's id: a table created again in the same place gets a new one."""
+        return self._handle.metadata().id
+
+    @property
     def configuration(self) -> dict[str, str]:
         return dict(self._handle.metadata().configuration)
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 from helpers import table_fingerprint
 
 from lakelog import Consumer, KafkaError, Producer, TopicPartition
 from lakelog.client.types import OFFSET_BEGINNING
 from lakelog.coordinator.transaction_coordinator import FAULT_AFTER_MARKER, TransactionCoordinator
-from lakelog.errors import InvalidRequest, OffsetOutOfRange
+from lakelog.errors import CorruptRecord, InvalidRequest, OffsetOutOfRange
 from lakelog.log import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -27,7 +28,9 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
-from lakelog.store.maintenance import compact
+from lakelog.log.transactions import TransactionIndex
+from lakelog.store.maintenance import compact, vacuum
+from lakelog.store.sidecar import SIDECAR_DIR
 
 COMMIT, ABORT = ControlType.COMMIT, ControlType.ABORT
 
@@ -297,3 +300,83 @@ def test_S4_8_a_transaction_is_seen_whole_across_partitions_or_not_at_all(root, 
             else:
                 seen.append(message.value().decode())
     assert sorted(seen) == sorted(f"c{p}{i}" for p in (0, 1) for i in range(3))
+
+
+# -- snapshots of the transaction index: a cache beside the table, never state ----------------
+
+
+def history_with_aborts(log: PartitionLog, transactions: int) -> Writer:
+    """Transactions of two producers, every third aborted; producer 2's last one left open."""
+    w = Writer(log)
+    for n in range(transactions):
+        producer_id = 1 + n % 2
+        w.txn(producer_id, f"t{n}a", f"t{n}b")
+        if n < transactions - 1 or producer_id == 1:
+            w.marker(producer_id, ABORT if n % 3 == 2 else COMMIT)
+    return w
+
+
+def index_state(index: TransactionIndex) -> tuple:
+    return index.position, index.last_stable_offset(), index.open_transactions(), index.aborted_transactions(0, 1 << 62)
+
+
+def test_S5_3_a_cold_index_starts_from_the_newest_snapshot_and_reads_only_the_rows_after_it(root, topic):
+    log = open_partition(root, topic(), 0)
+    history_with_aborts(log, 8)
+    writer_index = TransactionIndex(snapshot_every_offsets=10)
+    writer_index.catch_up(log.table, log.log_end_offset())
+    assert writer_index.snapshot_position == log.log_end_offset()
+    Writer(log).plain("after")
+    # The rows below the snapshot are no longer needed: make them unreadable, and a cold index still gets it right.
+    for entry in log.table.files()[:-1]:
+        Path(log.table.file_path(entry)).write_bytes(b"not parquet")
+    cold = TransactionIndex(snapshot_every_offsets=10)
+    cold.catch_up(log.table, log.log_end_offset())
+    writer_index.catch_up(log.table, log.log_end_offset())
+    assert index_state(cold) == index_state(writer_index)
+    assert cold.aborted_transactions(0, 1 << 62) == [AbortedTransaction(1, 6, 8), AbortedTransaction(2, 15, 17)]
+    with pytest.raises(CorruptRecord):  # without the snapshot, the whole log must be read
+        TransactionIndex(snapshot_every_offsets=0).catch_up(log.table, log.log_end_offset())
+
+
+def test_S5_3_snapshots_that_are_unreadable_from_another_table_or_ahead_are_ignored(root, topic):
+    first, second = open_partition(root, topic(), 0), open_partition(root, topic(), 0)
+    history_with_aborts(first, 8)  # LEO 23
+    history_with_aborts(second, 6)  # LEO 17
+    for log in (first, second):  # an index following every offset writes snapshots at 5, 10, 15, ...
+        index = TransactionIndex(snapshot_every_offsets=5)
+        for end in range(1, log.log_end_offset() + 1):
+            index.catch_up(log.table, end)
+    own = Path(second.table.uri) / SIDECAR_DIR / "transactions"
+    foreign = Path(first.table.uri) / SIDECAR_DIR / "transactions"
+    assert sorted(path.name for path in own.iterdir()) == [f"{10:020d}.json", f"{15:020d}.json"]
+    rebuilt = TransactionIndex(snapshot_every_offsets=0)
+    rebuilt.catch_up(second.table, second.log_end_offset())
+    # The newest snapshot at or below the LEO is another table's, and one beside it is garbage: both are ignored.
+    (own / f"{15:020d}.json").write_bytes((foreign / f"{15:020d}.json").read_bytes())
+    for garbage in (b"{not json", b'{"table_id": 1}', b"[]"):
+        (own / f"{16:020d}.json").write_bytes(garbage)
+        cold = TransactionIndex(snapshot_every_offsets=8)  # 17 - 10 < 8: it writes no snapshot of its own
+        cold.catch_up(second.table, second.log_end_offset())
+        assert index_state(cold) == index_state(rebuilt)
+        assert cold.snapshot_position == 10
+    # A reader whose snapshot in hand ends before every snapshot takes none (and, 9 < 10, writes none).
+    early = TransactionIndex(snapshot_every_offsets=10)
+    early.catch_up(second.table, 9)
+    assert (early.snapshot_position, early.position) == (0, 9)
+
+
+def test_S5_3_only_the_newest_snapshots_are_kept_and_delta_never_sees_them(root, topic):
+    log = open_partition(root, topic(), 0)
+    w = Writer(log)
+    index = TransactionIndex(snapshot_every_offsets=2)
+    for n in range(6):
+        w.txn(1, f"v{n}")
+        w.marker(1, ABORT)
+        index.catch_up(log.table, log.log_end_offset())
+    folder = Path(log.table.uri) / SIDECAR_DIR / "transactions"
+    assert sorted(path.name for path in folder.iterdir()) == [f"{10:020d}.json", f"{12:020d}.json"]
+    handle = DeltaTable(log.table.uri)
+    assert handle.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False) == []
+    assert vacuum(log.table, dry_run=True) == []
+    assert handle.to_pyarrow_table().num_rows == 12

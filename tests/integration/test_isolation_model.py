@@ -4,7 +4,9 @@ Each example appends a random history over several producer ids: transactional
 batches, COMMIT and ABORT markers (also for producers with nothing open),
 plain batches, compactions, and transactions left open. After every step the
 log, read by a handle that catches up incrementally and by a freshly opened one,
-must agree with a model that walks the rows one by one.
+must agree with a model that walks the rows one by one. So must transaction
+indexes that write snapshots every few offsets: one caught up after every
+step, and a cold one per step that starts from the newest snapshot.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
+from lakelog.log.transactions import TransactionIndex
 from lakelog.store.maintenance import compact
 
 PRODUCERS = (1, 2, 3)
@@ -111,6 +114,7 @@ def test_S5_random_histories_match_the_reference_model(root, history, max_record
     epochs = {producer_id: 0 for producer_id in PRODUCERS}
     sequences = {producer_id: 0 for producer_id in PRODUCERS}
     lso_seen = [0]
+    snapshotting = TransactionIndex(snapshot_every_offsets=3)
     for step, (kind, producer_id, argument) in enumerate(history):
         if kind == "txn":
             texts = [f"{step}.{i}" for i in range(argument)]
@@ -133,5 +137,10 @@ def test_S5_random_histories_match_the_reference_model(root, history, max_record
         expected = model.outcome()
         assert observed(incremental, max_records) == expected
         assert observed(open_partition(root, topic, 0), max_records) == expected
+        cold = TransactionIndex(snapshot_every_offsets=3)
+        for index in (snapshotting, cold):
+            index.catch_up(incremental.table, incremental.log_end_offset())
+            state = (index.last_stable_offset(), index.open_transactions(), index.aborted_transactions(0, 1 << 62))
+            assert state == expected[:3]
         lso_seen.append(incremental.last_stable_offset())
     assert lso_seen == sorted(lso_seen)
