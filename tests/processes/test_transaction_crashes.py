@@ -1,0 +1,451 @@
+"""Transactions across real processes: SIGKILL at every step of an end, finished by the next one (S4.2, S4.5, S4.8, S5.2, S8.2).
+
+Jepsen's split (STYLE.md): txn_workers.py holds the clients, one process per
+producer instance and sweep; the nemesis is a process SIGKILLing itself
+at an exact fault point of the coordinator; the checker reads the raw rows of every
+partition (data rows, markers, producer ids and epochs, from
+`PartitionLog.fetch`), the `__transaction_state` records, and what a
+read_committed Consumer reads.
+
+Processes come from multiprocessing's "forkserver" context: the server is a
+fresh interpreter that imports lakelog (and pyarrow, pandas) once and shares
+nothing with the test process but the root folder; each worker is forked from
+it before touching any table, so it starts in about 0.1 s instead of the 1 s and
+more a spawned interpreter takes to import them, over some 60 processes here.
+Random choices come from one seeded generator; the seed is printed (and set
+with $LAKELOG_TEST_SEED to replay a run).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import signal
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pytest
+
+from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from lakelog.coordinator import TransactionMetadata, TxnState, partition_for_transactional_id
+from lakelog.coordinator.transaction_coordinator import (
+    FAULT_AFTER_DECISION,
+    FAULT_AFTER_MARKER,
+    FAULT_BEFORE_COMPLETE,
+    TRANSACTION_STATE_LOG,
+    TransactionCoordinator,
+)
+from lakelog.log import PartitionLog, create_topic, open_partition
+from lakelog.log.topics import open_internal_partition
+from processes import txn_workers
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "orders"
+PARTITIONS = [0, 1, 2]
+TRANSACTIONAL_ID = "orders-app"
+WAIT_S = 60.0
+
+CONTEXT = multiprocessing.get_context("forkserver")
+# pandas too: pyarrow imports it on the first pa.array() of a list, which every producer makes.
+CONTEXT.set_forkserver_preload(["processes.txn_workers", "pandas"])
+
+
+@pytest.fixture
+def rng(request) -> random.Random:
+    seed = int(os.environ.get("LAKELOG_TEST_SEED", random.SystemRandom().randrange(2**32)))
+    print(f"{request.node.name}: LAKELOG_TEST_SEED={seed}")
+    return random.Random(seed)
+
+
+@pytest.fixture
+def lake(tmp_path) -> str:
+    folder = tmp_path / "lake"
+    folder.mkdir()
+    create_topic(str(folder), TOPIC, len(PARTITIONS))
+    return str(folder)
+
+
+# -- processes ------------------------------------------------------------------------------------
+
+
+class Worker:
+    """One worker process and the read end of its report pipe (see txn_workers)."""
+
+    def __init__(self, target, *args) -> None:
+        self.name = target.__name__
+        self.conn, child = CONTEXT.Pipe()
+        self.process = CONTEXT.Process(target=target, args=(child, *args), daemon=True)
+        self.process.start()
+        child.close()
+        self.reports: list[tuple] = []
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def send(self, message) -> None:
+        self.conn.send(message)
+
+    def next_report(self, timeout_s: float = WAIT_S) -> tuple | None:
+        """The next report, or None once the process has closed its end (exited)."""
+        if not self.conn.poll(timeout_s):
+            raise AssertionError(f"{self.name}: no report within {timeout_s:g} s; last ones: {self.reports[-5:]}")
+        try:
+            report = self.conn.recv()
+        except EOFError:
+            return None
+        if report[0] == "crashed":
+            raise AssertionError(f"{self.name} crashed:\n{report[1]}")
+        self.reports.append(report)
+        return report
+
+    def wait_for(self, kind: str, timeout_s: float = WAIT_S) -> tuple:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            report = self.next_report(max(deadline - time.monotonic(), 0.0))
+            if report is None:
+                self.process.join(5)
+                raise AssertionError(
+                    f"{self.name} exited (code {self.process.exitcode}) before reporting {kind!r}: {self.reports[-5:]}"
+                )
+            if report[0] == kind:
+                return report
+
+    def finish(self, timeout_s: float = WAIT_S) -> int:
+        """Collect every report until the process exits; return its exit code."""
+        deadline = time.monotonic() + timeout_s
+        while self.next_report(max(deadline - time.monotonic(), 0.0)) is not None:
+            pass
+        self.process.join(max(deadline - time.monotonic(), 1.0))
+        assert self.process.exitcode is not None, f"{self.name} did not exit"
+        return self.process.exitcode
+
+    def of_kind(self, kind: str) -> list[tuple]:
+        return [report for report in self.reports if report[0] == kind]
+
+
+@pytest.fixture
+def start():
+    """Start a worker process: `start(txn_workers.sweep, root)`; any left running is killed at teardown."""
+    started: list[Worker] = []
+
+    def run(target, *args) -> Worker:
+        worker = Worker(target, *args)
+        started.append(worker)
+        return worker
+
+    yield run
+    for worker in started:
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join(5)
+        worker.conn.close()
+
+
+# -- the checker: raw rows --------------------------------------------------------------------------
+
+
+def read_rows(log: PartitionLog) -> list[dict]:
+    """Every row of a partition, data and control, in offset order, on the latest snapshot."""
+    log.refresh()
+    rows: list[dict] = []
+    offset = log.log_start_offset()
+    while offset < log.log_end_offset():
+        fetched = log.fetch(offset, max_records=100_000, max_bytes=1 << 30)
+        rows.extend(fetched.rows.to_pylist())
+        offset = fetched.next_offset
+    return rows
+
+
+def partition_rows(root: str) -> dict[int, list[dict]]:
+    return {partition: read_rows(open_partition(root, TOPIC, partition)) for partition in PARTITIONS}
+
+
+@dataclass
+class Transaction:
+    """One producer id's transactional data rows in a partition, up to the marker that closed them (None: open)."""
+
+    producer_id: int
+    rows: list[dict]
+    marker: dict | None = None
+
+    @property
+    def outcome(self) -> str:
+        return "OPEN" if self.marker is None else self.marker["control"]
+
+    @property
+    def names(self) -> set[str]:
+        return {json.loads(row["value"])["txn"] for row in self.rows}
+
+
+def fold_transactions(rows: list[dict]) -> list[Transaction]:
+    """A partition's rows folded into transactions: a producer id's data rows up to its next marker.
+    Markers carry a bumped epoch, so they are matched to data by producer id alone (as the LSO is)."""
+    open_by_producer: dict[int, Transaction] = {}
+    transactions: list[Transaction] = []
+    for row in rows:
+        assert row["is_transactional"], f"offset {row['offset']}: only transactional producers write here"
+        producer_id = row["producer_id"]
+        if row["control"] is None:
+            open_by_producer.setdefault(producer_id, Transaction(producer_id, [])).rows.append(row)
+        else:
+            transaction = open_by_producer.pop(producer_id, None) or Transaction(producer_id, [])
+            transaction.marker = row
+            transactions.append(transaction)
+    return transactions + list(open_by_producer.values())
+
+
+def check_markers_fence(rows: list[dict]) -> None:
+    """S4.6 on raw rows: a marker's epoch is above the epoch of the data it closes; a producer id's markers
+    never repeat an epoch; after a marker no data row of its producer id carries an older epoch."""
+    fenced_below: dict[int, int] = {}
+    for row in rows:
+        producer_id, epoch = row["producer_id"], row["producer_epoch"]
+        floor = fenced_below.get(producer_id, -1)
+        if row["control"] is None:
+            assert epoch >= floor, (
+                f"offset {row['offset']}: data of producer {producer_id} at epoch {epoch} landed behind "
+                f"its marker at epoch {floor}"
+            )
+        else:
+            assert epoch > floor, f"offset {row['offset']}: a second marker of producer {producer_id} at epoch {epoch}"
+            fenced_below[producer_id] = epoch
+    for transaction in fold_transactions(rows):
+        if transaction.marker is not None:
+            assert all(row["producer_epoch"] < transaction.marker["producer_epoch"] for row in transaction.rows)
+
+
+def outcomes(rows_by_partition: dict[int, list[dict]]) -> dict[str, str]:
+    """Each transaction's outcome (COMMIT, ABORT or OPEN) from the raw rows of every partition.
+
+    Checks that it is one outcome in every partition the transaction wrote (S4.5,
+    S4.8), that each of its messages is there once, and all of them if the
+    writer knew how many (`n` of txn_value); and S4.6 in every partition.
+    """
+    seen: dict[str, set[str]] = defaultdict(set)
+    indices: dict[str, list[int]] = defaultdict(list)
+    counts: dict[str, int] = {}
+    for rows in rows_by_partition.values():
+        check_markers_fence(rows)
+        for transaction in fold_transactions(rows):
+            for row in transaction.rows:
+                value = json.loads(row["value"])
+                seen[value["txn"]].add(transaction.outcome)
+                indices[value["txn"]].append(value["i"])
+                counts[value["txn"]] = value["n"]
+    for name, found in seen.items():
+        assert len(found) == 1, f"transaction {name} is {sorted(found)} across partitions"
+        expected = list(range(counts[name])) if counts[name] else sorted(set(indices[name]))
+        assert sorted(indices[name]) == expected, f"transaction {name} has messages {sorted(indices[name])}"
+    return {name: found.pop() for name, found in seen.items()}
+
+
+def read_committed_model(rows: list[dict]) -> list[tuple[int, bytes]]:
+    """What S5.1/S5.2 let a read_committed reader of this partition see, from its raw rows: data rows
+    of committed transactions below the first offset of the earliest open one (the LSO)."""
+    transactions = fold_transactions(rows)
+    stable = min((t.rows[0]["offset"] for t in transactions if t.outcome == "OPEN"), default=len(rows))
+    visible = [row for t in transactions if t.outcome == "COMMIT" for row in t.rows if row["offset"] < stable]
+    return sorted((row["offset"], row["value"]) for row in visible)
+
+
+def consume_read_committed(root: str, topic: str = TOPIC, partitions=PARTITIONS) -> dict[int, list[tuple[int, bytes]]]:
+    """Everything a read_committed Consumer reads from the beginning up to each partition's end (EOF)."""
+    consumer = Consumer({"lakelog.root": root, "isolation.level": "read_committed", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING) for partition in partitions])
+    read: dict[int, list[tuple[int, bytes]]] = {partition: [] for partition in partitions}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + WAIT_S
+    while at_end != set(partitions):
+        assert time.monotonic() < deadline, f"no EOF from partitions {set(partitions) - at_end}"
+        for message in consumer.consume(100, timeout=0.1):
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                at_end.add(message.partition())
+            else:
+                read[message.partition()].append((message.offset(), message.value()))
+    consumer.close()
+    return read
+
+
+def names_read(read: dict[int, list[tuple[int, bytes]]]) -> dict[str, int]:
+    """Transaction name -> how many of its messages were read."""
+    counts: dict[str, int] = defaultdict(int)
+    for messages in read.values():
+        for _, value in messages:
+            counts[json.loads(value)["txn"]] += 1
+    return dict(counts)
+
+
+def state_history(root: str, transactional_id: str) -> list[TransactionMetadata]:
+    """Every `__transaction_state` record of the id, in the order they were appended."""
+    count = TransactionCoordinator(root).num_partitions
+    log = open_internal_partition(
+        root, TRANSACTION_STATE_LOG, partition_for_transactional_id(transactional_id, count), count
+    )
+    records = [TransactionMetadata.from_row(json.loads(row["value"])) for row in read_rows(log) if row["control"] is None]
+    return [record for record in records if record.transactional_id == transactional_id]
+
+
+def states(history: list[TransactionMetadata]) -> list[str]:
+    """The states of a history, with repeats of Ongoing (a transaction widened) folded into one."""
+    folded: list[str] = []
+    for record in history:
+        if not (folded and folded[-1] == record.state.value == TxnState.ONGOING.value):
+            folded.append(record.state.value)
+    return folded
+
+
+def describe(root: str) -> TransactionMetadata:
+    metadata = TransactionCoordinator(root).describe(TRANSACTIONAL_ID)
+    assert metadata is not None
+    return metadata
+
+
+# -- (1) the crash matrix -----------------------------------------------------------------------------
+
+
+CRASH_POINTS = [
+    (FAULT_AFTER_DECISION, None),
+    (FAULT_AFTER_MARKER, 0),
+    (FAULT_AFTER_MARKER, 1),
+    (FAULT_AFTER_MARKER, 2),
+    (FAULT_BEFORE_COMPLETE, None),
+]
+
+
+def markers_written_at(point: str, index: int | None) -> int:
+    """How many of the three markers a process killed at this fault point has written."""
+    return {FAULT_AFTER_DECISION: 0, FAULT_BEFORE_COMPLETE: len(PARTITIONS)}.get(point, (index or 0) + 1)
+
+
+def crash_while_ending(lake: str, start, records: int, commit: bool, point: str, index: int | None) -> TransactionMetadata:
+    """Commit t1, then end t2 (commit or abort) over three partitions in a process SIGKILLed at the fault
+    point; check the half-done state it leaves and return the coordinator's Prepare* record."""
+    decided = "COMMIT" if commit else "ABORT"
+    crashed = start(txn_workers.crash_in_end, lake, TOPIC, TRANSACTIONAL_ID, PARTITIONS, records, commit, point, index)
+    assert crashed.wait_for("killing")[1:] == (point, index)
+    assert crashed.finish() == -signal.SIGKILL
+
+    # Half done: the decision is recorded, markers are in the first partitions only.
+    prepared = describe(lake)
+    assert prepared.state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+    assert prepared.partitions == {(TOPIC, partition) for partition in PARTITIONS}
+    written = markers_written_at(point, index)
+    rows = partition_rows(lake)
+    for partition in PARTITIONS:
+        t1, t2, *rest = fold_transactions(rows[partition])
+        assert rest == []
+        assert (t1.names, t1.outcome, t2.names) == ({"t1"}, "COMMIT", {"t2"})
+        assert {row["producer_epoch"] for row in t2.rows} == {prepared.producer_epoch - 1}
+        if partition < written:
+            assert (t2.outcome, t2.marker["producer_epoch"]) == (decided, prepared.producer_epoch)
+        else:
+            assert t2.outcome == "OPEN", f"partition {partition} got a marker after the kill point"
+    # S5: where t2 is still open its rows (and all after) wait below the LSO; where its marker is, a
+    # COMMIT shows them and an ABORT hides them. Nothing of t2 is read where it is not decided.
+    half_done = consume_read_committed(lake)
+    assert half_done == {partition: read_committed_model(rows[partition]) for partition in PARTITIONS}
+    t2_read = {
+        partition for partition, messages in half_done.items() for _, value in messages if json.loads(value)["txn"] == "t2"
+    }
+    assert t2_read == (set(range(written)) if commit else set())
+    return prepared
+
+
+def check_finished(lake: str, prepared: TransactionMetadata, records: int, successor: bool) -> None:
+    """t2 is finished as decided, once: one Complete* record, one marker of the decided kind per partition;
+    with a `successor` instance, its t3 followed at the next epoch; a read_committed reader reads exactly
+    the committed transactions, whole (S4.5, S4.8)."""
+    commit = prepared.state is TxnState.PREPARE_COMMIT
+    decided = "COMMIT" if commit else "ABORT"
+    history = state_history(lake, TRANSACTIONAL_ID)
+    ending = ["Ongoing", prepared.state.value, "CompleteCommit" if commit else "CompleteAbort"]
+    expected = ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit", *ending]
+    if successor:
+        expected += ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
+    assert states(history) == expected
+    # One Complete* per transaction: t1's, t2's (the one the crash left undone), t3's.
+    complete = [record for record in history if record.state.is_complete][1]
+    assert (complete.producer_id, complete.producer_epoch) == (prepared.producer_id, prepared.producer_epoch)
+    if not successor:
+        assert describe(lake) == complete
+
+    rows = partition_rows(lake)
+    for partition in PARTITIONS:
+        transactions = fold_transactions(rows[partition])
+        t2 = [transaction for transaction in transactions if transaction.names == {"t2"}]
+        assert len(t2) == 1 and t2[0].outcome == decided
+        ends_of_t2 = [
+            (row["offset"], row["control"])
+            for row in rows[partition]
+            if row["control"]
+            and (row["producer_id"], row["producer_epoch"]) == (prepared.producer_id, prepared.producer_epoch)
+        ]
+        assert [control for _, control in ends_of_t2] == [decided], f"partition {partition}: markers {ends_of_t2}"
+        assert len(transactions) == (3 if successor else 2)
+        if successor:
+            t3 = transactions[2]
+            assert t3.names == {"t3"}
+            assert {row["producer_epoch"] for row in t3.rows} == {prepared.producer_epoch + 1}
+            assert [row["sequence"] for row in t3.rows] == list(range(records))
+    expected_outcomes = {"t1": "COMMIT", "t2": decided}
+    if successor:
+        expected_outcomes["t3"] = "COMMIT"
+    assert outcomes(rows) == expected_outcomes
+    # S4.8: a read_committed reader now reads every committed transaction whole, and nothing aborted.
+    committed = {name: records * len(PARTITIONS) for name, outcome in expected_outcomes.items() if outcome == "COMMIT"}
+    assert names_read(consume_read_committed(lake)) == committed
+
+
+@pytest.mark.parametrize("finisher", ["init", "sweep"])
+@pytest.mark.parametrize(
+    "point, index", CRASH_POINTS, ids=[f"{point}-{index}" if index is not None else point for point, index in CRASH_POINTS]
+)
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_S4_2_S4_5_producer_killed_while_ending_a_transaction_is_finished_by_the_next_one(
+    lake, rng, start, commit, point, index, finisher
+):
+    """A producer commits t1, then ends t2 over three partitions and is SIGKILLed at a fault point. The
+    coordinator holds the decision (Prepare*) and the partitions the markers written so far; a new instance's
+    init_transactions (S4.2) or a sweep in another process (S8.2) finishes it: one marker of the decided kind
+    per partition, Complete* recorded, t2's rows committed or aborted everywhere. A read_committed Consumer
+    reads t2's rows only where a COMMIT marker is, before and after (S4.8, S5.2)."""
+    records = rng.randint(1, 3)
+    prepared = crash_while_ending(lake, start, records, commit, point, index)
+    if finisher == "init":
+        successor = start(txn_workers.init_and_commit, lake, TOPIC, TRANSACTIONAL_ID, PARTITIONS, records, "t3")
+        assert successor.finish() == 0
+        assert successor.of_kind("committed") == [("committed", "t3")]
+    else:
+        sweeper = start(txn_workers.sweep, lake)
+        assert sweeper.wait_for("swept")[1:] == ([], [TRANSACTIONAL_ID], [])
+        assert sweeper.finish() == 0
+    check_finished(lake, prepared, records, successor=finisher == "init")
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_S8_2_S4_5_sweeps_racing_the_next_init_finish_a_killed_end_exactly_once(lake, rng, start, commit):
+    """As above, killed after its first marker; then two sweeps and a new instance's init start at once, all
+    finishing the same decided end. However they interleave, each partition gets one marker, the id one
+    Complete* record, and the new instance commits its own transaction after it (S8.2: the sweep is safe
+    beside itself and beside clients)."""
+    records = rng.randint(1, 3)
+    prepared = crash_while_ending(lake, start, records, commit, FAULT_AFTER_MARKER, 0)
+    jobs = [
+        (txn_workers.sweep, lake),
+        (txn_workers.sweep, lake),
+        (txn_workers.init_and_commit, lake, TOPIC, TRANSACTIONAL_ID, PARTITIONS, records, "t3"),
+    ]
+    rng.shuffle(jobs)
+    finishers = [start(*job) for job in jobs]
+    for finisher in finishers:
+        assert finisher.finish() == 0
+    swept = [report for finisher in finishers for report in finisher.of_kind("swept")]
+    print(f"sweeps reported (aborted, rolled forward, expired): {[report[1:] for report in swept]}")
+    assert len(swept) == 2 and all(report[1] == [] and report[3] == [] for report in swept)
+    check_finished(lake, prepared, records, successor=True)
