@@ -1,8 +1,10 @@
-"""Transactions across real processes: SIGKILL at every step of an end, finished by the next one (S4.2, S4.5, S4.8, S5.2, S8.2).
+"""Transactions across real processes: SIGKILL at every step of an end, zombies, a paused producer
+(S4.1, S4.2, S4.5-S4.8, S5.2, S8.2).
 
 Jepsen's split (STYLE.md): txn_workers.py holds the clients, one process per
 producer instance and sweep; the nemesis is a process SIGKILLing itself
-at an exact fault point of the coordinator; the checker reads the raw rows of every
+at an exact fault point of the coordinator, a second instance of a
+transactional.id, or SIGSTOP/SIGCONT; the checker reads the raw rows of every
 partition (data rows, markers, producer ids and epochs, from
 `PartitionLog.fetch`), the `__transaction_state` records, and what a
 read_committed Consumer reads.
@@ -11,7 +13,7 @@ Processes come from multiprocessing's "forkserver" context: the server is a
 fresh interpreter that imports lakelog (and pyarrow, pandas) once and shares
 nothing with the test process but the root folder; each worker is forked from
 it before touching any table, so it starts in about 0.1 s instead of the 1 s and
-more a spawned interpreter takes to import them, over some 60 processes here.
+more a spawned interpreter takes to import them, over some 80 processes here.
 Random choices come from one seeded generator; the seed is printed (and set
 with $LAKELOG_TEST_SEED to replay a run).
 """
@@ -26,6 +28,7 @@ import signal
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +42,7 @@ from lakelog.coordinator.transaction_coordinator import (
     TransactionCoordinator,
 )
 from lakelog.log import PartitionLog, create_topic, open_partition
+from lakelog.log.partition import wall_clock_ms
 from lakelog.log.topics import open_internal_partition
 from processes import txn_workers
 
@@ -144,6 +148,12 @@ def start():
             worker.process.kill()
             worker.process.join(5)
         worker.conn.close()
+
+
+def is_stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state T in /proc/<pid>/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
 
 
 # -- the checker: raw rows --------------------------------------------------------------------------
@@ -449,3 +459,167 @@ def test_S8_2_S4_5_sweeps_racing_the_next_init_finish_a_killed_end_exactly_once(
     print(f"sweeps reported (aborted, rolled forward, expired): {[report[1:] for report in swept]}")
     assert len(swept) == 2 and all(report[1] == [] and report[3] == [] for report in swept)
     check_finished(lake, prepared, records, successor=True)
+
+
+# -- (2) zombies --------------------------------------------------------------------------------------
+
+
+def read_all(root: str) -> dict:
+    """The rows of every table the tests write: topic partitions and the id's __transaction_state records."""
+    return {"partitions": partition_rows(root), "states": state_history(root, TRANSACTIONAL_ID)}
+
+
+@pytest.mark.parametrize("first_call", ["produce_flush_joined", "produce_flush_new", "commit", "abort"])
+def test_S4_1_S4_2_after_a_newer_instance_inits_every_call_of_the_older_one_is_fenced(lake, rng, start, first_call):
+    """Two processes with one transactional.id. The older one writes to partitions 0 and 1 and waits; the newer
+    one inits (fencing it and aborting its transaction, S4.2) and commits. Then every transactional call of the
+    older one, `first_call` first (each of those meets a different check), fails with a fatal ProducerFenced,
+    it writes nothing more anywhere (S8.3), and none of its data is in a committed transaction."""
+    records = rng.randint(1, 3)
+    older = start(txn_workers.zombie, lake, TOPIC, TRANSACTIONAL_ID, [0, 1], records, first_call)
+    older.wait_for("written")
+    newer = start(txn_workers.init_and_commit, lake, TOPIC, TRANSACTIONAL_ID, PARTITIONS, records, "new")
+    assert newer.finish() == 0
+    before = read_all(lake)
+    older.send("go")
+    assert older.finish() == 0
+
+    fenced = ("ProducerFenced", "PRODUCER_FENCED", True)
+    results = {report[1]: report for report in older.reports if report[0] in ("failed", "returned")}
+    assert set(results) == set(txn_workers.ZOMBIE_CALLS)
+    for call, report in results.items():
+        if call == first_call and call.startswith("produce_flush"):
+            # confluent-kafka's way: the failed write is reported to its delivery callback; the
+            # producer is unusable from then on.
+            assert report == ("returned", call, [("PRODUCER_FENCED", True)])
+        else:
+            assert report[:3] == ("failed", call, fenced), report
+    assert read_all(lake) == before, "a fenced call changed a table (S8.3)"
+
+    history = state_history(lake, TRANSACTIONAL_ID)
+    assert states(history) == [
+        "Empty", "Ongoing", "PrepareAbort", "CompleteAbort", "Empty", "Ongoing", "PrepareCommit", "CompleteCommit"
+    ]
+    fence = history[2]
+    assert fence.last_producer_epoch == -1, "the abort was the newer init's fencing, not the older one's request"
+    rows = partition_rows(lake)
+    assert outcomes(rows) == {"old": "ABORT", "new": "COMMIT"}
+    assert names_read(consume_read_committed(lake)) == {"new": records * len(PARTITIONS)}
+    for partition in (0, 1):
+        old, new = fold_transactions(rows[partition])
+        assert (old.names, old.marker["producer_epoch"]) == ({"old"}, fence.producer_epoch)
+        assert {row["producer_epoch"] for row in old.rows} == {fence.producer_epoch - 1}
+        assert {row["producer_epoch"] for row in new.rows} == {fence.producer_epoch + 1}
+
+
+@pytest.mark.parametrize("pause", ["anywhere", "after_add_partitions"])
+def test_S4_7_S4_6_paused_producer_resumed_after_the_sweep_aborted_it_cannot_write_behind_the_abort(
+    lake, rng, start, pause
+):
+    """A producer with transaction.timeout.ms=1000 writes round robin over three partitions, one message per
+    flush, and is SIGSTOPped mid-transaction: by the test at a random moment ("anywhere"), or by itself just
+    after the coordinator added its next partition to the transaction and before its first write there
+    ("after_add_partitions": the write was verified before the abort, only the marker's epoch can fence it,
+    KIP-890). Past its timeout a sweep in another process aborts the transaction with an epoch bump (S4.7).
+    Resumed (SIGCONT), its next write and its commit fail fenced, nothing it does after the sweep lands, and
+    no row of its old epoch is behind an ABORT marker in any partition (S4.6)."""
+    timeout_ms = 1000
+    # Round robin: the (k+1)-th write is the first to partition k, for k < 3.
+    stop_after = rng.randint(1, 2) if pause == "after_add_partitions" else rng.randint(1, 5)
+    pause_at = stop_after + 1 if pause == "after_add_partitions" else None
+    writer = start(
+        txn_workers.produce_until_fenced, lake, TOPIC, TRANSACTIONAL_ID, PARTITIONS, timeout_ms, 200, pause_at
+    )
+    writer.wait_for("begun")
+    for _ in range(stop_after):
+        writer.wait_for("delivered")
+    if pause == "after_add_partitions":
+        assert writer.wait_for("pausing")[1] == [(TOPIC, partition) for partition in PARTITIONS[: stop_after + 1]]
+    else:
+        time.sleep(rng.uniform(0.0, 0.1))
+        os.kill(writer.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while not is_stopped(writer.pid):
+        assert time.monotonic() < deadline, "the writer did not stop"
+        time.sleep(0.01)
+
+    ongoing = describe(lake)
+    assert ongoing.state is TxnState.ONGOING
+    while wall_clock_ms() <= ongoing.txn_start_ms + timeout_ms + 50:
+        time.sleep(0.05)
+    sweeper = start(txn_workers.sweep, lake)
+    assert sweeper.wait_for("swept")[1:] == ([TRANSACTIONAL_ID], [], [])
+    assert sweeper.finish() == 0
+    aborted = describe(lake)
+    assert (aborted.state, aborted.producer_id) == (TxnState.COMPLETE_ABORT, ongoing.producer_id)
+    assert aborted.producer_epoch == ongoing.producer_epoch + 1
+    at_sweep = partition_rows(lake)
+
+    os.kill(writer.pid, signal.SIGCONT)
+    assert writer.finish() == 0
+    print(f"stopped after {stop_after}+ deliveries; the writer reported {writer.reports[-2:]}")
+    fenced = ("ProducerFenced", "PRODUCER_FENCED", True)
+    [failure] = [report for report in writer.reports if report[0] in ("delivery failed", "produce failed", "never fenced")]
+    if failure[0] == "delivery failed" or pause == "after_add_partitions":
+        assert [(name, fatal) for name, fatal, _ in failure[1]] == [("PRODUCER_FENCED", True)], failure
+    else:
+        assert failure == ("produce failed", fenced)
+    assert writer.reports[-1] == ("commit failed", fenced)
+
+    rows = partition_rows(lake)
+    assert rows == at_sweep, "the resumed producer wrote after the sweep aborted its transaction"
+    assert outcomes(rows) == {"stopped": "ABORT"}
+    assert names_read(consume_read_committed(lake)) == {}
+    producer_id, old_epoch = ongoing.producer_id, ongoing.producer_epoch
+    delivered = {(report[2], report[3]): report[4] for report in writer.of_kind("delivered")}
+    assert len(delivered) >= stop_after
+    for partition in PARTITIONS:
+        for offset in [offset for (p, offset) in delivered if p == partition]:
+            assert rows[partition][offset]["value"] == delivered[(partition, offset)]
+        markers = [row for row in rows[partition] if row["control"] is not None]
+        data = [row for row in rows[partition] if row["control"] is None]
+        if (TOPIC, partition) not in ongoing.partitions:
+            assert rows[partition] == []
+            continue
+        assert [(row["control"], row["producer_id"], row["producer_epoch"]) for row in markers] == [
+            ("ABORT", producer_id, old_epoch + 1)
+        ]
+        assert all(
+            row["offset"] < markers[0]["offset"]
+            for row in data
+            if (row["producer_id"], row["producer_epoch"]) == (producer_id, old_epoch)
+        )
+        assert len(data) == len([key for key in delivered if key[0] == partition])
+
+
+def test_S4_1_S4_5_a_commit_racing_a_newer_instances_init_is_all_or_nothing_and_its_answer_says_which(
+    lake, rng, start
+):
+    """Rounds of: a process has written a transaction to three partitions and commits it while a new instance
+    of its transactional.id inits, each after a random delay. Either the commit was decided first (the init
+    then rolls it forward, S4.2) or the init fenced it first (S4.1); the transaction is committed everywhere
+    exactly when commit_transaction returned, and aborted everywhere when it raised ProducerFenced."""
+    rounds, answers = 4, []
+    for round_ in range(rounds):
+        transactional_id, name = f"racer-{round_}", f"r{round_}"
+        committer = start(txn_workers.commit_on_go, lake, TOPIC, transactional_id, PARTITIONS, rng.randint(1, 3), name)
+        newcomer = start(txn_workers.init_on_go, lake, transactional_id)
+        committer.wait_for("written")
+        newcomer.wait_for("ready")
+        # An init has more to do before it decides (it opens the coordinator's log): give it a head start.
+        committer.send(("go", rng.uniform(0.0, 0.25)))
+        newcomer.send(("go", rng.uniform(0.0, 0.1)))
+        assert committer.finish() == 0 and newcomer.finish() == 0
+        assert newcomer.of_kind("initialised")
+        [answer] = [report for report in committer.reports if report[0] in ("committed", "commit failed")]
+        answers.append(answer)
+        outcome = outcomes(partition_rows(lake))[name]
+        if answer == ("committed",):
+            assert outcome == "COMMIT"
+        else:
+            assert answer == ("commit failed", ("ProducerFenced", "PRODUCER_FENCED", True))
+            assert outcome == "ABORT"
+        assert TransactionCoordinator(lake).describe(transactional_id).state is TxnState.EMPTY
+    print(f"answers: {answers}")
+    committed = {f"r{round_}" for round_, answer in enumerate(answers) if answer == ("committed",)}
+    assert set(names_read(consume_read_committed(lake))) == committed

@@ -17,9 +17,10 @@ import functools
 import json
 import os
 import signal
+import time
 import traceback
 
-from lakelog import Producer
+from lakelog import KafkaException, Producer
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 
 
@@ -54,6 +55,13 @@ def own_coordinator(producer: Producer):
     coordinator = producer._coordinator
     assert coordinator is not None and hasattr(coordinator, "_fault"), "call init_transactions first"
     return coordinator
+
+
+def error_report(error: BaseException) -> tuple:
+    """(class name, error name, fatal) of a raised error, comparable in the test process."""
+    if isinstance(error, KafkaException):
+        return type(error).__name__, error.error.name(), error.error.fatal()
+    return type(error).__name__, repr(error), None
 
 
 def produce_transaction(conn, producer: Producer, topic: str, name: str, partitions, records: int, outcome: str) -> None:
@@ -126,3 +134,144 @@ def sweep(conn, root) -> None:
     """One coordinator sweep, as `lakelog coordinator sweep` runs it."""
     report = TransactionCoordinator(root).sweep()
     conn.send(("swept", report.aborted_timed_out, report.rolled_forward, report.expired))
+
+
+# -- zombies ----------------------------------------------------------------------------------------
+
+
+ZOMBIE_CALLS = ("produce_flush_joined", "produce_flush_new", "commit", "abort", "begin", "produce")
+
+
+@reporting
+def zombie(conn, root, topic, transactional_id, partitions, records, first_call) -> None:
+    """Open transaction "old" on `partitions`, report, wait for "go" (another instance inits meanwhile),
+    then make every transactional call, `first_call` first, and report how each failed."""
+    producer = transactional_producer(root, transactional_id)
+    producer.init_transactions()
+    producer.begin_transaction()
+    produce_transaction(conn, producer, topic, "old", partitions, records, "abort")
+    conn.send(("written",))
+    assert conn.recv() == "go"
+    after = iter(range(1_000))
+    deliveries = []
+
+    def delivered(error, message):
+        deliveries.append(None if error is None else (error.name(), error.fatal()))
+
+    def produce_flush(partition):
+        value = txn_value("after-fence", next(after), 0, "abort")
+        producer.produce(topic, value, partition=partition, on_delivery=delivered)
+        producer.flush()
+
+    calls = {
+        # A partition already in the transaction: its marker's epoch fences the write (S4.6).
+        "produce_flush_joined": lambda: produce_flush(partitions[0]),
+        # A partition not in it yet: the coordinator refuses to add it (S4.1, S4.4).
+        "produce_flush_new": lambda: produce_flush(max(partitions) + 1),
+        "commit": lambda: producer.commit_transaction(10),
+        "abort": lambda: producer.abort_transaction(10),
+        "begin": producer.begin_transaction,
+        # Once fenced, even queueing a message is refused.
+        "produce": lambda: producer.produce(topic, txn_value("after-fence", next(after), 0, "abort"), partition=0),
+    }
+    order = [first_call] + [call for call in ZOMBIE_CALLS if call != first_call]
+    for call in order:
+        deliveries.clear()
+        try:
+            calls[call]()
+        except BaseException as error:
+            conn.send(("failed", call, error_report(error), list(deliveries)))
+        else:
+            conn.send(("returned", call, list(deliveries)))
+
+
+@reporting
+def commit_on_go(conn, root, topic, transactional_id, partitions, records, name) -> None:
+    """Write transaction `name`, report ("written",), wait for ("go", delay), then commit it and report
+    ("committed",) or ("commit failed", error_report)."""
+    producer = transactional_producer(root, transactional_id)
+    producer.init_transactions()
+    producer.begin_transaction()
+    produce_transaction(conn, producer, topic, name, partitions, records, "commit")
+    conn.send(("written",))
+    command, delay = conn.recv()
+    assert command == "go"
+    time.sleep(delay)
+    try:
+        producer.commit_transaction(30)
+    except KafkaException as error:
+        conn.send(("commit failed", error_report(error)))
+    else:
+        conn.send(("committed",))
+
+
+@reporting
+def init_on_go(conn, root, transactional_id) -> None:
+    """A new instance of the id, made up front; on ("go", delay) it inits and reports ("initialised",)."""
+    producer = transactional_producer(root, transactional_id)
+    conn.send(("ready",))
+    command, delay = conn.recv()
+    assert command == "go"
+    time.sleep(delay)
+    producer.init_transactions(30)
+    conn.send(("initialised",))
+
+
+def pause_after_add_partitions(producer: Producer, conn, pause_at: int) -> None:
+    """Nemesis: the process stops itself (SIGSTOP) just after the producer's `pause_at`-th
+    add_partitions succeeded (the real call runs; its answer is returned unchanged). Resumed,
+    it writes to a partition the coordinator let it join before whatever happened meanwhile."""
+    coordinator = own_coordinator(producer)
+    add_partitions = coordinator.add_partitions
+    calls = 0
+
+    def add_then_pause(*args, **kwargs):
+        nonlocal calls
+        result = add_partitions(*args, **kwargs)
+        calls += 1
+        if calls == pause_at:
+            conn.send(("pausing", sorted(result.partitions)))
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return result
+
+    coordinator.add_partitions = add_then_pause
+
+
+@reporting
+def produce_until_fenced(conn, root, topic, transactional_id, partitions, timeout_ms, max_messages, pause_at) -> None:
+    """Produce and flush one message at a time, round robin over `partitions`, in one transaction,
+    until a write fails; then try to commit. Reports each delivery and each failure. With
+    `pause_at`, the process stops itself after its `pause_at`-th add_partitions (pause_after_add_partitions)."""
+    producer = transactional_producer(root, transactional_id, **{"transaction.timeout.ms": timeout_ms})
+    producer.init_transactions()
+    if pause_at is not None:
+        pause_after_add_partitions(producer, conn, pause_at)
+    producer.begin_transaction()
+    conn.send(("begun",))
+    failed = []
+
+    def delivered(error, message):
+        if error is None:
+            conn.send(("delivered", "stopped", message.partition(), message.offset(), message.value()))
+        else:
+            failed.append((error.name(), error.fatal(), message.partition()))
+
+    for index in range(max_messages):
+        partition = partitions[index % len(partitions)]
+        try:
+            producer.produce(topic, txn_value("stopped", index, 0, "abort"), partition=partition, on_delivery=delivered)
+            producer.flush()
+        except KafkaException as error:
+            conn.send(("produce failed", error_report(error)))
+            break
+        if failed:
+            conn.send(("delivery failed", failed))
+            break
+    else:
+        conn.send(("never fenced", max_messages))
+    try:
+        producer.commit_transaction(10)
+    except KafkaException as error:
+        conn.send(("commit failed", error_report(error)))
+    else:
+        conn.send(("committed",))
