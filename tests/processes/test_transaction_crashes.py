@@ -1,8 +1,8 @@
-"""Transactions across real processes: SIGKILL at every step of an end, zombies, a paused producer
-(S4.1, S4.2, S4.5-S4.8, S5.2, S8.2).
+"""Transactions across real processes: SIGKILL at every step of an end, zombies, a paused producer, a
+read_committed reader beside writers (S4.1, S4.2, S4.5-S4.8, S5.1, S5.2, S8.2).
 
 Jepsen's split (STYLE.md): txn_workers.py holds the clients, one process per
-producer instance and sweep; the nemesis is a process SIGKILLing itself
+producer instance, reader and sweep; the nemesis is a process SIGKILLing itself
 at an exact fault point of the coordinator, a second instance of a
 transactional.id, or SIGSTOP/SIGCONT; the checker reads the raw rows of every
 partition (data rows, markers, producer ids and epochs, from
@@ -623,3 +623,60 @@ def test_S4_1_S4_5_a_commit_racing_a_newer_instances_init_is_all_or_nothing_and_
     print(f"answers: {answers}")
     committed = {f"r{round_}" for round_, answer in enumerate(answers) if answer == ("committed",)}
     assert set(names_read(consume_read_committed(lake))) == committed
+
+
+# -- (3) a read_committed reader beside writers -------------------------------------------------------
+
+
+def test_S4_8_S5_read_committed_reader_beside_committing_and_aborting_writers_sees_only_whole_committed_transactions(
+    lake, rng, start
+):
+    """Two writer processes run transactions over 4 partitions, committing or aborting each at random, while a
+    reader process polls them with a read_committed Consumer (3 records per fetch, so it reads in small steps).
+    Its offsets only grow in every partition; whenever it reaches a partition's end (EOF at offset X) it has
+    read exactly the committed data rows below X, as the final log decides them (S5.1, S5.2): never a row of
+    an open or aborted transaction, never part of one's rows in a partition; in the end it has read every
+    committed transaction whole and no aborted one (S4.8). Message values name their transaction, its size
+    and its writer's intent (txn_value), so the checker needs nothing else."""
+    topic, partitions = "events", [0, 1, 2, 3]
+    create_topic(lake, topic, len(partitions))
+    transactions = 10
+    reader = start(txn_workers.read_committed, lake, topic, partitions)
+    writers = [
+        start(
+            txn_workers.write_transactions, lake, topic, f"writer-{w}", partitions, transactions, 0.35, rng.randrange(2**32)
+        )
+        for w in range(2)
+    ]
+    for writer in writers:
+        assert writer.finish() == 0
+    reader.send("stop")
+    assert reader.finish() == 0
+
+    ended = [report for writer in writers for report in writer.of_kind("ended")]
+    assert len(ended) == 2 * transactions
+    committed = {name: count for _, name, outcome, count in ended if outcome == "commit"}
+    aborted = {name for _, name, outcome, _ in ended if outcome == "abort"}
+    print(f"{len(committed)} committed, {len(aborted)} aborted; the reader reported {len(reader.reports)} events")
+    assert committed and aborted, "the seed chose only one outcome: nothing to tell apart"
+
+    rows = {partition: read_rows(open_partition(lake, topic, partition)) for partition in partitions}
+    assert outcomes(rows) == {**{name: "COMMIT" for name in committed}, **{name: "ABORT" for name in aborted}}
+    history = reader.reports
+    read: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    eofs_before_the_end = 0
+    for event in history:
+        if event[0] == "read":
+            _, partition, offset, value = event
+            assert not read[partition] or offset > read[partition][-1][0], f"partition {partition} went back to {offset}"
+            read[partition].append((offset, value))
+        elif event[0] == "eof":
+            _, partition, offset = event
+            expected = [(o, v) for o, v in read_committed_model(rows[partition]) if o < offset]
+            assert read[partition] == expected, f"at EOF {offset} of partition {partition} the reader had read otherwise"
+            eofs_before_the_end += offset < len(rows[partition])
+    print(f"the reader hit {eofs_before_the_end} partition ends while the writers were still writing")
+    assert eofs_before_the_end > 0, "the reader never caught up with the writers: it read nothing beside them"
+    assert history[-1] == ("caught up", [len(rows[partition]) for partition in partitions])
+    assert dict(read) == {partition: read_committed_model(rows[partition]) for partition in partitions if rows[partition]}
+    assert names_read(read) == committed

@@ -16,11 +16,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 import signal
 import time
 import traceback
 
-from lakelog import KafkaException, Producer
+from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 
 
@@ -275,3 +276,61 @@ def produce_until_fenced(conn, root, topic, transactional_id, partitions, timeou
         conn.send(("commit failed", error_report(error)))
     else:
         conn.send(("committed",))
+
+
+# -- a read_committed reader beside writers --------------------------------------------------------
+
+
+@reporting
+def write_transactions(conn, root, topic, transactional_id, partitions, transactions, abort_ratio, seed) -> None:
+    """Run `transactions` transactions of 1-6 messages to random partitions, each committed or
+    aborted at random (seeded); report ("ended", name, outcome, messages) after each."""
+    rng = random.Random(seed)
+    producer = transactional_producer(root, transactional_id)
+    producer.init_transactions()
+    for number in range(transactions):
+        name = f"{transactional_id}-t{number}"
+        outcome = "abort" if rng.random() < abort_ratio else "commit"
+        count = rng.randint(1, 6)
+        producer.begin_transaction()
+        for index in range(count):
+            producer.produce(topic, txn_value(name, index, count, outcome), partition=rng.choice(partitions))
+            if rng.random() < 0.5:
+                producer.flush()
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.flush()
+            producer.abort_transaction(30)
+        conn.send(("ended", name, outcome, count))
+
+
+@reporting
+def read_committed(conn, root, topic, partitions) -> None:
+    """A read_committed Consumer polling `partitions` from the beginning, reporting every message
+    ("read", partition, offset, value) and partition-EOF event ("eof", partition, offset), until
+    told "stop" and then caught up with every partition's end (its LSO)."""
+    consumer = Consumer(
+        {"lakelog.root": root, "isolation.level": "read_committed", "enable.partition.eof": True, "max.poll.records": 3}
+    )
+    assigned = [TopicPartition(topic, partition, OFFSET_BEGINNING) for partition in partitions]
+    consumer.assign(assigned)
+    stopping = False
+    while True:
+        messages = consumer.consume(10, timeout=0.05)
+        for message in messages:
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                conn.send(("eof", message.partition(), message.offset()))
+            else:
+                conn.send(("read", message.partition(), message.offset(), message.value()))
+        if not stopping and conn.poll(0):
+            assert conn.recv() == "stop"
+            stopping = True
+        if stopping and not messages:
+            positions = consumer.position([TopicPartition(topic, partition) for partition in partitions])
+            ends = [consumer.get_watermark_offsets(TopicPartition(topic, partition))[1] for partition in partitions]
+            if all(position.offset >= end for position, end in zip(positions, ends)):
+                conn.send(("caught up", [position.offset for position in positions]))
+                break
+    consumer.close()
