@@ -145,6 +145,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "fetch.wait.max.ms": NON_NEGATIVE,
         "session.timeout.ms": Key(_int, low=1, high=3_600_000),
         "heartbeat.interval.ms": Key(_int, low=1, high=3_600_000),
+        "max.poll.interval.ms": Key(_int, low=1, high=86_400_000),
+        "group.remote.assignor": Key(_str, choices=("", "uniform", "range")),
+        "retry.backoff.ms": Key(_int, low=1, high=300_000),
     },
     "admin": {
         "lakelog.root": ROOT,

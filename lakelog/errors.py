@@ -26,6 +26,7 @@ class KafkaError:
     _FATAL = -150
     _PURGE_QUEUE = -152
     _NOT_CONFIGURED = -145
+    _NO_OFFSET = -168
     _UNKNOWN_PARTITION = -190
     _UNKNOWN_TOPIC = -188
     _VALUE_SERIALIZATION = -161
