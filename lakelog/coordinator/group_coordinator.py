@@ -53,19 +53,24 @@ class GroupCoordinator:
         self._clock = clock
         self._logs: dict[int, CoordinatorLog[GroupState]] = {}
         self._num_partitions: int | None = None
+        self._topic_partitions: dict[str, int] = {}
 
     # -- membership (S6.2, S6.3, S6.5) ------------------------------------------------------
 
     def heartbeat(self, request: Heartbeat) -> HeartbeatResponse:
         """Join, heartbeat or leave; the response carries the member's epoch and the partitions it owns now."""
-        counts = self._partition_counts(request.subscribed_topics)
         new_member_id = uuid.uuid4().hex if request.member_epoch == 0 else None
-        return self._run(
-            request.group_id,
-            lambda state: handlers.heartbeat(
-                state.group(request.group_id), request, counts, self._clock(), self.group_config, new_member_id
-            ),
-        )
+
+        def decide(state: GroupState) -> handlers.Outcome[HeartbeatResponse]:
+            group = state.group(request.group_id)
+            # A new target assigns the topics of every member, not only the requester's.
+            topics = set(request.subscribed_topics)
+            if group is not None:
+                topics.update(t for member in group.members.values() for t in member.metadata.subscribed_topics)
+            counts = self._partition_counts(topics)
+            return handlers.heartbeat(group, request, counts, self._clock(), self.group_config, new_member_id)
+
+        return self._run(request.group_id, decide)
 
     # -- offsets (S6.1, S6.4, S7) -------------------------------------------------------------
 
@@ -154,10 +159,14 @@ class GroupCoordinator:
     def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         counts = {}
         for topic in topics:
-            try:
-                counts[topic] = topic_config(self.root, topic).num_partitions
-            except UnknownTopicOrPartition:
-                counts[topic] = 0  # subscribed before it exists: assigned once it is created
+            if topic not in self._topic_partitions:
+                try:
+                    # A topic's partition count is fixed at creation: read once per coordinator.
+                    self._topic_partitions[topic] = topic_config(self.root, topic).num_partitions
+                except UnknownTopicOrPartition:
+                    counts[topic] = 0  # subscribed before it exists: assigned once it is created
+                    continue
+            counts[topic] = self._topic_partitions[topic]
         return counts
 
     @property
