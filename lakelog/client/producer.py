@@ -180,6 +180,7 @@ class Producer:
         if self._transactional_id is not None and not self.config["enable.idempotence"]:
             raise InvalidConfig("transactional.id requires enable.idempotence=true", key="enable.idempotence")
         self._coordinator = None
+        self._groups = None
         self._transaction_state = TransactionState.UNINITIALIZED
         # Partitions added to the open transaction, and the first error that makes it abort-only.
         self._transaction_partitions: set[tuple[str, int]] = set()
@@ -331,7 +332,10 @@ class Producer:
         offsets = {(p.topic, p.partition): (p.offset, p.metadata or "") for p in positions}
         if not offsets:
             return
-        groups = GroupCoordinator(self._root)
+        if self._groups is None:
+            # Kept: the coordinator replays __consumer_offsets incrementally from where it last read.
+            self._groups = GroupCoordinator(self._root)
+        groups = self._groups
         offsets_partition = groups.offsets_partition(group_metadata.group_id)
         if offsets_partition not in self._transaction_partitions:
             self._call_coordinator(
