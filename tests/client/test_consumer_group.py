@@ -34,7 +34,7 @@ def group_consumer(lake: str, **conf) -> Consumer:
 
 
 def produce(lake: str, topic: str, partitions: int, per_partition: int) -> None:
-    producer = Producer({"lakelog.root": lake})
+    producer = Producer({"lakelog.root": lake, "linger.ms": 600_000})  # one batch per partition, at flush
     for partition in range(partitions):
         for n in range(per_partition):
             producer.produce(topic, f"p{partition}-{n}", partition=partition)

@@ -102,7 +102,7 @@ def test_S7_2_kip447_zombie_stalled_before_its_offset_commit_is_fenced_and_the_n
     os.mkdir(root)
     create_topic(root, "in", 1, None)
     create_topic(root, "out", 1, None)
-    producer = Producer({"lakelog.root": root})
+    producer = Producer({"lakelog.root": root, "linger.ms": 600_000})
     for n in range(RECORDS):
         producer.produce("in", f"record-{n}", partition=0)
     producer.flush()
