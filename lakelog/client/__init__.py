@@ -2,6 +2,7 @@
 
 from lakelog.client.admin import AdminClient
 from lakelog.client.consumer import Consumer
+from lakelog.client.group_admin import ConsumerGroupTopicPartitions
 from lakelog.client.producer import Producer
 from lakelog.client.types import (
     OFFSET_BEGINNING,
@@ -22,6 +23,7 @@ __all__ = [
     "AdminClient",
     "ClusterMetadata",
     "Consumer",
+    "ConsumerGroupTopicPartitions",
     "Message",
     "NewTopic",
     "OFFSET_BEGINNING",

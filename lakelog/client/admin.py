@@ -17,7 +17,8 @@ from lakelog.client.types import (
     TopicMetadata,
     TopicPartition,
 )
-from lakelog.client import transaction_admin
+from lakelog.client import group_admin, transaction_admin
+from lakelog.client.group_admin import ConsumerGroupTopicPartitions, ListConsumerGroupsResult
 from lakelog.errors import InvalidProducerIdMapping, InvalidRequest, KafkaException
 from lakelog.log import create_topic, list_topics, open_partition, topic_config
 from lakelog.log.topics import validate_new_topic
@@ -133,6 +134,76 @@ class AdminClient:
         return _call(
             transaction_admin.abort_hanging_transaction, self._root, partition.topic, partition.partition, producer_id
         )
+
+
+    # -- consumer groups (S6), like Kafka's Admin and kafka-consumer-groups.sh --------------
+
+    def list_consumer_groups(self, states: Any = None, **_timeouts: Any) -> Future:
+        """A future resolving to a ListConsumerGroupsResult (`valid`: a ConsumerGroupListing per group),
+        optionally only groups in `states` (ConsumerGroupState values)."""
+        wanted = None if states is None else set(states)
+
+        def listing() -> ListConsumerGroupsResult:
+            groups = group_admin.list_groups(self._root)
+            return ListConsumerGroupsResult([g for g in groups if wanted is None or g.state in wanted])
+
+        return _call(listing)
+
+    def describe_consumer_groups(self, group_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
+        """A future per group resolving to its ConsumerGroupDescription (members, epochs, assignments, state)."""
+        if not isinstance(group_ids, (list, tuple)) or not all(isinstance(g, str) for g in group_ids):
+            raise InvalidRequest("describe_consumer_groups takes a list of group ids")
+        return {group_id: _call(group_admin.describe_group, self._root, group_id) for group_id in group_ids}
+
+    def list_consumer_group_offsets(
+        self, requests: list[ConsumerGroupTopicPartitions], require_stable: bool = False, **_timeouts: Any
+    ) -> dict[str, Future]:
+        """A future per group resolving to its committed offsets (all, or the partitions asked), as
+        ConsumerGroupTopicPartitions; `require_stable` refuses pending ones (UnstableOffsetCommit, S7.3)."""
+        _check_group_requests(requests, "list_consumer_group_offsets", offsets=False)
+        futures = {}
+        for request in requests:
+            partitions = None
+            if request.topic_partitions is not None:
+                partitions = [(p.topic, p.partition) for p in request.topic_partitions]
+            futures[request.group_id] = _call(
+                group_admin.list_offsets, self._root, request.group_id, partitions, require_stable
+            )
+        return futures
+
+    def alter_consumer_group_offsets(
+        self, requests: list[ConsumerGroupTopicPartitions], **_timeouts: Any
+    ) -> dict[str, Future]:
+        """A future per group resolving to the offsets committed; only for a group without members
+        (NonEmptyGroup), all partitions of a group or none."""
+        _check_group_requests(requests, "alter_consumer_group_offsets", offsets=True)
+        return {
+            request.group_id: _call(
+                group_admin.alter_offsets,
+                self._root,
+                request.group_id,
+                {(p.topic, p.partition): (p.offset, p.metadata or "") for p in request.topic_partitions},
+            )
+            for request in requests
+        }
+
+    def delete_consumer_groups(self, group_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
+        """A future per group resolving to None once the group and its offsets are deleted
+        (GroupIdNotFound, NonEmptyGroup)."""
+        if not isinstance(group_ids, (list, tuple)) or not all(isinstance(g, str) for g in group_ids):
+            raise InvalidRequest("delete_consumer_groups takes a list of group ids")
+        return {group_id: _call(group_admin.delete_group, self._root, group_id) for group_id in group_ids}
+
+
+def _check_group_requests(requests: Any, call: str, offsets: bool) -> None:
+    if not isinstance(requests, (list, tuple)) or not all(isinstance(r, ConsumerGroupTopicPartitions) for r in requests):
+        raise InvalidRequest(f"{call} takes a list of ConsumerGroupTopicPartitions")
+    for request in requests:
+        partitions = request.topic_partitions
+        if partitions is None and not offsets:
+            continue
+        if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
+            raise InvalidRequest(f"{call}: topic_partitions of group {request.group_id!r} must be a list of TopicPartition")
 
 
 def _call(function: Any, *args: Any) -> Future:
