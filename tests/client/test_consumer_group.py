@@ -388,3 +388,42 @@ def test_a_heartbeat_from_a_removed_member_id_is_unknown_member(lake, four):
     coordinator.heartbeat(Heartbeat(GROUP, joined.member_id, -1, (four,), frozenset()))
     with pytest.raises(UnknownMemberId):
         coordinator.heartbeat(Heartbeat(GROUP, joined.member_id, joined.member_epoch, (four,), frozenset()))
+
+
+def test_S6_5_a_heartbeat_at_an_epoch_the_coordinator_moved_past_loses_the_partitions_and_rejoins(lake, four, make_topic):
+    """FencedMemberEpoch: the consumer reports on_lost, leaves under its old member id at once (so its
+    partitions need not wait for its session timeout) and joins again with epoch 0."""
+    other = make_topic(partitions=1)
+    events: list = []
+    c = group_consumer(lake)
+    c.subscribe([four], on_lost=recorder(events, "lost"), on_assign=recorder(events, "assign"))
+    poll_until([c], lambda: len(owned(c)) == 4)
+    old = c.consumer_group_metadata()
+    coordinator = GroupCoordinator(lake)
+    # Behind the consumer's back, its member id is moved two epochs on (1 -> 2 -> 3).
+    stranger = coordinator.heartbeat(Heartbeat(GROUP, "", 0, (other,), frozenset()))
+    coordinator.heartbeat(Heartbeat(GROUP, old.member_id, 1, (four,), frozenset(owned(c))))
+    coordinator.heartbeat(Heartbeat(GROUP, stranger.member_id, -1, (other,), frozenset()))
+    assert coordinator.heartbeat(Heartbeat(GROUP, old.member_id, 2, (four,), frozenset(owned(c)))).member_epoch == 3
+    poll_until([c], lambda: len(events) == 3)
+    assert events[1:] == [("lost", [(four, p) for p in range(4)]), ("assign", [(four, p) for p in range(4)])]
+    new = c.consumer_group_metadata()
+    assert new.member_id != old.member_id
+    assert set(coordinator.describe(GROUP).members) == {new.member_id}
+    c.close()
+
+
+def test_S6_5_a_static_member_that_closes_keeps_its_place_for_its_next_instance(lake, four):
+    first = group_consumer(lake, **{"group.instance.id": "worker-1"})
+    first.subscribe([four])
+    poll_until([first], lambda: len(owned(first)) == 4)
+    first_id = first.consumer_group_metadata().member_id
+    first.close()  # epoch -2: a temporary leave
+    assert set(GroupCoordinator(lake).describe(GROUP).members) == {first_id}
+    second = group_consumer(lake, **{"group.instance.id": "worker-1"})
+    second.subscribe([four])
+    poll_until([second], lambda: len(owned(second)) == 4)
+    assert set(GroupCoordinator(lake).describe(GROUP).members) == {second.consumer_group_metadata().member_id}
+    second.unsubscribe()  # epoch -1: leaves for good
+    assert GroupCoordinator(lake).describe(GROUP).members == {}
+    second.close()
