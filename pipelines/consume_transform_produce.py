@@ -211,7 +211,12 @@ def run_worker(job: Job, slot: int, stop: Callable[[], bool] = lambda: False) ->
                 fenced = isinstance(error, FENCING_ERRORS)
                 report.fencings += fenced
                 event("aborted", error=type(error).__name__, fenced=fenced, records=len(messages))
-                producer.abort_transaction()
+                try:
+                    producer.abort_transaction()
+                except KafkaException as abort_error:
+                    # The sweep aborted the transaction already and bumped the epoch: this producer is fenced.
+                    event("fatal", error=type(abort_error).__name__, reason=str(abort_error))
+                    raise
                 # Back to what the group committed (stable: waits out a pending transaction, S7.3).
                 sent.clear()
                 for partition in consumer.assignment():
