@@ -12,6 +12,12 @@ share a transactional.id and one becomes a zombie, transactions commit and
 abort, a producer dies mid-transaction and the coordinator sweep aborts it, and
 a read_committed consume shows exactly the committed rows.
 
+Stage 3, consumer groups (S6, S7; pipelines/demo_groups.py): the exactly-once
+consume-transform-produce job (pipelines/consume_transform_produce.py) runs 3
+worker processes in one group; one is SIGKILLed and restarted, one is paused
+past its session and comes back a zombie whose offsets are refused; the output
+holds every input record exactly once.
+
 Run: `./dev demo` (or `python -m pipelines.demo --root demo-root --rows 200000`).
 """
 
@@ -33,7 +39,7 @@ import pyarrow.parquet as pq
 from lakelog import Consumer, TopicPartition
 from lakelog.client.loader import load
 from lakelog.log import create_topic, open_partition
-from pipelines import demo_transactions
+from pipelines import demo_groups, demo_transactions
 
 TOPIC = "orders"
 
@@ -118,6 +124,8 @@ def main() -> None:
     verify(root, args.rows)
     print("-- stage 2: transactions")
     demo_transactions.run(root)
+    print("-- stage 3: consumer groups, consume-transform-produce")
+    demo_groups.run(root)
     print(f"demo finished in {time.monotonic() - started:.1f} s; root: {root}")
 
 

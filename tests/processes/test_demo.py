@@ -21,3 +21,4 @@ def test_main_job_runs_end_to_end(tmp_path):
     assert "each source row exactly once, in order" in result.stdout
     assert "ProducerFenced fatal=True" in result.stdout
     assert "verified: read_committed shows exactly the 18 messages of ['t1', 't3']" in result.stdout
+    assert "verified: read_committed shows each of the 20000 clicks exactly once" in result.stdout
