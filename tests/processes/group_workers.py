@@ -7,6 +7,9 @@ and never imports pytest.
   records, produce them transformed in a transaction, then SIGSTOP itself right
   before `send_offsets_to_transaction` (the seed's "long GC"). Woken, it tries to
   send its offsets and commit, and reports what happened.
+- `stall-after-offsets ROOT GROUP INPUT OUTPUT COUNT SESSION_MS TXN_TIMEOUT_MS`: the same,
+  but it sends its offsets (pending in its transaction) and SIGSTOPs itself right
+  before `commit_transaction`; woken, it tries to commit.
 - `process ROOT GROUP INPUT OUTPUT COUNT SESSION_MS STOP_FILE`: join, read COUNT
   records, produce and send offsets in one transaction, commit, then keep
   heartbeating until STOP_FILE exists, and leave.
@@ -88,6 +91,30 @@ def stall_before_offsets(root: str, group: str, input_topic: str, output: str, c
     consumer.close()
 
 
+def stall_after_offsets(
+    root: str, group: str, input_topic: str, output: str, count: str, session_ms: str, txn_timeout_ms: str
+) -> None:
+    consumer = member(root, group, int(session_ms))
+    producer = Producer({"lakelog.root": root, "transactional.id": "kip447-a", "transaction.timeout.ms": int(txn_timeout_ms)})
+    producer.init_transactions()
+    consumer.subscribe([input_topic])
+    messages = read(consumer, int(count))
+    metadata = consumer.consumer_group_metadata()
+    producer.begin_transaction()
+    produce_transformed(producer, output, messages)
+    positions = consumer.position(consumer.assignment())
+    producer.send_offsets_to_transaction(positions, metadata)
+    report("sent", member_id=metadata.member_id, positions={p.partition: p.offset for p in positions})
+    os.kill(os.getpid(), signal.SIGSTOP)
+    report("woke")
+    try:
+        producer.commit_transaction()
+        report("committed")
+    except KafkaException as error:
+        report("fenced", error=type(error).__name__, fatal=error.args[0].fatal())
+    consumer.close()
+
+
 def process(root: str, group: str, input_topic: str, output: str, count: str, session_ms: str, stop_file: str) -> None:
     consumer = member(root, group, int(session_ms))
     producer = Producer({"lakelog.root": root, "transactional.id": "kip447-b"})
@@ -110,4 +137,5 @@ def process(root: str, group: str, input_topic: str, output: str, count: str, se
 
 if __name__ == "__main__":
     role, *arguments = sys.argv[1:]
-    {"stall-before-offsets": stall_before_offsets, "process": process}[role](*arguments)
+    roles = {"stall-before-offsets": stall_before_offsets, "stall-after-offsets": stall_after_offsets, "process": process}
+    roles[role](*arguments)

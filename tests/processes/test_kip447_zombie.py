@@ -1,4 +1,4 @@
-"""KIP-447's edge case, step by step with real processes (S6.5, S7.2, S7.3, S7.4).
+"""KIP-447's edge cases, step by step with real processes (S6.5, S7.2, S7.3, S7.4).
 
 From the KIP: "1. Client A tries to commit offsets for topic partition P1, but
 haven't got the chance to do txn offset commit before a long GC. 2. Client A gets
@@ -29,6 +29,7 @@ import pytest
 from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.errors import UnstableOffsetCommit
 from lakelog.log import create_topic, open_partition
 
 pytestmark = pytest.mark.slow
@@ -63,6 +64,10 @@ class Child:
             raise AssertionError(f"no {event!r} from pid {self.process.pid}: {self.process.stderr.read()}") from None
         assert report["event"] == event, report
         return report
+
+    def silent(self) -> bool:
+        """Nothing reported since the last `next`."""
+        return self._lines.empty()
 
     def wait_stopped(self, timeout: float = 30.0) -> None:
         """Until the process is in state T (stopped by SIGSTOP)."""
@@ -159,6 +164,79 @@ def test_S7_2_kip447_zombie_stalled_before_its_offset_commit_is_fenced_and_the_n
         stop_file.touch()
         b.next("left")
         b.finish()
+    finally:
+        for child in (a, b):
+            if child is not None:
+                child.kill()
+
+
+@pytest.mark.parametrize("end", ["zombie-commits", "transaction-times-out"])
+def test_S7_3_a_new_owner_waits_while_a_stalled_members_offsets_are_pending(tmp_path, end):
+    """The other half of KIP-447: A sent its offsets and stalled before committing. B, the new owner,
+    must not start from the old committed offset: its stable fetch is refused (UnstableOffsetCommit)
+    and it backs off until A's transaction ends, by A's commit or by the sweep's abort at its timeout."""
+    root = str(tmp_path / "lake")
+    os.mkdir(root)
+    create_topic(root, "in", 1, None)
+    create_topic(root, "out", 1, None)
+    producer = Producer({"lakelog.root": root, "linger.ms": 600_000})
+    for n in range(2 * RECORDS):
+        producer.produce("in", f"record-{n}", partition=0)
+    producer.flush()
+    groups, transactions = GroupCoordinator(root), TransactionCoordinator(root)
+    txn_timeout_ms = 600_000 if end == "zombie-commits" else 4000
+    stop_file = tmp_path / "stop-b"
+    a = b = None
+    try:
+        a = Child("stall-after-offsets", root, GROUP, "in", "out", str(RECORDS), str(SESSION_MS), str(txn_timeout_ms))
+        sent = a.next("sent")
+        assert sent["positions"] == {"0": RECORDS}
+        a.wait_stopped()
+        time.sleep(SESSION_MS / 1000 + 0.3)
+        assert groups.sweep() == [(GROUP, sent["member_id"])]
+
+        b = Child("process", root, GROUP, "in", "out", str(RECORDS), str(SESSION_MS), str(stop_file))
+        deadline = time.monotonic() + 60
+        while not any(m.current.assigned for m in groups.describe(GROUP).members.values()):
+            assert time.monotonic() < deadline, "B got no partition"
+            time.sleep(0.2)
+        time.sleep(2.0)  # B owns in-0 but may not start: A's offsets are pending
+        with pytest.raises(UnstableOffsetCommit):
+            groups.fetch_offsets(GROUP, [("in", 0)], require_stable=True)
+        assert groups.fetch_offsets(GROUP, [("in", 0)], require_stable=False)[("in", 0)] is None
+        assert b.process.poll() is None and b.silent()  # B has not committed anything
+
+        if end == "zombie-commits":
+            # A's transaction is still alive: its commit stands (its offsets were valid when sent), and B
+            # goes on from there.
+            a.process.send_signal(signal.SIGCONT)
+            a.next("woke")
+            a.next("committed")
+            expected_b_offsets = list(range(RECORDS, 2 * RECORDS))
+        else:
+            # A's transaction times out; the sweep aborts it (S4.7), its pending offsets vanish, B starts
+            # from the old committed offset; A, woken, finds itself fenced.
+            time.sleep(txn_timeout_ms / 1000 + 0.2)
+            assert transactions.sweep().aborted_timed_out == ["kip447-a"]
+            expected_b_offsets = list(range(RECORDS))
+        committed_b = b.next("committed")
+        assert committed_b["offsets"] == expected_b_offsets
+        if end == "transaction-times-out":
+            a.process.send_signal(signal.SIGCONT)
+            a.next("woke")
+            assert a.next("fenced") == {"event": "fenced", "error": "ProducerFenced", "fatal": True}
+        a.finish()
+        stop_file.touch()
+        b.next("left")
+        b.finish()
+
+        visible = [source for _, _, source in read_output(root, "out", "read_committed")]
+        if end == "zombie-commits":
+            assert visible == [f"in:0:{n}".encode() for n in range(2 * RECORDS)]  # A's ten, then B's ten
+        else:
+            assert visible == [f"in:0:{n}".encode() for n in range(RECORDS)]  # B's ten; A's are aborted
+        final = groups.fetch_offsets(GROUP, [("in", 0)], require_stable=True)[("in", 0)].offset
+        assert final == expected_b_offsets[-1] + 1
     finally:
         for child in (a, b):
             if child is not None:
