@@ -170,23 +170,14 @@ class PartitionLog:
             rows = stamp(payload, decision.base_offset, header, now_ms * 1000)
             new_leo = decision.base_offset + payload.num_rows
             versions = {LOG_END_OFFSET_APP_ID: new_leo, **(app_versions or {})}
-            if decision.entry is not None:
-                versions.update(decision.entry.app_versions())
-            try:
-                version = self.table.append(rows, app_versions=versions, compression=self.config.compression_type)
-            except CommitConflict:
-                if time.monotonic() > deadline:
-                    raise KafkaTimeout(
-                        f"{self.topic}-{self.partition}: gave up after {timeout_s:g} s of lost commit races"
-                    ) from None
+            known = decision.entry
+            if known is not None:
+                versions.update(known.app_versions())
+                if set(known.app_versions()) & set(app_versions or {}):
+                    known = None  # app_versions rewrote this producer's entry: read it back when needed
+            version = self._commit(rows, new_leo, versions, known, deadline, timeout_s)
+            if version is None:
                 continue
-            self._leo = (version, new_leo)
-            # app_versions may have rewritten producer entries: keep only what we know.
-            self._producers_version = version
-            self._producers = {}
-            if decision.entry is not None and not set(decision.entry.app_versions()) & set(app_versions or {}):
-                self._producers[decision.entry.producer_id] = decision.entry
-            self.last_maintenance = maintain(self.table, self.maintenance)
             return AppendResult(decision.base_offset, new_leo - 1, version)
 
     def append_marker(
@@ -220,19 +211,39 @@ class PartitionLog:
             marked = ProducerEntry(producer_id, producer_epoch, NO_SEQUENCE, now_ms)
             rows = stamp(payload, leo, header, now_ms * 1000, control)
             versions = {LOG_END_OFFSET_APP_ID: leo + 1, **marked.app_versions()}
-            try:
-                version = self.table.append(rows, app_versions=versions, compression=self.config.compression_type)
-            except CommitConflict:
-                if time.monotonic() > deadline:
-                    raise KafkaTimeout(
-                        f"{self.topic}-{self.partition}: gave up writing a marker after {timeout_s:g} s of lost races"
-                    ) from None
+            version = self._commit(rows, leo + 1, versions, marked, deadline, timeout_s)
+            if version is None:
                 continue
-            self._leo = (version, leo + 1)
-            self._producers_version = version
-            self._producers = {producer_id: marked}
-            self.last_maintenance = maintain(self.table, self.maintenance)
             return AppendResult(leo, leo, version)
+
+    def _commit(
+        self,
+        rows: pa.Table,
+        new_leo: int,
+        versions: Mapping[str, int],
+        known: ProducerEntry | None,
+        deadline: float,
+        timeout_s: float,
+    ) -> int | None:
+        """Commit `rows` as exactly the next version, then maintain the table; returns the version.
+
+        None if another writer took that version (the caller decides again on the
+        reloaded snapshot); KafkaTimeout once `deadline` has passed. `known` is the
+        producer entry this commit records, kept so the next decision needs no lookup.
+        """
+        try:
+            version = self.table.append(rows, app_versions=versions, compression=self.config.compression_type)
+        except CommitConflict:
+            if time.monotonic() > deadline:
+                raise KafkaTimeout(
+                    f"{self.topic}-{self.partition}: gave up after {timeout_s:g} s of lost commit races"
+                ) from None
+            return None
+        self._leo = (version, new_leo)
+        self._producers_version = version
+        self._producers = {} if known is None else {known.producer_id: known}
+        self.last_maintenance = maintain(self.table, self.maintenance)
+        return version
 
     def _decide_on_latest(self, count: int, header: BatchHeader, now_ms: int) -> _Decision:
         """Decide on the snapshot in hand; a refusal is re-checked on the latest snapshot."""
