@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,3 +32,11 @@ def topic(root: str) -> Callable[..., str]:
         return name
 
     return make
+
+
+@pytest.fixture
+def rng(request) -> random.Random:
+    """One seeded generator per test; the seed is printed, and $LAKELOG_TEST_SEED replays a run."""
+    seed = int(os.environ.get("LAKELOG_TEST_SEED", random.SystemRandom().randrange(2**32)))
+    print(f"{request.node.name}: LAKELOG_TEST_SEED={seed}")
+    return random.Random(seed)

@@ -44,13 +44,6 @@ MAX_FAULTS = 14
 RUN_DEADLINE_S = 420
 
 
-@pytest.fixture
-def rng(request) -> random.Random:
-    seed = int(os.environ.get("LAKELOG_TEST_SEED", random.SystemRandom().randrange(2**32)))
-    print(f"{request.node.name}: LAKELOG_TEST_SEED={seed}")
-    return random.Random(seed)
-
-
 def value_of(index: int) -> bytes:
     return f"record-{index:06d}".encode()
 

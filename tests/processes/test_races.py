@@ -12,7 +12,6 @@ import json
 import multiprocessing
 import os
 import queue as queue_module
-import random
 import signal
 import subprocess
 import sys
@@ -34,13 +33,6 @@ WORKERS = 4
 LOAD_ROWS = 60_000
 LOAD_BATCH = 2_000
 MAX_KILLS = 7
-
-
-@pytest.fixture
-def rng(request) -> random.Random:
-    seed = int(os.environ.get("LAKELOG_TEST_SEED", random.SystemRandom().randrange(2**32)))
-    print(f"{request.node.name}: LAKELOG_TEST_SEED={seed}")
-    return random.Random(seed)
 
 
 @pytest.fixture

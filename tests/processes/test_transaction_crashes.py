@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import random
 import signal
 import time
 from collections import defaultdict
@@ -56,13 +55,6 @@ WAIT_S = 60.0
 CONTEXT = multiprocessing.get_context("forkserver")
 # pandas too: pyarrow imports it on the first pa.array() of a list, which every producer makes.
 CONTEXT.set_forkserver_preload(["processes.txn_workers", "pandas"])
-
-
-@pytest.fixture
-def rng(request) -> random.Random:
-    seed = int(os.environ.get("LAKELOG_TEST_SEED", random.SystemRandom().randrange(2**32)))
-    print(f"{request.node.name}: LAKELOG_TEST_SEED={seed}")
-    return random.Random(seed)
 
 
 @pytest.fixture
