@@ -373,12 +373,20 @@ class Producer:
         if self._coordinator is None:
             from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 
-            self._coordinator = TransactionCoordinator(self._root, partition_logs=lambda *tp: self._log(tp))
+            self._coordinator = TransactionCoordinator(self._root, partition_logs=self._lend_log)
         try:
             return request(self._coordinator)
         except FatalError as error:
             self._fail(error)
             raise
+
+    def _lend_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """Our open handle of a partition the transaction wrote, for its marker (see TransactionCoordinator)."""
+        if not topic.startswith("__"):
+            return self._log((topic, partition))
+        if self._groups is not None and topic == "__consumer_offsets":
+            return self._groups.offsets_log(partition)
+        return None
 
     def _fail(self, error: KafkaException) -> None:
         self._transaction_state = TransactionState.FATAL_ERROR

@@ -28,7 +28,7 @@ from lakelog.coordinator.group import (
 )
 from lakelog.coordinator.state_log import CoordinatorLog
 from lakelog.errors import UnknownTopicOrPartition
-from lakelog.log import topic_config
+from lakelog.log import PartitionLog, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 
@@ -117,6 +117,10 @@ class GroupCoordinator:
     def offsets_partition(self, group_id: str) -> TopicPartitionKey:
         """The `__consumer_offsets` partition a transaction adds before it sends this group's offsets."""
         return CONSUMER_OFFSETS_LOG, handlers.partition_for_group(group_id, self.num_partitions)
+
+    def offsets_log(self, partition: int) -> PartitionLog:
+        """The open `__consumer_offsets` partition, to lend to the transaction coordinator for its markers."""
+        return self._log(partition).log
 
     # -- admin and the sweep ----------------------------------------------------------------------
 

@@ -73,12 +73,14 @@ class CoordinatorLog(Generic[S]):
     def catch_up(self) -> S:
         """Replay every record appended since the last call (reloading the snapshot); returns the state."""
         self.log.refresh()
-        end = self.log.log_end_offset()
+        self._replay_to(self.log.log_end_offset())
+        return self.state
+
+    def _replay_to(self, end: int) -> None:
         while self.position < end:
             fetched = self.log.fetch(self.position, max_records=FETCH_RECORDS, max_bytes=1 << 30)
             self._replay(fetched.rows)
             self.position = fetched.next_offset
-        return self.state
 
     def run(self, decide: Callable[[S], O], timeout_s: float = 60.0) -> O:
         """Decide, and append the outcome's records at exactly the position the state was replayed to.
@@ -90,6 +92,9 @@ class CoordinatorLog(Generic[S]):
         """
         deadline = time.monotonic() + timeout_s
         caught_up = False
+        if self.log.log_end_offset() > self.position:
+            # Rows the handle in hand already holds (a marker written through it): replay, no reload.
+            self._replay_to(self.log.log_end_offset())
         while True:
             outcome = decide(self.state)
             if not outcome.records:

@@ -73,10 +73,11 @@ class TransactionCoordinator:
         *,
         clock: Clock = wall_clock_ms,
         fault: FaultHook | None = None,
-        partition_logs: Callable[[str, int], PartitionLog] | None = None,
+        partition_logs: Callable[[str, int], PartitionLog | None] | None = None,
     ) -> None:
-        """`partition_logs(topic, partition)` lends the caller's open partition logs for markers: the
-        producer's own handle already holds the snapshot its data made, so its marker needs no reload."""
+        """`partition_logs(topic, partition)` lends the caller's open partition logs for markers (None:
+        open one here): the producer's own handle already holds the snapshot its data made, so its
+        marker needs no reload, and the next write on that handle does not lose a race to the marker."""
         self.root = root
         broker = config_module.load("broker", broker_config)
         self.config = TransactionConfig.from_broker_config(broker)
@@ -274,9 +275,11 @@ class TransactionCoordinator:
 
     def _partition(self, topic: str, partition: int) -> PartitionLog:
         """A topic partition to write markers to; handles are kept (a marker decides on the latest snapshot anyway)."""
+        if self._partition_logs is not None:
+            lent = self._partition_logs(topic, partition)
+            if lent is not None:
+                return lent
         internal = topic.startswith("__")  # __consumer_offsets: offsets sent to the transaction (S7.1)
-        if self._partition_logs is not None and not internal:
-            return self._partition_logs(topic, partition)
         key = (topic, partition)
         if key not in self._partitions:
             self._partitions[key] = (
