@@ -134,6 +134,25 @@ class Table:
     def file_path(self, entry: FileEntry) -> str:
         return os.path.join(self.uri, entry.path)
 
+    def data_paths(self) -> list[str]:
+        """Paths of the active data files of this snapshot, for tables of any schema (views, status)."""
+        actions = pa.table(self._handle.get_add_actions(flatten=True))
+        if not actions.num_rows:
+            return []
+        return sorted(os.path.join(self.uri, path) for path in actions.column("path").to_pylist())
+
+    def pin(self, app_ids: tuple[str, ...] = ()) -> PinnedSnapshot:
+        """This snapshot as a `PinnedSnapshot`: its files, the `txn` versions of `app_ids`, schema and config."""
+        return PinnedSnapshot(
+            self.uri,
+            version=self.version,
+            table_id=self.table_id,
+            files=tuple(self.files()),
+            app_versions={app_id: self.app_version(app_id) for app_id in app_ids},
+            schema=self.schema,
+            configuration=self.configuration,
+        )
+
     def read_file(self, entry: FileEntry, columns: list[str] | None = None, predicate: pc.Expression | None = None) -> pa.Table:
         """Read one data file of the snapshot; a missing or unreadable file is `CorruptRecord`."""
         path = self.file_path(entry)
@@ -223,6 +242,182 @@ class Table:
             raise KafkaStorageError(f"{self.uri}: version {decided_on + 1} is not visible after its commit")
         return decided_on + 1
 
+    def commit_files(
+        self,
+        names: list[str],
+        schema: pa.Schema,
+        *,
+        app_versions: Mapping[str, int] | None = None,
+        overwrite: bool = False,
+    ) -> int:
+        """Commit Parquet files already written in the table's folder as version `self.version + 1`.
+
+        For data written by other engines (Spark's executors). `names` are paths
+        relative to the table; their statistics are read from the Parquet footers.
+        `overwrite` also removes every file of the snapshot in hand. `app_versions`
+        are recorded in the same commit (a job's progress, atomically with its
+        data); a commit of no files records only them. Raises `CommitConflict` if
+        another writer took the version (the files are left for the caller).
+        """
+        decided_on = self.version
+        actions = []
+        for name in names:
+            path = os.path.join(self.uri, name)
+            try:
+                statistics = _footer_statistics(path)
+                size = os.path.getsize(path)
+            except (OSError, pa.ArrowException) as error:
+                raise KafkaStorageError(f"cannot commit {path}: {error}") from error
+            actions.append(
+                AddAction(
+                    path=name,
+                    size=size,
+                    partition_values={},
+                    modification_time=time.time_ns() // 1_000_000,
+                    data_change=True,
+                    stats=statistics,
+                )
+            )
+        try:
+            self._handle.create_write_transaction(
+                actions,
+                mode="overwrite" if overwrite else "append",
+                schema=schema,
+                commit_properties=CommitProperties(
+                    max_commit_retries=0,
+                    app_transactions=[Transaction(app_id, version) for app_id, version in (app_versions or {}).items()],
+                ),
+            )
+        except CommitFailedError as error:
+            self.refresh()
+            raise CommitConflict(
+                f"version {decided_on + 1} of {self.uri} was taken by another writer",
+                decided_on=decided_on,
+                current_version=self.version,
+            ) from error
+        except (DeltaError, OSError) as error:
+            raise KafkaStorageError(
+                f"committing version {decided_on + 1} of {self.uri} failed: {error}", decided_on=decided_on
+            ) from error
+        self._commits_on_handle += 1
+        self.refresh()
+        if self.version < decided_on + 1:
+            raise KafkaStorageError(f"{self.uri}: version {decided_on + 1} is not visible after its commit")
+        return decided_on + 1
+
+
+class PinnedSnapshot(Table):
+    """One snapshot of a table carried whole, with no Delta handle: picklable and read-only.
+
+    A Spark driver pins a partition's snapshot and hands it to executors, which
+    read exactly its files (files a later compaction removes stay readable for
+    the table's `delete.retention.ms`). It never moves: `refresh` is a no-op,
+    and `app_version` knows only the app ids it was pinned with.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        version: int,
+        table_id: str,
+        files: tuple[FileEntry, ...],
+        app_versions: Mapping[str, int | None],
+        schema: pa.Schema,
+        configuration: Mapping[str, str],
+    ) -> None:
+        super().__init__(uri, None)  # type: ignore[arg-type]
+        self._version = version
+        self._table_id = table_id
+        self._pinned_files = list(files)
+        self._app_versions = dict(app_versions)
+        self._schema = schema
+        self._configuration = dict(configuration)
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def table_id(self) -> str:
+        return self._table_id
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self._configuration)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def app_version(self, app_id: str) -> int | None:
+        if app_id not in self._app_versions:
+            raise KeyError(f"{app_id!r} was not pinned with the snapshot of {self.uri}")
+        return self._app_versions[app_id]
+
+    def files(self) -> list[FileEntry]:
+        return self._pinned_files
+
+    def data_paths(self) -> list[str]:
+        return [self.file_path(entry) for entry in self._pinned_files]
+
+    def history(self, limit: int) -> list[dict]:
+        raise InvalidConfig(f"a pinned snapshot of {self.uri} has no history")
+
+    def refresh(self) -> int:
+        return self._version
+
+    def append(self, data: pa.Table, **_: object) -> int:
+        raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
+
+    def commit_files(self, names: list[str], schema: pa.Schema, **_: object) -> int:
+        raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
+
+    def __reduce__(self):
+        state = dict(
+            version=self._version,
+            table_id=self._table_id,
+            files=tuple(self._pinned_files),
+            app_versions=self._app_versions,
+            schema=self._schema,
+            configuration=self._configuration,
+        )
+        return (_pinned_snapshot, (self.uri, state))
+
+
+def _pinned_snapshot(uri: str, state: dict) -> PinnedSnapshot:
+    return PinnedSnapshot(uri, **state)
+
+
+def _footer_statistics(path: str) -> str:
+    """Delta file statistics from a Parquet footer: record count, null counts, min/max of integer columns."""
+    metadata = pq.read_metadata(path)
+    minimums: dict[str, int] = {}
+    maximums: dict[str, int] = {}
+    nulls: dict[str, int] = {}
+    schema = metadata.schema.to_arrow_schema()
+    leaves = {metadata.schema.column(index).path: index for index in range(metadata.num_columns)}
+    for field in schema:
+        if pa.types.is_nested(field.type):
+            continue
+        column_nulls, low, high, complete = 0, None, None, True
+        for group in range(metadata.num_row_groups):
+            column = metadata.row_group(group).column(leaves[field.name])
+            stats = column.statistics
+            if stats is None or not stats.has_null_count:
+                complete = False
+                break
+            column_nulls += stats.null_count
+            if pa.types.is_integer(field.type) and stats.has_min_max:
+                low = stats.min if low is None else min(low, stats.min)
+                high = stats.max if high is None else max(high, stats.max)
+        if not complete:
+            continue
+        nulls[field.name] = column_nulls
+        if low is not None:
+            minimums[field.name], maximums[field.name] = int(low), int(high)
+    return json.dumps({"numRecords": metadata.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
+
 
 def _statistics(data: pa.Table) -> str:
     """Delta file statistics: record count, null counts, and min/max of integer columns (for pruning)."""
@@ -257,4 +452,4 @@ def check_root(root: str) -> Path:
     return path
 
 
-__all__ = ["FileEntry", "Table", "TableNotFoundError", "check_root", "REOPEN_EVERY_COMMITS"]
+__all__ = ["FileEntry", "PinnedSnapshot", "Table", "TableNotFoundError", "check_root", "REOPEN_EVERY_COMMITS"]
