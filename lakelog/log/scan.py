@@ -1,0 +1,270 @@
+"""Batch reads of whole topics: a scan plan resolved once, then read anywhere (S5.2, S5.4).
+
+`plan_scan` resolves, for every partition of a topic, the snapshot to read and
+the offsets [start, end) to read from it, as Spark's Kafka source resolves its
+`startingOffsets` / `endingOffsets`: `end` is cut at the LSO in
+`read_committed` and at the high watermark in `read_uncommitted`, so a plan
+never reads past what its isolation level may see. Each `PartitionScan` carries
+its partition's snapshot pinned (files and LEO), so it can be shipped to
+another process (a Spark executor) and read there exactly as planned, even
+while writers go on.
+
+`PartitionScan.read` reads through `PartitionLog.fetch` on the pinned snapshot:
+the LSO, the aborted-transaction index and the row filter are the log's own,
+not a second implementation. Control rows are never returned (they only take
+offsets), at either isolation level, as the Consumer and Spark's Kafka source
+do. The aborted transactions of the range (`PartitionScan.aborted`) are listed
+too, for readers that filter the files themselves (Spark's Parquet reader).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
+from lakelog.log.partition import ISOLATION_LEVELS, LOG_END_OFFSET_APP_ID, READ_COMMITTED, PartitionLog
+from lakelog.log.records import HEADER_TYPE
+from lakelog.log.topic_config import TopicConfig
+from lakelog.log.topics import open_partition, topic_config
+from lakelog.log.transactions import AbortedTransaction
+from lakelog.store import FileEntry, PinnedSnapshot
+
+# Spark's Kafka source (and Kafka's ListOffsets) spell "earliest" and "latest" as -2 and -1.
+EARLIEST = -2
+LATEST = -1
+# How much a scan reads per fetch: bounds a reader's memory, whatever the partition's size.
+READ_BYTES = 64 << 20
+
+OffsetSpec = int | Mapping[int, int]
+# Kafka's TimestampType of a record: lakelog stamps the producer's time, or the append time if it gave none.
+TIMESTAMP_TYPE_CREATE_TIME = 0
+
+# What a batch read returns: the columns of Spark's Kafka source, in its order.
+KAFKA_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+        pa.field("headers", HEADER_TYPE),
+    ]
+)
+
+
+def kafka_rows(topic: str, partition: int, rows: pa.Table) -> pa.Table:
+    """Partition rows (data rows only) in the Kafka source's columns (KAFKA_SCHEMA)."""
+    count = rows.num_rows
+    return pa.Table.from_arrays(
+        [
+            rows.column("key"),
+            rows.column("value"),
+            pa.array([topic], pa.string()).take(pa.array(np.zeros(count, dtype=np.int32))),
+            pa.array(np.full(count, partition, dtype=np.int32)),
+            rows.column("offset"),
+            rows.column("timestamp"),
+            pa.array(np.full(count, TIMESTAMP_TYPE_CREATE_TIME, dtype=np.int32)),
+            rows.column("headers"),
+        ],
+        schema=KAFKA_SCHEMA,
+    )
+
+
+@dataclass(frozen=True)
+class PartitionScan:
+    """What to read of one partition: offsets [start_offset, end_offset) of a pinned snapshot.
+
+    `aborted` lists the aborted transactions meeting the range (read_committed;
+    empty otherwise); `files` the snapshot's data files holding offsets of it.
+    """
+
+    topic: str
+    partition: int
+    isolation_level: str
+    start_offset: int
+    end_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    snapshot: PinnedSnapshot
+    aborted: tuple[AbortedTransaction, ...]
+
+    @property
+    def files(self) -> list[FileEntry]:
+        return [
+            entry
+            for entry in self.snapshot.files()
+            if entry.max_offset >= self.start_offset and entry.min_offset < self.end_offset
+        ]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(entry.size_bytes for entry in self.files)
+
+    def split(self, max_bytes: int) -> list[PartitionScan]:
+        """This scan cut at file boundaries into scans of about `max_bytes` of files each, in offset order."""
+        pieces: list[PartitionScan] = []
+        start, size = self.start_offset, 0
+        for entry in self.files:
+            size += entry.size_bytes
+            cut = min(entry.max_offset + 1, self.end_offset)
+            if size >= max_bytes and cut < self.end_offset:
+                pieces.append(replace(self, start_offset=start, end_offset=cut))
+                start, size = cut, 0
+        pieces.append(replace(self, start_offset=start))
+        return pieces
+
+    def read(self, max_bytes: int = READ_BYTES) -> Iterator[pa.Table]:
+        """The data rows of the range in offset order, as PartitionLog.fetch returns them, in chunks."""
+        log = PartitionLog(
+            self.snapshot, self.topic, self.partition, TopicConfig.from_table_configuration(self.snapshot.configuration)
+        )
+        offset = self.start_offset
+        while offset < self.end_offset:
+            fetched = log.fetch(offset, max_records=1 << 62, max_bytes=max_bytes, isolation_level=self.isolation_level)
+            rows = fetched.rows
+            if rows.num_rows and rows.column("offset")[-1].as_py() >= self.end_offset:
+                rows = rows.filter(pc.field("offset") < self.end_offset)
+            if rows.num_rows and rows.column("control").null_count < rows.num_rows:
+                rows = rows.filter(rows.column("control").is_null())
+            if rows.num_rows:
+                yield rows
+            offset = fetched.next_offset
+
+    def read_kafka_rows(self, max_bytes: int = READ_BYTES) -> Iterator[pa.Table]:
+        """`read`, in the Kafka source's columns (KAFKA_SCHEMA)."""
+        for rows in self.read(max_bytes):
+            yield kafka_rows(self.topic, self.partition, rows)
+
+
+def plan_scan(
+    root: str,
+    topic: str,
+    isolation_level: str = READ_COMMITTED,
+    starting_offsets: OffsetSpec = EARLIEST,
+    ending_offsets: OffsetSpec = LATEST,
+) -> list[PartitionScan]:
+    """Resolve a batch read of every partition of `topic`, in partition order.
+
+    Offsets are EARLIEST, LATEST, or a mapping of every partition to an offset
+    (or EARLIEST/LATEST), as Spark's Kafka source takes them; LATEST is the LSO
+    in read_committed and the high watermark in read_uncommitted, and an ending
+    offset past it is cut to it. Raises UnknownTopicOrPartition for an unknown
+    topic or a mapping that does not name exactly its partitions,
+    OffsetOutOfRange for an offset outside the log or a start after its end.
+    """
+    if isolation_level not in ISOLATION_LEVELS:
+        raise InvalidRequest(f"isolation level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}")
+    num_partitions = topic_config(root, topic).num_partitions
+    starts = _per_partition("startingOffsets", topic, starting_offsets, num_partitions)
+    ends = _per_partition("endingOffsets", topic, ending_offsets, num_partitions)
+    if LATEST in starts.values():
+        raise OffsetOutOfRange(f"startingOffsets for {topic}: latest (-1) is not allowed in a batch read")
+    if EARLIEST in ends.values():
+        raise OffsetOutOfRange(f"endingOffsets for {topic}: earliest (-2) is not allowed in a batch read")
+    return [
+        _plan_partition(open_partition(root, topic, partition), isolation_level, starts[partition], ends[partition])
+        for partition in range(num_partitions)
+    ]
+
+
+def _plan_partition(log: PartitionLog, isolation_level: str, start: int, end: int) -> PartitionScan:
+    log.refresh()
+    high_watermark = log.high_watermark()
+    stable = log.last_stable_offset()
+    limit = stable if isolation_level == READ_COMMITTED else high_watermark
+    log_start = log.log_start_offset()
+    start = log_start if start == EARLIEST else start
+    end = limit if end == LATEST else min(end, limit)
+    where = f"{log.topic}-{log.partition}"
+    if not log_start <= start <= high_watermark:
+        raise OffsetOutOfRange(
+            f"{where}: starting offset {start} is outside [{log_start}, {high_watermark}]",
+            log_start_offset=log_start,
+            log_end_offset=high_watermark,
+        )
+    # A start past the LSO in read_committed reads nothing yet, as a Kafka consumer would.
+    end = max(end, min(start, limit))
+    if end < start:
+        raise OffsetOutOfRange(f"{where}: ending offset {end} is before the starting offset {start}")
+    aborted = tuple(log.aborted_transactions(start, end)) if isolation_level == READ_COMMITTED and end > start else ()
+    return PartitionScan(
+        topic=log.topic,
+        partition=log.partition,
+        isolation_level=isolation_level,
+        start_offset=start,
+        end_offset=end,
+        high_watermark=high_watermark,
+        last_stable_offset=stable,
+        snapshot=log.table.pin((LOG_END_OFFSET_APP_ID,)),
+        aborted=aborted,
+    )
+
+
+def _per_partition(name: str, topic: str, spec: OffsetSpec, num_partitions: int) -> dict[int, int]:
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        if spec not in (EARLIEST, LATEST):
+            raise OffsetOutOfRange(f"{name} must be earliest (-2), latest (-1) or one offset per partition, not {spec}")
+        return dict.fromkeys(range(num_partitions), spec)
+    if not isinstance(spec, Mapping):
+        raise InvalidRequest(f"{name} must be earliest, latest or a mapping of partitions to offsets, not {spec!r}")
+    offsets = {}
+    for partition, offset in spec.items():
+        if not isinstance(partition, int) or isinstance(partition, bool):
+            raise UnknownTopicOrPartition(f"{name} for {topic}: partition {partition!r} is not an integer", topic=topic)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
+            raise OffsetOutOfRange(f"{name} for {topic}-{partition}: {offset!r} is not an offset, -1 or -2")
+        offsets[partition] = offset
+    if set(offsets) != set(range(num_partitions)):
+        raise UnknownTopicOrPartition(
+            f"{name} must give an offset for every partition of {topic} (0-{num_partitions - 1}), "
+            f"got {sorted(offsets)}; use -2 for earliest and -1 for latest",
+            topic=topic,
+        )
+    return offsets
+
+
+def parse_offsets_json(name: str, text: str, topics: list[str]) -> dict[str, OffsetSpec]:
+    """Spark's Kafka-source offsets option: "earliest", "latest" or {"topic": {"0": 23, "1": -2}}, per topic."""
+    if not isinstance(text, str):
+        raise InvalidRequest(f"{name} must be a string, not {type(text).__name__}")
+    word = text.strip().lower()
+    if word in ("earliest", "latest"):
+        return dict.fromkeys(topics, EARLIEST if word == "earliest" else LATEST)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidRequest(
+            f'{name} is neither "earliest", "latest" nor JSON like {{"topic": {{"0": 23, "1": -2}}}}: '
+            f"{error.msg} at character {error.pos}"
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidRequest(f'{name} must be a JSON object like {{"topic": {{"0": 23}}}}, not {text!r}')
+    unknown = sorted(set(value) - set(topics))
+    if unknown:
+        raise UnknownTopicOrPartition(f"{name} names topic(s) {unknown} that this read does not read ({topics})")
+    specs: dict[str, OffsetSpec] = {}
+    for topic in topics:
+        if topic not in value:
+            raise UnknownTopicOrPartition(f"{name} must give offsets for topic {topic}", topic=topic)
+        partitions = value[topic]
+        if not isinstance(partitions, dict):
+            raise InvalidRequest(f'{name} for {topic} must be an object of partition -> offset, like {{"0": 23}}')
+        parsed = {}
+        for key, offset in partitions.items():
+            try:
+                parsed[int(key)] = offset
+            except ValueError:
+                raise UnknownTopicOrPartition(f"{name} for {topic}: {key!r} is not a partition number", topic=topic) from None
+        specs[topic] = parsed
+    return specs
+
+
+__all__ = ["EARLIEST", "KAFKA_SCHEMA", "LATEST", "PartitionScan", "kafka_rows", "parse_offsets_json", "plan_scan"]
