@@ -1,0 +1,149 @@
+"""What a root holds for queries: topics, materialized views and partition-status tables.
+
+```
+<root>/topics/<topic>/<partition>/   partition logs (read through a read_committed scan)
+<root>/views/<topic>/                 the topic's materialized read_committed view (Delta)
+<root>/status/<topic>/                HW, LSO, open and aborted transactions per partition (Delta)
+```
+
+Topics whose names start with `__` are internal and never listed here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from lakelog.errors import UnknownTopicOrPartition
+from lakelog.log import list_topics
+from lakelog.log.scan import KAFKA_SCHEMA
+from lakelog.store import Table, check_root
+
+VIEWS_DIR = "views"
+STATUS_DIR = "status"
+
+# A materialized view holds the topic's read_committed rows in the Kafka source's columns.
+VIEW_SCHEMA = KAFKA_SCHEMA
+
+# One row per partition: where its log stands, as of `table_version` of its table (S5.1, S5.3).
+STATUS_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("table_version", pa.int64()),
+        pa.field("log_start_offset", pa.int64()),
+        pa.field("high_watermark", pa.int64()),
+        pa.field("last_stable_offset", pa.int64()),
+        pa.field(
+            "open_transactions",
+            pa.list_(pa.struct([pa.field("producer_id", pa.int64()), pa.field("first_offset", pa.int64())])),
+        ),
+        pa.field(
+            "aborted_transactions",
+            pa.list_(
+                pa.struct(
+                    [
+                        pa.field("producer_id", pa.int64()),
+                        pa.field("first_offset", pa.int64()),
+                        pa.field("marker_offset", pa.int64()),
+                    ]
+                )
+            ),
+        ),
+        pa.field("updated_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def view_path(root: str, topic: str) -> Path:
+    return check_root(root) / VIEWS_DIR / topic
+
+
+def status_path(root: str, topic: str) -> Path:
+    return check_root(root) / STATUS_DIR / topic
+
+
+def user_topics(root: str) -> list[str]:
+    """Topics of the root, internal ones (`__*`) left out, sorted."""
+    return [topic for topic in list_topics(root) if not topic.startswith("__")]
+
+
+def list_views(root: str) -> list[str]:
+    """Topics that have a materialized view, sorted."""
+    return _tables_in(check_root(root) / VIEWS_DIR)
+
+
+def list_status_tables(root: str) -> list[str]:
+    """Topics that have a partition-status table, sorted."""
+    return _tables_in(check_root(root) / STATUS_DIR)
+
+
+def open_view(root: str, topic: str) -> Table:
+    """The materialized view of `topic` at its latest version; UnknownTopicOrPartition if there is none."""
+    return _open(view_path(root, topic), f"topic {topic} has no materialized view under {root}", topic)
+
+
+def open_status(root: str, topic: str) -> Table:
+    """The partition-status table of `topic`; UnknownTopicOrPartition if there is none."""
+    return _open(status_path(root, topic), f"topic {topic} has no partition-status table under {root}", topic)
+
+
+def spark_sql_init(root: str) -> str:
+    """A spark-sql init file (`spark-sql -i FILE`): a temporary view for every topic, view and status table.
+
+    Topics read in read_committed (`<topic>`); materialized views are
+    `<topic>_view` and partition-status tables `<topic>_status`, all through the
+    `lakelog` data source, so every query reads the latest snapshot.
+    """
+    root = str(check_root(root).resolve())
+    lines = [f"-- lakelog tables of {root}; use with: spark-sql -i <this file>"]
+    names: set[str] = set()
+
+    def view(name: str, options: dict[str, str]) -> None:
+        if name in names:
+            lines.append(f"-- skipped {name}: the name is taken by a table above")
+            return
+        names.add(name)
+        rendered = ", ".join(f"`{key}` '{_sql_string(value)}'" for key, value in options.items())
+        lines.append(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` USING lakelog OPTIONS ({rendered});")
+
+    for topic in user_topics(root):
+        view(topic, {"root": root, "topic": topic, "isolation.level": "read_committed"})
+    for topic in list_views(root):
+        view(f"{topic}_view", {"root": root, "view": topic})
+    for topic in list_status_tables(root):
+        view(f"{topic}_status", {"root": root, "status": topic})
+    return "\n".join(lines) + "\n"
+
+
+def _sql_string(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _open(path: Path, missing: str, topic: str) -> Table:
+    if not Table.exists(str(path)):
+        raise UnknownTopicOrPartition(missing, topic=topic)
+    return Table.open(str(path))
+
+
+def _tables_in(folder: Path) -> list[str]:
+    if not folder.is_dir():
+        return []
+    return sorted(entry.name for entry in folder.iterdir() if Table.exists(str(entry)))
+
+
+__all__ = [
+    "STATUS_DIR",
+    "STATUS_SCHEMA",
+    "VIEW_SCHEMA",
+    "VIEWS_DIR",
+    "list_status_tables",
+    "list_views",
+    "open_status",
+    "open_view",
+    "spark_sql_init",
+    "status_path",
+    "user_topics",
+    "view_path",
+]

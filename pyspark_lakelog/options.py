@@ -1,0 +1,160 @@
+"""The `lakelog` data source's options, checked on the driver with lakelog's error classes.
+
+Reading (exactly one of `topic`, `view`, `status`):
+
+- `root`: the lakelog root folder (required; it must exist).
+- `topic`: a topic, or several separated by commas; rows in Spark's Kafka-source
+  columns. `isolation.level` (`read_committed`, the default, or
+  `read_uncommitted`), `startingOffsets` (`earliest`, the default, or JSON
+  `{"topic": {"0": 23, "1": -2}}`) and `endingOffsets` (`latest`, the default,
+  or JSON; -1 is latest) as Spark's Kafka source takes them.
+- `view`: the materialized read_committed view of a topic (`<root>/views/<topic>`).
+- `status`: the partition-status table of a topic (`<root>/status/<topic>`).
+- `maxPartitionBytes`: data files per input partition (default 128 MiB); a
+  topic-partition larger than that is read by several tasks.
+
+Writing: `root`, `topic` (or a `topic` column), `transactional.id` (required),
+`batch.id` (optional: a non-negative integer, growing from batch to batch; a
+batch at or below the last committed one is skipped) and
+`transaction.timeout.ms` (optional).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lakelog.errors import InvalidConfig
+from lakelog.log import ISOLATION_LEVELS, READ_COMMITTED, topic_config
+from lakelog.log.scan import EARLIEST, LATEST, OffsetSpec, parse_offsets_json
+
+DEFAULT_PARTITION_BYTES = 128 << 20
+READ_KEYS = ("root", "topic", "view", "status", "isolation.level", "startingoffsets", "endingoffsets", "maxpartitionbytes")
+WRITE_KEYS = ("root", "topic", "transactional.id", "batch.id", "transaction.timeout.ms")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """A checked read: what to read (`kind` is "topic", "view" or "status") and how."""
+
+    root: str
+    kind: str
+    names: tuple[str, ...]
+    isolation_level: str = READ_COMMITTED
+    starting_offsets: Mapping[str, OffsetSpec] | None = None
+    ending_offsets: Mapping[str, OffsetSpec] | None = None
+    max_partition_bytes: int = DEFAULT_PARTITION_BYTES
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        values = _lower(options)
+        _refuse_unknown(values, READ_KEYS, "reading")
+        root = existing_root(values)
+        kinds = [kind for kind in ("topic", "view", "status") if values.get(kind)]
+        if len(kinds) != 1:
+            raise InvalidConfig(
+                "lakelog reads need exactly one of the options topic, view or status "
+                f"(got {', '.join(kinds) or 'none'})",
+                key="topic",
+            )
+        kind = kinds[0]
+        names = tuple(name.strip() for name in values[kind].split(",") if name.strip())
+        if kind != "topic" and len(names) != 1:
+            raise InvalidConfig(f"option {kind} names one topic, not {values[kind]!r}", key=kind)
+        if kind != "topic":
+            for key in ("isolation.level", "startingoffsets", "endingoffsets"):
+                if key in values:
+                    raise InvalidConfig(f"option {key} applies to topic reads, not to a {kind}", key=key)
+        isolation_level = values.get("isolation.level", READ_COMMITTED)
+        if isolation_level not in ISOLATION_LEVELS:
+            raise InvalidConfig(
+                f"isolation.level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}",
+                key="isolation.level",
+            )
+        starting = ending = None
+        if kind == "topic":
+            for name in names:
+                # Unknown topics fail here, on the driver, before any task runs.
+                topic_config(root, name)
+            starting = parse_offsets_json("startingOffsets", values.get("startingoffsets", "earliest"), list(names))
+            ending = parse_offsets_json("endingOffsets", values.get("endingoffsets", "latest"), list(names))
+        max_bytes = _positive_int(values, "maxpartitionbytes", DEFAULT_PARTITION_BYTES)
+        return cls(root, kind, names, isolation_level, starting, ending, max_bytes)
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """A checked write: where, under which transactional id, and which batch."""
+
+    root: str
+    topic: str | None
+    transactional_id: str
+    batch_id: int | None
+    transaction_timeout_ms: int | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        values = _lower(options)
+        _refuse_unknown(values, WRITE_KEYS, "writing")
+        root = existing_root(values)
+        topic = values.get("topic") or None
+        if topic is not None:
+            topic_config(root, topic)
+        transactional_id = values.get("transactional.id")
+        if not transactional_id:
+            raise InvalidConfig(
+                "lakelog writes are transactional: set option transactional.id (and batch.id to make a retried "
+                "job's write happen once)",
+                key="transactional.id",
+            )
+        batch_id = _optional_int(values, "batch.id")
+        timeout = _optional_int(values, "transaction.timeout.ms")
+        return cls(root, topic, transactional_id, batch_id, timeout)
+
+
+def existing_root(values: Mapping[str, str]) -> str:
+    root = values.get("root")
+    if not root:
+        raise InvalidConfig("option root is required: the lakelog root folder", key="lakelog.root")
+    if not os.path.isdir(root):
+        raise InvalidConfig(f"lakelog root {root} does not exist (or is not a folder)", key="lakelog.root")
+    return os.path.abspath(root)
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    # Spark hands options over case-insensitively; compare in lower case.
+    return {str(key).lower(): value for key, value in dict(options).items()}
+
+
+def _refuse_unknown(values: Mapping[str, str], known: tuple[str, ...], doing: str) -> None:
+    unknown = sorted(set(values) - set(known) - {"path"})
+    if unknown:
+        raise InvalidConfig(
+            f"unknown option(s) {unknown} for {doing} lakelog; known: {', '.join(known)}", key=unknown[0]
+        )
+
+
+def _positive_int(values: Mapping[str, str], key: str, default: int) -> int:
+    value = _optional_int(values, key)
+    if value is None:
+        return default
+    if value < 1:
+        raise InvalidConfig(f"option {key} must be positive, not {value}", key=key)
+    return value
+
+
+def _optional_int(values: Mapping[str, str], key: str) -> int | None:
+    text = values.get(key)
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise InvalidConfig(f"option {key} must be an integer, not {text!r}", key=key) from None
+    if value < 0:
+        raise InvalidConfig(f"option {key} must not be negative, not {value}", key=key)
+    return value
+
+
+__all__ = ["EARLIEST", "LATEST", "ReadOptions", "WriteOptions", "existing_root"]

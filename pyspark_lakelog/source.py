@@ -1,0 +1,299 @@
+"""The `lakelog` Python data source: topics, views and status tables as Spark tables; exactly-once writes.
+
+Reads resolve their snapshot on the driver when the DataFrame is planned
+(`lakelog.log.scan.plan_scan`) and ship each topic-partition's pinned snapshot
+to the executors, one input partition per topic-partition (cut at file
+boundaries into pieces of about `maxPartitionBytes`). Executors read through
+`PartitionLog.fetch`, so LSO and aborted transactions are applied by the log's
+own code. Writes stage Parquet files on the executors; the driver's commit
+appends them all as one lakelog transaction (lakelog.client.batch_writer).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
+
+from lakelog import catalog
+from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
+from lakelog.log import topic_config
+from lakelog.log.records import HEADER_TYPE, PAYLOAD_SCHEMA
+from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
+from pyspark_lakelog.options import ReadOptions, WriteOptions
+
+STAGING_DIR = "_spark_staging"
+# Rows per lakelog batch (one Parquet file, one commit) when the driver appends staged rows.
+WRITE_BATCH_RECORDS = 500_000
+# Columns a written DataFrame may have (Spark's Kafka sink's), and the types they are cast to.
+WRITE_COLUMNS = {
+    "key": pa.binary(),
+    "value": pa.binary(),
+    "topic": pa.string(),
+    "partition": pa.int32(),
+    "headers": HEADER_TYPE,
+    "timestamp": pa.timestamp("us", tz="UTC"),
+}
+
+log = logging.getLogger(__name__)
+
+
+class LakelogDataSource(DataSource):
+    """`spark.read.format("lakelog")` / `df.write.format("lakelog")`; options in pyspark_lakelog.options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lakelog"
+
+    def schema(self) -> StructType:
+        values = {key.lower(): value for key, value in self.options.items()}
+        if values.get("view") or values.get("status"):
+            return from_arrow_schema(_table_reader(ReadOptions.parse(self.options)).arrow_schema)
+        return from_arrow_schema(KAFKA_SCHEMA)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = ReadOptions.parse(self.options)
+        if options.kind == "topic":
+            return TopicReader(options)
+        return _table_reader(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> TopicWriter:
+        if overwrite:
+            raise InvalidRequest("lakelog topics are append-only: write with mode('append')")
+        return TopicWriter(WriteOptions.parse(self.options), schema)
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScanPartition(InputPartition):
+    """One input partition: a range of one topic-partition's pinned snapshot."""
+
+    scan: PartitionScan
+
+
+class TopicReader(DataSourceReader):
+    """Topic rows in the Kafka source's columns, read_committed or read_uncommitted."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        assert options.starting_offsets is not None and options.ending_offsets is not None
+        self.scans = [
+            scan
+            for topic in options.names
+            for scan in plan_scan(
+                options.root,
+                topic,
+                options.isolation_level,
+                options.starting_offsets[topic],
+                options.ending_offsets[topic],
+            )
+        ]
+        self.max_partition_bytes = options.max_partition_bytes
+
+    def partitions(self) -> list[InputPartition]:
+        pieces = [
+            ScanPartition(piece)
+            for scan in self.scans
+            if scan.end_offset > scan.start_offset
+            for piece in scan.split(self.max_partition_bytes)
+        ]
+        if pieces:
+            return pieces
+        # Nothing to read: one partition that reads an empty range (Spark wants at least one).
+        return [ScanPartition(self.scans[0])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ScanPartition)
+        for rows in partition.scan.read_kafka_rows():
+            yield from rows.to_batches()
+
+
+@dataclass(frozen=True)
+class FilesPartition(InputPartition):
+    paths: tuple[str, ...]
+
+
+class TableReader(DataSourceReader):
+    """The active files of one Delta snapshot (a materialized view or a status table)."""
+
+    def __init__(self, paths: list[str], arrow_schema: pa.Schema, max_partition_bytes: int) -> None:
+        self.paths = paths
+        self.arrow_schema = arrow_schema
+        self.max_partition_bytes = max_partition_bytes
+
+    def partitions(self) -> list[InputPartition]:
+        groups: list[list[str]] = [[]]
+        size = 0
+        for path in self.paths:
+            if groups[-1] and size >= self.max_partition_bytes:
+                groups.append([])
+                size = 0
+            groups[-1].append(path)
+            size += os.path.getsize(path)
+        return [FilesPartition(tuple(group)) for group in groups]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FilesPartition)
+        for path in partition.paths:
+            table = pq.read_table(path).select(self.arrow_schema.names).cast(self.arrow_schema)
+            yield from table.to_batches()
+
+
+def _table_reader(options: ReadOptions) -> TableReader:
+    (topic,) = options.names
+    table = catalog.open_view(options.root, topic) if options.kind == "view" else catalog.open_status(options.root, topic)
+    return TableReader(table.data_paths(), table.schema, options.max_partition_bytes)
+
+
+# -- writing -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StagedFiles(WriterCommitMessage):
+    """What one task staged: (topic, partition, path, records) per file, in row order."""
+
+    files: tuple[tuple[str, int, str, int], ...]
+
+
+class TopicWriter(DataSourceArrowWriter):
+    """Executors stage rows per partition as Parquet; the driver commits all of them as one transaction."""
+
+    def __init__(self, options: WriteOptions, schema: StructType) -> None:
+        self.options = options
+        columns = set(schema.names)
+        unknown = sorted(columns - set(WRITE_COLUMNS))
+        if unknown:
+            raise InvalidRequest(
+                f"columns {unknown} cannot be written to a topic; a lakelog write takes {sorted(WRITE_COLUMNS)}"
+            )
+        if "value" not in columns:
+            raise InvalidRequest("a lakelog write needs a value column")
+        if options.topic is None and "topic" not in columns:
+            raise InvalidConfig("set option topic, or give the DataFrame a topic column", key="topic")
+        # Read once on the driver; with a topic column, executors look up the topics they meet.
+        self.partition_counts = (
+            {options.topic: topic_config(options.root, options.topic).num_partitions} if options.topic else {}
+        )
+        self.staging = os.path.join(options.root, STAGING_DIR, uuid.uuid4().hex)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
+        from lakelog.config import load
+
+        partitioner = load("producer", {"lakelog.root": self.options.root})["partitioner"]
+        counts_by_topic = dict(self.partition_counts)
+
+        def count_of(topic: str) -> int:
+            if topic not in counts_by_topic:
+                counts_by_topic[topic] = topic_config(self.options.root, topic).num_partitions
+            return counts_by_topic[topic]
+
+        os.makedirs(self.staging, exist_ok=True)
+        writers: dict[tuple[str, int], tuple[str, pq.ParquetWriter]] = {}
+        counts: dict[tuple[str, int], int] = {}
+        order: list[tuple[str, int]] = []
+        try:
+            for batch in iterator:
+                table = pa.Table.from_batches([batch])
+                for (topic, partition), rows in _route(table, self.options.topic, count_of, partitioner):
+                    key = (topic, partition)
+                    if key not in writers:
+                        path = os.path.join(self.staging, f"{uuid.uuid4().hex}.parquet")
+                        writers[key] = (path, pq.ParquetWriter(path, PAYLOAD_SCHEMA))
+                        counts[key] = 0
+                        order.append(key)
+                    writers[key][1].write_table(rows)
+                    counts[key] += rows.num_rows
+        finally:
+            for _, writer in writers.values():
+                writer.close()
+        return StagedFiles(tuple((*key, writers[key][0], counts[key]) for key in order))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        from lakelog.client.batch_writer import TransactionalBatchWriter
+
+        files: dict[tuple[str, int], list[str]] = {}
+        for message in messages:
+            if isinstance(message, StagedFiles):
+                for topic, partition, path, _ in message.files:
+                    files.setdefault((topic, partition), []).append(path)
+        try:
+            writer = TransactionalBatchWriter(
+                self.options.root, self.options.transactional_id, transaction_timeout_ms=self.options.transaction_timeout_ms
+            )
+            result = writer.write({tp: _staged_batches(paths) for tp, paths in files.items()}, self.options.batch_id)
+            if result.skipped:
+                log.warning(
+                    "lakelog: batch %s of %s was committed before; this write wrote nothing",
+                    self.options.batch_id,
+                    self.options.transactional_id,
+                )
+        finally:
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _route(table: pa.Table, topic_option: str | None, count_of, partitioner: str) -> Iterator[tuple[tuple[str, int], pa.Table]]:
+    """Split rows into (topic, partition) groups of payload columns, keeping each group's row order.
+
+    A row goes to its `partition` column's partition if it has one, else where
+    lakelog's Producer would send its key (the producer's `partitioner`).
+    """
+    from lakelog.client.producer import partition_for
+
+    count = table.num_rows
+    topics = [topic_option] * count if topic_option is not None else table.column("topic").to_pylist()
+    keys = table.column("key").cast(pa.binary()).to_pylist() if "key" in table.column_names else [None] * count
+    given = table.column("partition").to_pylist() if "partition" in table.column_names else [None] * count
+    groups: dict[tuple[str, int], list[int]] = {}
+    for index, (topic, key, partition) in enumerate(zip(topics, keys, given)):
+        if topic is None:
+            raise InvalidRequest("a row has a null topic column and no topic option is set")
+        total = count_of(topic)
+        if partition is None:
+            partition = partition_for(key, total, partitioner)
+        elif not 0 <= partition < total:
+            raise UnknownTopicOrPartition(f"topic {topic} has partitions 0-{total - 1}, not {partition}", topic=topic)
+        groups.setdefault((topic, partition), []).append(index)
+    payload = pa.Table.from_arrays(
+        [_column(table, field.name, field.type) for field in PAYLOAD_SCHEMA], schema=PAYLOAD_SCHEMA
+    )
+    for target, indices in groups.items():
+        yield target, payload.take(pa.array(indices, pa.int64()))
+
+
+def _column(table: pa.Table, name: str, type_: pa.DataType) -> pa.ChunkedArray | pa.Array:
+    if name not in table.column_names:
+        return pa.nulls(table.num_rows, type_)
+    column = table.column(name)
+    if name == "timestamp" and pa.types.is_timestamp(column.type):
+        return pc.cast(column, type_)
+    return column.cast(type_)
+
+
+def _staged_batches(paths: list[str]) -> Iterator[pa.Table]:
+    for path in paths:
+        with pq.ParquetFile(path) as staged:
+            for batch in staged.iter_batches(batch_size=WRITE_BATCH_RECORDS):
+                yield pa.Table.from_batches([batch], schema=PAYLOAD_SCHEMA)
+
+
+__all__ = ["LakelogDataSource", "TopicReader", "TopicWriter"]

@@ -1,0 +1,134 @@
+"""Spark reads topics exactly as lakelog's readers do (S4.8, S5.2, S5.4), through both Spark paths.
+
+Each history mixes committed, aborted and still-open transactions of several
+producers over several partitions, plain batches and markers. The `lakelog`
+data source and `read_topic` (Spark's Parquet reader plus the plan as a filter)
+must return exactly the rows the Consumer returns, at both isolation levels,
+and exactly what PartitionLog.fetch returns for any offset range.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from spark_histories import (
+    consumer_rows,
+    fetch_rows,
+    random_history,
+    spark_rows,
+    without_timestamps,
+)
+
+from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
+from lakelog.log.scan import plan_scan
+from lakelog.store.maintenance import compact
+from pyspark_lakelog import read_topic, scan_dataframe
+
+pytestmark = pytest.mark.spark
+
+SEEDS = (1, 2, 3)
+
+
+def load(spark, root, topic, **options):
+    reader = spark.read.format("lakelog").option("root", root).option("topic", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_S5_2_random_histories_spark_reads_what_the_consumer_reads(spark, root, seed):
+    """Both isolation levels, both Spark paths, against the Consumer and against PartitionLog.fetch."""
+    rng = random.Random(seed)
+    topic = f"history-{seed}"
+    writer = random_history(root, topic, rng, partitions=3, steps=45)
+    if seed % 2:
+        # Compaction merges files (transactions then span files); offsets and rows stay the same.
+        for log in writer.logs:
+            compact(log.table, fan_in=2)
+    for isolation_level in (READ_COMMITTED, READ_UNCOMMITTED):
+        expected = fetch_rows(root, topic, isolation_level)
+        assert without_timestamps(expected) == consumer_rows(root, topic, isolation_level)
+        source = spark_rows(load(spark, root, topic, **{"isolation.level": isolation_level}))
+        frame = spark_rows(read_topic(spark, root, topic, isolation_level))
+        assert source == expected, isolation_level
+        assert frame == expected, isolation_level
+    committed = fetch_rows(root, topic, READ_COMMITTED)
+    uncommitted = fetch_rows(root, topic, READ_UNCOMMITTED)
+    assert set(committed) <= set(uncommitted)
+    if writer.open:
+        # Something is held back by the LSO in read_committed.
+        assert len(committed) < len(uncommitted)
+
+
+def test_S5_1_open_transaction_holds_every_later_row_back(spark, root):
+    """Rows after the first offset of an open transaction are not read_committed yet, even committed ones."""
+    writer = random_history(root, "held", random.Random(9), partitions=1, steps=0)
+    writer.transactional_batch(11, 0, rows=2)
+    writer.end(11, commit=True)
+    writer.transactional_batch(12, 0, rows=3)  # stays open
+    writer.transactional_batch(13, 0, rows=2)
+    writer.end(13, commit=True)
+    writer.plain_batch(0)
+    rows = spark_rows(load(spark, root, "held"))
+    assert [row[1] for row in rows] == [0, 1]
+    writer.end(12, commit=False)
+    rows = spark_rows(load(spark, root, "held"))
+    assert [row[3] for row in rows] == [value for *_, value, _h in consumer_rows(root, "held", READ_COMMITTED)]
+    assert not any(row[3].startswith(b"p12") for row in rows)
+    assert any(row[3].startswith(b"p13") for row in rows)
+
+
+def test_offset_ranges_follow_sparks_kafka_source(spark, root):
+    """startingOffsets / endingOffsets JSON per partition (-2 earliest, -1 latest) read exactly fetch's rows."""
+    random_history(root, "ranges", random.Random(5), partitions=3, steps=60)
+    his = [open_partition(root, "ranges", p) for p in range(3)]
+    lso = [log.last_stable_offset() for log in his]
+    start = {0: min(3, lso[0]), 1: 0, 2: max(lso[2] - 4, 0)}
+    end = {0: lso[0], 1: min(5, lso[1]), 2: lso[2]}
+    options = {
+        "startingOffsets": json.dumps({"ranges": {"0": start[0], "1": -2, "2": start[2]}}),
+        "endingOffsets": json.dumps({"ranges": {"0": -1, "1": end[1], "2": -1}}),
+    }
+    expected = fetch_rows(root, "ranges", READ_COMMITTED, start, end)
+    assert spark_rows(load(spark, root, "ranges", **options)) == expected
+    scans = plan_scan(root, "ranges", READ_COMMITTED, start, {0: -1, 1: end[1], 2: -1})
+    assert spark_rows(scan_dataframe(spark, scans)) == expected
+
+
+def test_large_partitions_are_split_by_file_and_many_aborts_become_a_join(spark, root):
+    """Input partitions cut at file boundaries, and the anti-join path for aborted ranges, read the same rows."""
+    writer = random_history(root, "split", random.Random(7), partitions=2, steps=0)
+    for n in range(12):
+        producer_id = 11 + n % 3
+        writer.transactional_batch(producer_id, n % 2, rows=3)
+        writer.plain_batch(n % 2)
+        writer.end(producer_id, commit=n % 3 != 0)
+    expected = fetch_rows(root, "split", READ_COMMITTED)
+    scans = plan_scan(root, "split")
+    assert sum(len(scan.aborted) for scan in scans) == 4
+    assert len(scans[0].split(1)) == len(scans[0].files)
+    piece = max(scan.size_bytes for scan in scans) // 3
+    pieces = [split for scan in scans for split in scan.split(piece)]
+    assert len(pieces) >= 5
+    for scan in scans:
+        bounds = [(split.start_offset, split.end_offset) for split in scan.split(piece)]
+        assert bounds[0][0] == scan.start_offset and bounds[-1][1] == scan.end_offset
+        assert all(before[1] == after[0] for before, after in zip(bounds, bounds[1:]))
+    frame = load(spark, root, "split", maxPartitionBytes=str(piece))
+    assert frame.rdd.getNumPartitions() == len(pieces)
+    assert spark_rows(frame) == expected
+    assert spark_rows(scan_dataframe(spark, scans, max_inline_aborted=0)) == expected
+
+
+def test_several_topics_and_empty_ones(spark, root):
+    """A comma-separated topic list reads each topic; an empty topic reads no rows."""
+    random_history(root, "one", random.Random(11), partitions=2, steps=20)
+    create_topic(root, "empty", 2)
+    both = spark_rows(load(spark, root, "one,empty"))
+    assert both == fetch_rows(root, "one", READ_COMMITTED)
+    assert load(spark, root, "empty").count() == 0
+    assert read_topic(spark, root, "empty").count() == 0
+    assert load(spark, root, "one").schema.simpleString() == read_topic(spark, root, "one").schema.simpleString()
