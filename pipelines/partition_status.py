@@ -1,0 +1,126 @@
+"""Spark job: HW, LSO, open transactions and aborted ranges of every partition of a topic, into `<root>/status/<topic>`.
+
+One Spark task per partition computes its status with the partition log's own
+code (S5.1, S5.3): the transaction index, brought up to date from its newest
+snapshot, so a run reads only what was appended since. It is incremental twice
+over: a partition whose table version is the one the status table already
+shows is not read at all, and the status table changes only if some partition
+did. The status table (one row per partition, catalog.STATUS_SCHEMA) is
+replaced by one strict Delta commit decided on the snapshot it was read from;
+a run that loses that race to another run decides again on the new snapshot.
+
+    spark-submit pipelines/partition_status.py --root R --topic T
+    python -m pipelines.partition_status --root R --topic T
+    partition_status(spark, root, topic)       # from Python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakelog import catalog
+from lakelog.errors import CommitConflict
+from lakelog.log import open_partition, topic_config
+from lakelog.store import Table
+
+MAX_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """What a run did: the status table version it left (None if nothing changed), partitions recomputed."""
+
+    version: int | None
+    partitions: int
+    recomputed: list[int]
+
+
+def partition_status(spark: Any, root: str, topic: str) -> StatusReport:
+    """Bring `<root>/status/<topic>` up to date with every partition of `topic`; see the module docstring."""
+    root = os.path.abspath(root)
+    num_partitions = topic_config(root, topic).num_partitions
+    table, _ = Table.create(str(catalog.status_path(root, topic)), catalog.STATUS_SCHEMA, {})
+    for _ in range(MAX_ATTEMPTS):
+        table.refresh()
+        shown = {row["partition"]: row for row in _rows(table)}
+        tasks = [(root, topic, partition, _version(shown.get(partition))) for partition in range(num_partitions)]
+        computed = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(_status_of).collect()
+        changed = {row["partition"]: row for row in computed if row is not None}
+        if not changed:
+            return StatusReport(None, num_partitions, [])
+        rows = [changed.get(partition) or shown[partition] for partition in range(num_partitions)]
+        name = f"status-{uuid.uuid4().hex}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows, schema=catalog.STATUS_SCHEMA), os.path.join(table.uri, name))
+        try:
+            version = table.commit_files([name], catalog.STATUS_SCHEMA, overwrite=True)
+        except CommitConflict:
+            os.remove(os.path.join(table.uri, name))
+            continue
+        return StatusReport(version, num_partitions, sorted(changed))
+    raise CommitConflict(f"status of {topic}: lost {MAX_ATTEMPTS} commit races in a row to other runs")
+
+
+def _status_of(task: tuple[str, str, int, int | None]) -> dict[str, Any] | None:
+    """One partition's status row, or None if its table is still at `known_version` (runs in a Spark task)."""
+    root, topic, partition, known_version = task
+    log = open_partition(root, topic, partition)
+    if log.version == known_version:
+        return None
+    high_watermark = log.high_watermark()
+    return {
+        "topic": topic,
+        "partition": partition,
+        "table_version": log.version,
+        "log_start_offset": log.log_start_offset(),
+        "high_watermark": high_watermark,
+        "last_stable_offset": log.last_stable_offset(),
+        "open_transactions": [
+            {"producer_id": producer_id, "first_offset": first}
+            for producer_id, first in sorted(log.open_transactions().items(), key=lambda item: item[1])
+        ],
+        "aborted_transactions": [
+            {"producer_id": txn.producer_id, "first_offset": txn.first_offset, "marker_offset": txn.marker_offset}
+            for txn in log.aborted_transactions(0, high_watermark)
+        ],
+        "updated_at": datetime.now(timezone.utc),
+    }
+
+
+def _rows(table: Table) -> list[dict[str, Any]]:
+    paths = table.data_paths()
+    if not paths:
+        return []
+    return pa.concat_tables(pq.read_table(path).cast(catalog.STATUS_SCHEMA) for path in paths).to_pylist()
+
+
+def _version(row: dict[str, Any] | None) -> int | None:
+    return None if row is None else row["table_version"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--topic", required=True)
+    args = parser.parse_args(argv)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName(f"lakelog partition_status {args.topic}").getOrCreate()
+    started = time.monotonic()
+    report = partition_status(spark, args.root, args.topic)
+    print(json.dumps({**report.__dict__, "seconds": round(time.monotonic() - started, 3)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

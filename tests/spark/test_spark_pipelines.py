@@ -1,0 +1,147 @@
+"""The Spark jobs of pipelines/: partition status and the read_committed view, incremental and exactly once.
+
+The view must always hold exactly the topic's read_committed rows up to the
+LSO of some past run, each once: after runs SIGKILLed at every step (real
+processes, a spark-submit among them) and run again, after a run that loses its
+commit to another, after new commits, aborts and transactions left open.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from spark_histories import fetch_rows, random_history, spark_rows
+
+from lakelog import catalog
+from lakelog.log import READ_COMMITTED, open_partition
+from pipelines import materialize_committed_view as view_job
+from pipelines.materialize_committed_view import materialize_committed_view, view_position
+from pipelines.partition_status import partition_status
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[2]
+WORKERS = Path(__file__).resolve().parent / "spark_workers.py"
+
+
+def view_rows(spark, root, topic):
+    return spark_rows(spark.read.format("lakelog").option("root", root).option("view", topic).load())
+
+
+def assert_view_is_read_committed(spark, root, topic):
+    """The view holds each partition's read_committed rows up to its recorded position, each once, and
+    positions are the LSOs of the last run (here: nothing committed since, so the current LSOs)."""
+    view = catalog.open_view(root, topic)
+    partitions = open_partition(root, topic, 0).config.num_partitions
+    positions = {p: view_position(view, p) for p in range(partitions)}
+    assert positions == {p: open_partition(root, topic, p).last_stable_offset() for p in range(partitions)}
+    rows = view_rows(spark, root, topic)
+    assert len({(row[0], row[1]) for row in rows}) == len(rows), "a row is in the view twice"
+    assert rows == fetch_rows(root, topic, READ_COMMITTED, end=positions)
+
+
+def test_partition_status_is_the_logs_own_and_incremental(spark, root):
+    writer = random_history(root, "status", random.Random(3), partitions=3, steps=40)
+    first = partition_status(spark, root, "status")
+    assert first.recomputed == [0, 1, 2] and first.version == 1
+    rows = {row["partition"]: row for row in spark.read.format("lakelog").option("root", root).option("status", "status").load().collect()}
+    for partition in range(3):
+        log = open_partition(root, "status", partition)
+        row = rows[partition]
+        assert (row["high_watermark"], row["last_stable_offset"], row["table_version"]) == (
+            log.high_watermark(),
+            log.last_stable_offset(),
+            log.version,
+        )
+        assert {t["producer_id"]: t["first_offset"] for t in row["open_transactions"]} == log.open_transactions()
+        assert [(t["producer_id"], t["first_offset"], t["marker_offset"]) for t in row["aborted_transactions"]] == [
+            (t.producer_id, t.first_offset, t.marker_offset) for t in log.aborted_transactions(0, log.high_watermark())
+        ]
+    again = partition_status(spark, root, "status")
+    assert again.version is None and again.recomputed == []
+    writer.plain_batch(1)
+    third = partition_status(spark, root, "status")
+    assert third.recomputed == [1] and third.version == 2
+    status = catalog.open_status(root, "status")
+    assert len(status.data_paths()) == 1 and pq.read_metadata(status.data_paths()[0]).num_rows == 3
+
+
+def test_view_is_incremental_and_follows_the_lso(spark, root):
+    writer = random_history(root, "orders", random.Random(4), partitions=3, steps=40)
+    writer.transactional_batch(11, 0, rows=2)  # open: holds partition 0's LSO
+    report = materialize_committed_view(spark, root, "orders")
+    assert report.version == 1
+    assert_view_is_read_committed(spark, root, "orders")
+    assert materialize_committed_view(spark, root, "orders").version is None
+    for producer_id in sorted(writer.open):
+        writer.end(producer_id, commit=producer_id != 12)
+    for _ in range(15):
+        writer.step()
+    assert materialize_committed_view(spark, root, "orders").version == 2
+    assert_view_is_read_committed(spark, root, "orders")
+
+
+def test_a_run_that_loses_its_commit_decides_again(spark, root):
+    """Run A is overtaken between writing its files and committing them: run B commits the same rows first.
+    A's commit fails (strict v+1), A deletes its files and finds nothing left to do."""
+    writer = random_history(root, "race", random.Random(6), partitions=2, steps=30)
+    inner = []
+
+    def overtake(point):
+        if point == view_job.FAULT_MOVED and not inner:
+            inner.append(materialize_committed_view(spark, root, "race"))
+
+    report = materialize_committed_view(spark, root, "race", fault=overtake)
+    assert inner[0].version == 1 and report.version is None
+    assert_view_is_read_committed(spark, root, "race")
+    view = catalog.open_view(root, "race")
+    data_files = {name for name in os.listdir(view.uri) if name.endswith(".parquet")}
+    assert data_files == {os.path.basename(path) for path in view.data_paths()}, "the loser left files behind"
+    writer.plain_batch(0)
+
+
+@pytest.mark.slow
+def test_view_runs_killed_at_any_point_leave_no_duplicate_and_no_gap(spark, root, tmp_path):
+    """SIGKILL a spark-submit run at a random moment of its Spark write, then runs at the fault points after
+    it (files moved into the table but in no commit; committed but not cleaned up), with new transactions
+    between runs; a final run leaves the view equal to the topic's read_committed rows up to the LSO, each once."""
+    rng = random.Random(8)
+    writer = random_history(root, "killed", rng, partitions=3, steps=40)
+    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
+    submit = subprocess.Popen(
+        [os.path.join(os.path.dirname(sys.executable), "spark-submit"), "--master", "local[1]",
+         "--conf", "spark.ui.enabled=false", str(REPO / "pipelines" / "materialize_committed_view.py"),
+         "--root", root, "--topic", "killed"],
+        cwd=tmp_path, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    staging = Path(root) / "views" / "killed" / view_job.STAGING_DIR
+    deadline = time.monotonic() + 180
+    while not (staging.is_dir() and any(staging.iterdir())) and submit.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert staging.is_dir(), "the spark-submit run never started writing"
+    time.sleep(rng.uniform(0, 1.0))
+    os.killpg(submit.pid, signal.SIGKILL)
+    submit.wait(60)
+    for point in (view_job.FAULT_MOVED, view_job.FAULT_COMMITTED):
+        for _ in range(8):
+            writer.step()
+        run = subprocess.run(
+            [sys.executable, str(WORKERS), "materialize", root, "killed", point],
+            cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300, start_new_session=True,
+        )
+        assert run.returncode == -signal.SIGKILL, run.stdout + run.stderr[-3000:]
+        assert f"at {point}" in run.stdout
+    committed_by_killed_runs = catalog.open_view(root, "killed").version
+    assert committed_by_killed_runs >= 1  # the run killed after its commit did commit
+    for producer_id in sorted(writer.open):
+        writer.end(producer_id, commit=True)
+    materialize_committed_view(spark, root, "killed")
+    assert_view_is_read_committed(spark, root, "killed")
