@@ -1,4 +1,4 @@
-"""`lakelog` command line: init, topics, produce, consume, load, transactions, groups, coordinator sweep.
+"""`lakelog` command line: init, topics, produce, consume, load, transactions, groups, coordinator sweep, sql, spark-sql-init.
 
 Every command takes `--root` (or $LAKELOG_ROOT). Bad input exits with code 2 and
 one line on stderr; a delivery that fails exits 1.
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "handler", None):
             raise BadInput(
                 "lakelog: a command is required (init, topics, produce, consume, load, transactions, groups, "
-                "coordinator); "
+                "coordinator, sql, spark-sql-init); "
                 "see --help"
             )
         if not args.root:
@@ -188,6 +188,18 @@ def _build_parser() -> argparse.ArgumentParser:
         help="abort timed-out transactions, roll decided ones forward, expire idle ids, remove dead group members",
     )
     sweep.set_defaults(handler=_coordinator_sweep)
+
+    sql = commands.add_parser(
+        "sql", parents=[common], help="SQL in DuckDB over read_committed topics, <topic>_view and <topic>_status tables"
+    )
+    sql.add_argument("query", help='one query; quote "offset" (a reserved word in DuckDB)')
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="table (default), csv or JSON lines")
+    sql.set_defaults(handler=_sql)
+    sql_init = commands.add_parser(
+        "spark-sql-init", parents=[common], help="write a spark-sql init file: a temporary view per topic, view and status table"
+    )
+    sql_init.add_argument("--output", "-o", help="file to write (default: standard output)")
+    sql_init.set_defaults(handler=_spark_sql_init)
     return parser
 
 
@@ -548,6 +560,60 @@ def _coordinator_sweep(args: argparse.Namespace) -> int:
     # S6.5: members past their session or rebalance timeout leave their groups.
     report["members_expired"] = [{"group": group, "member_id": member} for group, member in GroupCoordinator(root).sweep()]
     print(json.dumps(report))
+    return 0
+
+
+def _sql(args: argparse.Namespace) -> int:
+    from lakelog import sql
+
+    result = sql.query(args.root, args.query)
+    if args.format == "table":
+        import duckdb
+
+        with duckdb.connect() as connection:
+            connection.register("result", result)
+            connection.sql("SELECT * FROM result").show(max_rows=1000, max_width=200)
+        return 0
+    rows = result.to_pylist()
+    if args.format == "json":
+        for row in rows:
+            print(json.dumps({name: _json_value(value) for name, value in row.items()}, default=str))
+        return 0
+    import csv
+
+    writer = csv.writer(sys.stdout)
+    writer.writerow(result.column_names)
+    for row in rows:
+        writer.writerow([_json_value(value) for value in row.values()])
+    return 0
+
+
+def _json_value(value: Any) -> Any:
+    """Bytes as text if they are UTF-8, else base64 (as `consume` prints them); nested values likewise."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            return base64.b64encode(value).decode()
+    if isinstance(value, list):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _json_value(item) for key, item in value.items()}
+    return value
+
+
+def _spark_sql_init(args: argparse.Namespace) -> int:
+    from lakelog import catalog
+
+    if not os.path.isdir(args.root):
+        raise BadInput(f"lakelog spark-sql-init: root {args.root} does not exist")
+    script = catalog.spark_sql_init(args.root)
+    if args.output:
+        with open(args.output, "w") as output:
+            output.write(script)
+        print(f"wrote {script.count('CREATE ')} view(s) to {args.output}; run: spark-sql -i {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(script)
     return 0
 
 

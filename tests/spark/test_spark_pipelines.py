@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from spark_histories import fetch_rows, random_history, spark_rows
 
-from lakelog import catalog
+from lakelog import catalog, sql
 from lakelog.log import READ_COMMITTED, open_partition
 from pipelines import materialize_committed_view as view_job
 from pipelines.materialize_committed_view import materialize_committed_view, view_position
@@ -87,6 +87,15 @@ def test_view_is_incremental_and_follows_the_lso(spark, root):
         writer.step()
     assert materialize_committed_view(spark, root, "orders").version == 2
     assert_view_is_read_committed(spark, root, "orders")
+    # DuckDB sees the same: the view and the topic's read_committed rows, as `lakelog sql` queries them.
+    columns = 'partition, "offset", key, value, headers, timestamp'
+    differ = sql.query(
+        root,
+        f"SELECT count(*) AS n FROM ((SELECT {columns} FROM orders_view EXCEPT ALL SELECT {columns} FROM orders) "
+        f"UNION ALL (SELECT {columns} FROM orders EXCEPT ALL SELECT {columns} FROM orders_view))",
+    )
+    assert differ.column("n").to_pylist() == [0]
+    assert sql.query(root, "SELECT count(*) AS n FROM orders_view").column("n").to_pylist() == [len(view_rows(spark, root, "orders"))]
 
 
 def test_a_run_that_loses_its_commit_decides_again(spark, root):

@@ -1,0 +1,86 @@
+"""SQL over a root's committed data in DuckDB, the embedded default for queries that need no cluster.
+
+Every topic is a table of its read_committed rows (up to each partition's LSO,
+aborted transactions dropped) in the Kafka source's columns, read by the same
+scan as Spark's (lakelog.log.scan, through PartitionLog.fetch). Each
+materialized view is `<topic>_view` and each partition-status table
+`<topic>_status`, as in the spark-sql init file (catalog.spark_sql_init). Only
+the tables a query names are loaded, into Arrow, when it runs. `offset` is a
+reserved word in DuckDB: write `"offset"`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakelog import catalog
+from lakelog.errors import InvalidConfig, InvalidRequest
+from lakelog.log.scan import KAFKA_SCHEMA, plan_scan
+from lakelog.store import Table
+
+
+def query(root: str, sql: str) -> pa.Table:
+    """Run one SQL query over the root's topics, views and status tables; the result as Arrow."""
+    connection = connect(root, sql)
+    try:
+        return connection.sql(sql).to_arrow_table()
+    except duckdb.Error as error:
+        raise InvalidRequest(f"DuckDB: {str(error).splitlines()[0]}") from None
+    finally:
+        connection.close()
+
+
+def connect(root: str, sql: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the root's tables registered (only those `sql` names, if given)."""
+    if not os.path.isdir(root):
+        raise InvalidConfig(f"lakelog root {root} does not exist (or is not a folder)", key="lakelog.root")
+    connection = duckdb.connect()
+    for index, (name, load) in enumerate(tables(root).items()):
+        if sql is not None and not _names(sql, name):
+            continue
+        arrow_name = f"__lakelog_arrow_{index}"
+        connection.register(arrow_name, load())
+        connection.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM {_quote(arrow_name)}")
+    return connection
+
+
+def tables(root: str) -> dict[str, Callable[[], pa.Table]]:
+    """Table name -> a loader of its rows: topics, `<topic>_view`s, `<topic>_status` tables."""
+    found: dict[str, Callable[[], pa.Table]] = {}
+    for topic in catalog.user_topics(root):
+        found[topic] = lambda topic=topic: read_committed(root, topic)
+    for topic in catalog.list_views(root):
+        found.setdefault(f"{topic}_view", lambda topic=topic: _snapshot_rows(catalog.open_view(root, topic)))
+    for topic in catalog.list_status_tables(root):
+        found.setdefault(f"{topic}_status", lambda topic=topic: _snapshot_rows(catalog.open_status(root, topic)))
+    return found
+
+
+def read_committed(root: str, topic: str) -> pa.Table:
+    """A topic's read_committed rows, every partition up to its LSO, in the Kafka source's columns."""
+    chunks = [rows for scan in plan_scan(root, topic) for rows in scan.read_kafka_rows()]
+    return pa.concat_tables(chunks) if chunks else KAFKA_SCHEMA.empty_table()
+
+
+def _snapshot_rows(table: Table) -> pa.Table:
+    schema = table.schema
+    chunks = [pq.read_table(path).select(schema.names).cast(schema) for path in table.data_paths()]
+    return pa.concat_tables(chunks) if chunks else schema.empty_table()
+
+
+def _names(sql: str, name: str) -> bool:
+    """Whether `sql` may name the table `name` (a word of the query, quoted or not)."""
+    return re.search(rf'(?<![\w.-]){re.escape(name)}(?![\w-])', sql, flags=re.IGNORECASE) is not None
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+__all__ = ["connect", "query", "read_committed", "tables"]
