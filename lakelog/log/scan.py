@@ -182,7 +182,6 @@ def _plan_partition(log: PartitionLog, isolation_level: str, start: int, end: in
     limit = stable if isolation_level == READ_COMMITTED else high_watermark
     log_start = log.log_start_offset()
     start = log_start if start == EARLIEST else start
-    end = limit if end == LATEST else min(end, limit)
     where = f"{log.topic}-{log.partition}"
     if not log_start <= start <= high_watermark:
         raise OffsetOutOfRange(
@@ -190,10 +189,10 @@ def _plan_partition(log: PartitionLog, isolation_level: str, start: int, end: in
             log_start_offset=log_start,
             log_end_offset=high_watermark,
         )
-    # A start past the LSO in read_committed reads nothing yet, as a Kafka consumer would.
-    end = max(end, min(start, limit))
-    if end < start:
+    if end != LATEST and end < start:
         raise OffsetOutOfRange(f"{where}: ending offset {end} is before the starting offset {start}")
+    # Cut at what the isolation level may see; a start past the LSO reads nothing yet, as a consumer's would.
+    end = max(start, limit if end == LATEST else min(end, limit))
     aborted = tuple(log.aborted_transactions(start, end)) if isolation_level == READ_COMMITTED and end > start else ()
     return PartitionScan(
         topic=log.topic,

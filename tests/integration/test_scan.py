@@ -1,0 +1,72 @@
+"""Scan plans (lakelog.log.scan): offsets resolved as Spark's Kafka source resolves them, read through fetch."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
+from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, BatchHeader, ControlType, create_topic, open_partition, payload_table
+from lakelog.log.scan import EARLIEST, LATEST, parse_offsets_json, plan_scan
+
+
+@pytest.fixture
+def topic(root):
+    """p0: a, b (aborted txn), c, its ABORT marker, d (open txn): HW 5, LSO 4. p1: x."""
+    create_topic(root, "t", 2)
+    log = open_partition(root, "t", 0)
+    log.append(payload_table([b"a"]))
+    log.append(payload_table([b"b"]), BatchHeader(1, 0, 0, is_transactional=True))
+    log.append(payload_table([b"c"]))
+    log.append_marker(1, 1, ControlType.ABORT)
+    log.append(payload_table([b"d"]), BatchHeader(2, 0, 0, is_transactional=True))
+    open_partition(root, "t", 1).append(payload_table([b"x"]))
+    return "t"
+
+
+def values(scan):
+    return [value for rows in scan.read() for value in rows.column("value").to_pylist()]
+
+
+def test_ends_are_cut_at_the_isolation_levels_limit_and_rows_come_from_fetch(root, topic):
+    committed, other = plan_scan(root, topic)
+    assert (committed.start_offset, committed.end_offset, committed.last_stable_offset, committed.high_watermark) == (0, 4, 4, 5)
+    assert [(t.producer_id, t.first_offset, t.marker_offset) for t in committed.aborted] == [(1, 1, 3)]
+    assert values(committed) == [b"a", b"c"] and values(other) == [b"x"]
+    uncommitted, _ = plan_scan(root, topic, READ_UNCOMMITTED)
+    assert (uncommitted.end_offset, uncommitted.aborted) == (5, ())
+    assert values(uncommitted) == [b"a", b"b", b"c", b"d"]  # no marker rows
+    # A pinned scan travels (to a Spark executor) and reads the same snapshot after new commits.
+    shipped = pickle.loads(pickle.dumps(committed))
+    open_partition(root, "t", 0).append(payload_table([b"later"]))
+    assert values(shipped) == [b"a", b"c"]
+
+
+def test_offsets_per_partition(root, topic):
+    scan, _ = plan_scan(root, topic, READ_COMMITTED, {0: 2, 1: EARLIEST}, {0: 100, 1: LATEST})
+    assert (scan.start_offset, scan.end_offset) == (2, 4) and values(scan) == [b"c"]
+    past_lso, _ = plan_scan(root, topic, READ_COMMITTED, {0: 5, 1: 0}, LATEST)
+    assert (past_lso.start_offset, past_lso.end_offset) == (5, 5) and values(past_lso) == []
+    with pytest.raises(OffsetOutOfRange, match="ending offset 1 is before the starting offset 2"):
+        plan_scan(root, topic, READ_COMMITTED, {0: 2, 1: 0}, {0: 1, 1: LATEST})
+    with pytest.raises(OffsetOutOfRange, match="starting offset 7 is outside"):
+        plan_scan(root, topic, READ_COMMITTED, {0: 7, 1: 0})
+    with pytest.raises(OffsetOutOfRange, match="latest"):
+        plan_scan(root, topic, READ_COMMITTED, LATEST)
+    with pytest.raises(UnknownTopicOrPartition, match="every partition"):
+        plan_scan(root, topic, READ_COMMITTED, {0: 0})
+    with pytest.raises(InvalidRequest):
+        plan_scan(root, topic, "dirty")
+
+
+def test_offsets_json_as_sparks_kafka_source_takes_it():
+    assert parse_offsets_json("startingOffsets", "earliest", ["a", "b"]) == {"a": EARLIEST, "b": EARLIEST}
+    assert parse_offsets_json("endingOffsets", " LATEST ", ["a"]) == {"a": LATEST}
+    assert parse_offsets_json("startingOffsets", '{"a": {"0": 23, "1": -2}}', ["a"]) == {"a": {0: 23, 1: -2}}
+    with pytest.raises(InvalidRequest, match="neither"):
+        parse_offsets_json("startingOffsets", "{'a': 1}", ["a"])
+    with pytest.raises(UnknownTopicOrPartition, match="must give offsets for topic b"):
+        parse_offsets_json("startingOffsets", '{"a": {"0": 1}}', ["a", "b"])
+    with pytest.raises(UnknownTopicOrPartition, match="not a partition number"):
+        parse_offsets_json("startingOffsets", '{"a": {"zero": 1}}', ["a"])
