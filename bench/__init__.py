@@ -6,4 +6,13 @@ small table, then `ratio ...` lines with PASS/MISS against its target. A MISS is
 informational: the exit status is 0 unless a benchmark crashes.
 """
 
-BENCHMARKS = ("append_throughput", "append_latency", "conditional_append", "read_committed", "transactional_produce", "group_commit")
+BENCHMARKS = (
+    "append_throughput",
+    "append_latency",
+    "conditional_append",
+    "read_committed",
+    "transactional_produce",
+    "group_commit",
+    "spark_scan",
+    "view_materialize",
+)
