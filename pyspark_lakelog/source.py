@@ -34,22 +34,15 @@ from pyspark.sql.types import StructType
 from lakelog import catalog
 from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
 from lakelog.log import topic_config
-from lakelog.log.records import HEADER_TYPE, PAYLOAD_SCHEMA
+from lakelog.log.records import PAYLOAD_SCHEMA
 from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
 from pyspark_lakelog.options import ReadOptions, WriteOptions
 
 STAGING_DIR = "_spark_staging"
 # Rows per lakelog batch (one Parquet file, one commit) when the driver appends staged rows.
 WRITE_BATCH_RECORDS = 500_000
-# Columns a written DataFrame may have (Spark's Kafka sink's), and the types they are cast to.
-WRITE_COLUMNS = {
-    "key": pa.binary(),
-    "value": pa.binary(),
-    "topic": pa.string(),
-    "partition": pa.int32(),
-    "headers": HEADER_TYPE,
-    "timestamp": pa.timestamp("us", tz="UTC"),
-}
+# Columns a written DataFrame may have (Spark's Kafka sink's, plus a record timestamp); value is required.
+WRITE_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 
 log = logging.getLogger(__name__)
 
