@@ -25,6 +25,8 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def temp_root(parent: str | None = None, keep: bool = False, prefix: str = "lakelog-bench-") -> Iterator[str]:
+    if parent is not None:
+        os.makedirs(parent, exist_ok=True)
     path = tempfile.mkdtemp(prefix=prefix, dir=parent)
     try:
         yield path

@@ -578,17 +578,33 @@ def _uniform(
         for topic in {t for subscribed in subscriptions.values() for t in subscribed}
         for p in range(topic_partitions.get(topic, 0))
     )
-    quota = -(-len(partitions) // len(subscriptions))  # ceiling share
+    # Balanced: every member gets `share` partitions and `extra` of them one more. A ceiling quota for
+    # all would let earlier members keep everything (4 partitions, a and b keep 2 each, c joins with 0).
+    share, extra = divmod(len(partitions), len(subscriptions))
     result: dict[str, set[TopicPartitionKey]] = {member: set() for member in subscriptions}
     taken: set[TopicPartitionKey] = set()
-    # Sticky: keep previous partitions that are still subscribed, up to the quota.
+    kept: dict[str, list[TopicPartitionKey]] = {
+        member: [
+            tp
+            for tp in sorted(previous.get(member, frozenset()))
+            if tp[0] in subscriptions[member] and tp in partitions
+        ]
+        for member in subscriptions
+    }
+    # Sticky: members keep up to their share of what they had; the extra slots go to those who had the most.
     for member in sorted(subscriptions):
-        for tp in sorted(previous.get(member, frozenset())):
-            if tp in taken or tp[0] not in subscriptions[member] or tp not in partitions:
-                continue
-            if len(result[member]) < quota:
+        for tp in kept[member]:
+            if len(result[member]) < share and tp not in taken:
                 result[member].add(tp)
                 taken.add(tp)
+    for member in sorted(subscriptions, key=lambda m: (-len(kept[m]), m)):
+        if extra == 0:
+            break
+        spare = [tp for tp in kept[member] if tp not in taken]
+        if spare and len(result[member]) == share:
+            result[member].add(spare[0])
+            taken.add(spare[0])
+            extra -= 1
     for tp in partitions:
         if tp in taken:
             continue

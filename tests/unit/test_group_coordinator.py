@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -157,9 +157,37 @@ def test_S6_2_uniform_assignor_is_balanced_and_sticky():
     first = g.assign("uniform", {"a": ["in"], "b": ["in"]}, {"in": 4})
     assert sorted(len(v) for v in first.values()) == [2, 2]
     second = g.assign("uniform", {"a": ["in"], "b": ["in"], "c": ["in"]}, {"in": 4}, first)
+    # The newcomer gets a share: a ceiling quota for everyone would let a and b keep all four.
+    assert sorted(len(v) for v in second.values()) == [1, 1, 2]
     for member in ("a", "b"):
-        assert len(second[member] - first[member]) == 0  # nothing moves between old members
+        assert second[member] <= first[member]  # old members only give up, nothing moves between them
     assert set().union(*second.values()) == all_partitions()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    members=st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=8, unique=True),
+    partitions=st.integers(0, 20),
+    # The previous target: an owner (maybe departed, maybe none) per partition, some past today's count.
+    previous_owners=st.lists(st.sampled_from("abcdefghij") | st.none(), max_size=24),
+)
+@example(members=["a", "b", "c"], partitions=4, previous_owners=["a", "a", "b", "b"])  # c joins two members of 2
+def test_S6_2_uniform_assignor_balances_any_group_and_keeps_each_members_share(members, partitions, previous_owners):
+    """One subscription, any previous target: every partition has exactly one owner, shares differ by at
+    most one, and a member keeps what it had up to its share."""
+    previous: dict = {}
+    for p, owner in enumerate(previous_owners):
+        if owner is not None:
+            previous[owner] = previous.get(owner, frozenset()) | {("in", p)}
+    result = g.assign("uniform", {member: ["in"] for member in members}, {"in": partitions}, previous)
+    owned = [tp for tps in result.values() for tp in tps]
+    assert sorted(owned) == sorted(set(owned)) == [("in", p) for p in range(partitions)]
+    sizes = [len(tps) for tps in result.values()]
+    assert max(sizes) - min(sizes) <= 1
+    share = partitions // len(members)
+    for member in members:
+        had = {tp for tp in previous.get(member, frozenset()) if tp[1] < partitions}
+        assert len(result[member] & had) >= min(len(had), share)
 
 
 # -- S6.3 / S6.4 / KAFKA-19779 ------------------------------------------------------------------
@@ -362,14 +390,17 @@ def _all_records(c: Coordinator):
 
 
 class GroupMachine(RuleBasedStateMachine):
-    """Random joins, leaves, heartbeats (reporting owned partitions, sometimes stale ones), timeouts and
+    """Random joins, leaves, heartbeats (current and stale ones), subscription changes, timeouts and
     commits. Invariants: no partition has two owners; RevocationEpoch < MemberEpoch <= TargetEpoch <=
-    GroupEpoch for every member; a commit is accepted iff S6.4 says so."""
+    GroupEpoch for every member; a commit is accepted iff S6.4 says so; a group of one subscription
+    has a balanced target."""
 
     def __init__(self) -> None:
         super().__init__()
         self.c = Coordinator()
         self.clients: dict[str, g.HeartbeatResponse] = {}
+        # The response before the last one, per member, to send back late.
+        self.previous: dict[str, g.HeartbeatResponse] = {}
 
     @rule(topics=st.sampled_from([("in",), ("in", "other"), ("other",)]))
     def join(self, topics):
@@ -385,6 +416,35 @@ class GroupMachine(RuleBasedStateMachine):
         topics = self.c.group.members[member_id].metadata.subscribed_topics
         outcome = self.c.heartbeat(member_id, response.member_epoch, response.assignment, topics=topics)
         assert outcome.ok, outcome.error
+        self.previous[member_id] = response
+        self.clients[member_id] = outcome.response
+
+    @precondition(lambda self: self.previous)
+    @rule(data=st.data())
+    def stale_heartbeat(self, data):
+        """A heartbeat that reports an older response (a late or retried request): accepted or fenced."""
+        member_id = data.draw(st.sampled_from(sorted(self.previous)))
+        stale = self.previous.pop(member_id)
+        topics = self.c.group.members[member_id].metadata.subscribed_topics
+        outcome = self.c.heartbeat(member_id, stale.member_epoch, stale.assignment, topics=topics)
+        if outcome.ok:
+            self.clients[member_id] = outcome.response
+        else:
+            assert isinstance(outcome.error, FencedMemberEpoch), outcome.error
+            # A fenced member leaves under its id and joins again (what the Consumer does, S6.5).
+            self.c.ok(self.c.heartbeat(member_id, -1))
+            del self.clients[member_id]
+            response = self.c.join(topics=topics)
+            self.clients[response.member_id] = response
+
+    @precondition(lambda self: self.clients)
+    @rule(data=st.data(), topics=st.sampled_from([("in",), ("in", "other"), ("other",)]))
+    def resubscribe(self, data, topics):
+        member_id = data.draw(st.sampled_from(sorted(self.clients)))
+        response = self.clients[member_id]
+        outcome = self.c.heartbeat(member_id, response.member_epoch, response.assignment, topics=topics)
+        assert outcome.ok, outcome.error
+        self.previous.pop(member_id, None)
         self.clients[member_id] = outcome.response
 
     @precondition(lambda self: self.clients)
@@ -393,6 +453,7 @@ class GroupMachine(RuleBasedStateMachine):
         member_id = data.draw(st.sampled_from(sorted(self.clients)))
         self.c.ok(self.c.heartbeat(member_id, -1))
         del self.clients[member_id]
+        self.previous.pop(member_id, None)
 
     @precondition(lambda self: self.clients)
     @rule(data=st.data())
@@ -404,6 +465,7 @@ class GroupMachine(RuleBasedStateMachine):
         assert member_id in expired
         for gone in expired:
             self.clients.pop(gone, None)
+            self.previous.pop(gone, None)
 
     @precondition(lambda self: self.clients)
     @rule(data=st.data(), back=st.integers(0, 2))
@@ -434,6 +496,17 @@ class GroupMachine(RuleBasedStateMachine):
         for member in group.members.values():
             current = member.current
             assert current.revocation_epoch < current.member_epoch <= group.target_epoch <= group.group_epoch, current
+
+
+    @invariant()
+    def target_is_balanced_when_everyone_subscribes_alike(self):
+        group = self.c.group
+        if group is None or group.target is None or not group.members:
+            return
+        subscriptions = {member.metadata.subscribed_topics for member in group.members.values()}
+        if len(subscriptions) == 1 and set(group.target.assignment) == set(group.members):
+            sizes = [len(tps) for tps in group.target.assignment.values()]
+            assert max(sizes) - min(sizes) <= 1, group.target.assignment
 
 
 TestGroupMachine = GroupMachine.TestCase
