@@ -56,9 +56,9 @@ def tables(root: str) -> dict[str, Callable[[], pa.Table]]:
     for topic in catalog.user_topics(root):
         found[topic] = lambda topic=topic: read_committed(root, topic)
     for topic in catalog.list_views(root):
-        found.setdefault(f"{topic}_view", lambda topic=topic: _snapshot_rows(catalog.open_view(root, topic)))
+        found.setdefault(f"{topic}_view", lambda topic=topic: snapshot_rows(catalog.open_view(root, topic)))
     for topic in catalog.list_status_tables(root):
-        found.setdefault(f"{topic}_status", lambda topic=topic: _snapshot_rows(catalog.open_status(root, topic)))
+        found.setdefault(f"{topic}_status", lambda topic=topic: snapshot_rows(catalog.open_status(root, topic)))
     return found
 
 
@@ -68,7 +68,8 @@ def read_committed(root: str, topic: str) -> pa.Table:
     return pa.concat_tables(chunks) if chunks else KAFKA_SCHEMA.empty_table()
 
 
-def _snapshot_rows(table: Table) -> pa.Table:
+def snapshot_rows(table: Table) -> pa.Table:
+    """Every row of a Delta table's snapshot in hand (a view or a status table), in its schema."""
     schema = table.schema
     chunks = [pq.read_table(path).select(schema.names).cast(schema) for path in table.data_paths()]
     return pa.concat_tables(chunks) if chunks else schema.empty_table()

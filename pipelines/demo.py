@@ -18,6 +18,11 @@ worker processes in one group; one is SIGKILLed and restarted, one is paused
 past its session and comes back a zombie whose offsets are refused; the output
 holds every input record exactly once.
 
+Stage 4, Spark and SQL (pipelines/demo_spark.py): the read_committed view job
+is SIGKILLed between writing and committing and run again, a new transaction
+is appended incrementally, the partition status is written, and the real
+spark-sql shell and DuckDB query the view and agree.
+
 Run: `./dev demo` (or `python -m pipelines.demo --root demo-root --rows 200000`).
 """
 
@@ -39,7 +44,7 @@ import pyarrow.parquet as pq
 from lakelog import Consumer, TopicPartition
 from lakelog.client.loader import load
 from lakelog.log import create_topic, open_partition
-from pipelines import demo_groups, demo_transactions
+from pipelines import demo_groups, demo_spark, demo_transactions
 
 TOPIC = "orders"
 
@@ -126,6 +131,8 @@ def main() -> None:
     demo_transactions.run(root)
     print("-- stage 3: consumer groups, consume-transform-produce")
     demo_groups.run(root)
+    print("-- stage 4: committed views refreshed by Spark, spark-sql and DuckDB over them")
+    demo_spark.run(root)
     print(f"demo finished in {time.monotonic() - started:.1f} s; root: {root}")
 
 
