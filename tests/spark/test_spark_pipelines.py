@@ -119,9 +119,10 @@ def test_a_run_that_loses_its_commit_decides_again(spark, root):
 
 @pytest.mark.slow
 def test_view_runs_killed_at_any_point_leave_no_duplicate_and_no_gap(spark, root, tmp_path):
-    """SIGKILL a spark-submit run at a random moment of its Spark write, then runs at the fault points after
-    it (files moved into the table but in no commit; committed but not cleaned up), with new transactions
-    between runs; a final run leaves the view equal to the topic's read_committed rows up to the LSO, each once."""
+    """SIGKILL a spark-submit run while Spark writes its files, then runs at every fault point (planned;
+    written; files moved into the table but in no commit; committed but not cleaned up), with new
+    transactions between runs; a final run leaves the view equal to the topic's read_committed rows up
+    to the LSO, each once."""
     rng = random.Random(8)
     writer = random_history(root, "killed", rng, partitions=3, steps=40)
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
@@ -134,22 +135,25 @@ def test_view_runs_killed_at_any_point_leave_no_duplicate_and_no_gap(spark, root
     staging = Path(root) / "views" / "killed" / view_job.STAGING_DIR
     deadline = time.monotonic() + 180
     while not (staging.is_dir() and any(staging.iterdir())) and submit.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert staging.is_dir(), "the spark-submit run never started writing"
-    time.sleep(rng.uniform(0, 1.0))
+        time.sleep(0.01)
+    # Killed the moment Spark starts writing: the kill must land mid-run, before the commit.
     os.killpg(submit.pid, signal.SIGKILL)
-    submit.wait(60)
-    for point in (view_job.FAULT_MOVED, view_job.FAULT_COMMITTED):
-        for _ in range(8):
+    assert submit.wait(60) == -signal.SIGKILL, "the spark-submit run ended before it was killed"
+    assert staging.is_dir(), "the spark-submit run never started writing"
+    assert catalog.open_view(root, "killed").version == 0, "the kill landed after the commit, not mid-run"
+    for point in (view_job.FAULT_PLANNED, view_job.FAULT_WRITTEN, view_job.FAULT_MOVED, view_job.FAULT_COMMITTED):
+        for _ in range(6):
             writer.step()
+        before = catalog.open_view(root, "killed").version
         run = subprocess.run(
             [sys.executable, str(WORKERS), "materialize", root, "killed", point],
             cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300, start_new_session=True,
         )
         assert run.returncode == -signal.SIGKILL, run.stdout + run.stderr[-3000:]
         assert f"at {point}" in run.stdout
-    committed_by_killed_runs = catalog.open_view(root, "killed").version
-    assert committed_by_killed_runs >= 1  # the run killed after its commit did commit
+        # Only a run killed after its commit changed the view.
+        assert catalog.open_view(root, "killed").version == before + (point == view_job.FAULT_COMMITTED)
+    assert catalog.open_view(root, "killed").version == 1  # the one run killed after its commit
     for producer_id in sorted(writer.open):
         writer.end(producer_id, commit=True)
     materialize_committed_view(spark, root, "killed")
