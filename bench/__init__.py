@@ -12,6 +12,7 @@ BENCHMARKS = (
     "conditional_append",
     "read_committed",
     "transactional_produce",
+    "coordinator_recovery",
     "group_commit",
     "spark_scan",
     "view_materialize",

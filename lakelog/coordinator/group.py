@@ -311,6 +311,53 @@ def replay_marker(state: GroupState, producer_id: int, producer_epoch: int, cont
     return state
 
 
+def snapshot_of(state: GroupState) -> dict[str, Any]:
+    """The state as JSON-able rows: per group its epoch, target, members, offsets and pending offsets."""
+    groups = []
+    for group_id in sorted(state.groups):
+        group = state.groups[group_id]
+        groups.append(
+            {
+                "group_id": group.group_id,
+                "group_epoch": group.group_epoch,
+                "assignor": group.assignor,
+                "target": group.target.to_row() if group.target is not None else None,
+                "members": [[m.metadata.to_row(), m.current.to_row()] for _, m in sorted(group.members.items())],
+                "offsets": [record.to_row() for _, record in sorted(group.offsets.items())],
+                "pending": [
+                    record.to_row() for _, pending in sorted(group.pending.items()) for _, record in sorted(pending.items())
+                ],
+            }
+        )
+    return {"groups": groups, "marker_epochs": sorted(state.marker_epochs.items())}
+
+
+def state_from_snapshot(body: Mapping[str, Any]) -> GroupState:
+    """The state `snapshot_of` dumped."""
+    state = GroupState(marker_epochs={int(producer_id): int(epoch) for producer_id, epoch in body["marker_epochs"]})
+    for item in body["groups"]:
+        group = Group(item["group_id"], int(item["group_epoch"]), str(item["assignor"]))
+        target = from_row(item["target"]) if item["target"] is not None else None
+        group.target = target if isinstance(target, TargetRecord) else None
+        for metadata_row, current_row in item["members"]:
+            metadata, current = from_row(metadata_row), from_row(current_row)
+            if not isinstance(metadata, MemberRecord) or not isinstance(current, CurrentRecord):
+                raise ValueError("a member of a group snapshot is not a member and a current-assignment record")
+            group.members[metadata.member_id] = Member(metadata, current)
+        for row in item["offsets"]:
+            record = from_row(row)
+            if not isinstance(record, OffsetRecord):
+                raise ValueError("an offset of a group snapshot is not an offset record")
+            group.offsets[(record.topic, record.partition)] = record
+        for row in item["pending"]:
+            record = from_row(row)
+            if not isinstance(record, OffsetRecord):
+                raise ValueError("a pending offset of a group snapshot is not an offset record")
+            group.pending.setdefault(record.producer_id, {})[(record.topic, record.partition)] = record
+        state.groups[group.group_id] = group
+    return state
+
+
 def _fresh_current(group_id: str, member_id: str) -> CurrentRecord:
     return CurrentRecord(group_id, member_id, 0, -1, 0, frozenset(), frozenset(), {})
 

@@ -26,7 +26,7 @@ from lakelog.coordinator.group import (
     OffsetRecord,
     TopicPartitionKey,
 )
-from lakelog.coordinator.state_log import CoordinatorLog
+from lakelog.coordinator.state_log import CoordinatorLog, StateCodec
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import PartitionLog, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
@@ -195,6 +195,7 @@ class GroupCoordinator:
                 handlers.replay,
                 handlers.record_key,
                 apply_marker=handlers.replay_marker,
+                codec=StateCodec(handlers.snapshot_of, handlers.state_from_snapshot),
             )
         return self._logs[partition]
 

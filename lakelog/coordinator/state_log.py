@@ -12,6 +12,16 @@ again: no decision is ever committed on a stale state.
 A record is one row: key = the coordinator key (a transactional.id, a group id),
 value = the record as JSON. Replay is incremental: only rows past the last
 replayed offset are read.
+
+A new process would replay the partition from offset 0, so the cost of every
+cold start (each sweep, CLI command, init_transactions) would grow with the
+log's length. Given a `StateCodec`, the log writes a snapshot of its state every
+`snapshot_every_records` offsets as a sidecar file of the partition's table
+(`_lakelog/coordinator/<position>.json`, lakelog.store.sidecar), and a cold
+start loads the newest one at or below the LEO and replays only the rows after
+it: what Kafka gets from compacting its internal topics. A snapshot is a cache,
+derived from the rows alone and naming the table it came from: one that is
+missing, unreadable or does not fit is skipped, and replay starts earlier.
 """
 
 from __future__ import annotations
@@ -19,16 +29,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
 
-from lakelog.errors import KafkaTimeout, OffsetMismatch
+from lakelog.errors import CorruptRecord, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, ControlType, PartitionLog, payload_table
+from lakelog.store.sidecar import read_snapshots, write_snapshot
 
 S = TypeVar("S")
 R = TypeVar("R")
 FETCH_RECORDS = 100_000
+SNAPSHOT_FOLDER = "coordinator"
+SNAPSHOT_EVERY_RECORDS = 10_000
 
 
 class Record(Protocol):
@@ -41,6 +55,14 @@ class HasRecords(Protocol):
 
 
 O = TypeVar("O", bound=HasRecords)
+
+
+@dataclass(frozen=True)
+class StateCodec(Generic[S]):
+    """A coordinator state as JSON and back: `load(dump(state))` must equal `state`."""
+
+    dump: Callable[[S], Any]
+    load: Callable[[Any], S]
 
 
 class CoordinatorLog(Generic[S]):
@@ -59,6 +81,8 @@ class CoordinatorLog(Generic[S]):
         apply: Callable[[S, Any], S],
         key_of: Callable[[Any], str],
         apply_marker: Callable[[S, int, int, ControlType], S] | None = None,
+        codec: StateCodec[S] | None = None,
+        snapshot_every_records: int | None = None,
     ) -> None:
         self.log = log
         self.state = state
@@ -69,6 +93,11 @@ class CoordinatorLog(Generic[S]):
         self._apply_marker = apply_marker
         # Every record below this offset is folded into `state`.
         self.position = 0
+        self._codec = codec
+        every = SNAPSHOT_EVERY_RECORDS if snapshot_every_records is None else snapshot_every_records
+        self.snapshot_every_records = every if codec is not None else 0
+        # The position of the newest snapshot this log loaded or wrote.
+        self.snapshot_position = 0
 
     def catch_up(self) -> S:
         """Replay every record appended since the last call (reloading the snapshot); returns the state."""
@@ -77,10 +106,30 @@ class CoordinatorLog(Generic[S]):
         return self.state
 
     def _replay_to(self, end: int) -> None:
+        if self.position == 0 and end > 0 and self.snapshot_every_records:
+            self._load_snapshot(end)
         while self.position < end:
             fetched = self.log.fetch(self.position, max_records=FETCH_RECORDS, max_bytes=1 << 30)
             self._replay(fetched.rows)
             self.position = fetched.next_offset
+        self._snapshot_if_due()
+
+    def _load_snapshot(self, end: int) -> None:
+        """Take the state of the newest usable snapshot at or below `end`, if any."""
+        assert self._codec is not None
+        for position, body in read_snapshots(self.log.table, SNAPSHOT_FOLDER, end):
+            try:
+                state = self._codec.load(body)
+            except (CorruptRecord, KeyError, TypeError, ValueError, AttributeError):
+                continue
+            self.state, self.position, self.snapshot_position = state, position, position
+            return
+
+    def _snapshot_if_due(self) -> None:
+        if self.snapshot_every_records and self.position - self.snapshot_position >= self.snapshot_every_records:
+            assert self._codec is not None
+            if write_snapshot(self.log.table, SNAPSHOT_FOLDER, self.position, self._codec.dump(self.state)):
+                self.snapshot_position = self.position
 
     def run(self, decide: Callable[[S], O], timeout_s: float = 60.0) -> O:
         """Decide, and append the outcome's records at exactly the position the state was replayed to.
@@ -119,6 +168,7 @@ class CoordinatorLog(Generic[S]):
             for record in outcome.records:
                 self.state = self._apply(self.state, record)
             self.position += len(outcome.records)
+            self._snapshot_if_due()
             return outcome
 
     def _encode(self, records: Iterable[Record]) -> pa.Table:

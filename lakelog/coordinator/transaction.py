@@ -334,6 +334,19 @@ def replay(state_by_id: dict[str, TransactionMetadata], record: TransactionMetad
     return state_by_id
 
 
+def snapshot_of(state_by_id: Mapping[str, TransactionMetadata]) -> list[dict[str, Any]]:
+    """The state as JSON-able rows: the last record of every live id (what compaction would keep)."""
+    return [state_by_id[transactional_id].to_row() for transactional_id in sorted(state_by_id)]
+
+
+def state_from_snapshot(rows: list[Mapping[str, Any]]) -> dict[str, TransactionMetadata]:
+    """The state `snapshot_of` dumped; CorruptRecord if a row is not a record."""
+    state: dict[str, TransactionMetadata] = {}
+    for row in rows:
+        replay(state, TransactionMetadata.from_row(row))
+    return state
+
+
 def partition_for_transactional_id(transactional_id: str, num_partitions: int) -> int:
     """The `__transaction_state/<n>` of an id: Kafka's `Utils.abs(id.hashCode) % n`."""
     if num_partitions < 1:

@@ -21,7 +21,7 @@ from typing import Any
 
 from lakelog import config as config_module
 from lakelog.coordinator import transaction as txn
-from lakelog.coordinator.state_log import CoordinatorLog
+from lakelog.coordinator.state_log import CoordinatorLog, StateCodec
 from lakelog.coordinator.transaction import (
     AddPartitionsResult,
     EndTransactionResult,
@@ -269,7 +269,12 @@ class TransactionCoordinator:
                 self.root, TRANSACTION_STATE_LOG, partition, self._requested_partitions, self._clock
             )
             self._logs[partition] = CoordinatorLog(
-                log, {}, TransactionMetadata.from_row, txn.replay, lambda record: record.transactional_id
+                log,
+                {},
+                TransactionMetadata.from_row,
+                txn.replay,
+                lambda record: record.transactional_id,
+                codec=StateCodec(txn.snapshot_of, txn.state_from_snapshot),
             )
         return self._logs[partition]
 

@@ -32,7 +32,6 @@ that is ignored too.
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -43,13 +42,11 @@ import pyarrow.compute as pc
 from lakelog.errors import CorruptRecord
 from lakelog.log.records import ControlType
 from lakelog.store import Table
-from lakelog.store.sidecar import delete_sidecar, list_sidecars, read_sidecar, write_sidecar
+from lakelog.store.sidecar import read_snapshots, write_snapshot
 
 HEADER_COLUMNS = ["offset", "producer_id", "is_transactional", "control"]
 SNAPSHOT_FOLDER = "transactions"
 SNAPSHOT_EVERY_OFFSETS = 1_000_000
-# The newest snapshots kept; older ones are deleted when a new one is written.
-SNAPSHOTS_KEPT = 2
 
 
 @dataclass(frozen=True)
@@ -194,21 +191,10 @@ class TransactionIndex:
 
     def _load_snapshot(self, table: Table, end_offset: int) -> None:
         """Take the state of the newest usable snapshot at or below `end_offset`, if any."""
-        positions = sorted(
-            (position for position in map(_snapshot_position, list_sidecars(table, SNAPSHOT_FOLDER)) if position),
-            reverse=True,
-        )
-        table_id = table.table_id
-        for position in positions:
-            if position > end_offset:
-                continue
-            data = read_sidecar(table, SNAPSHOT_FOLDER, _snapshot_name(position))
+        for position, body in read_snapshots(table, SNAPSHOT_FOLDER, end_offset):
             try:
-                snapshot = json.loads(data) if data is not None else None
-                if snapshot is None or snapshot["table_id"] != table_id or snapshot["position"] != position:
-                    continue
-                opened = {int(producer_id): int(first) for producer_id, first in snapshot["open_transactions"]}
-                aborted = [AbortedTransaction(int(p), int(f), int(m)) for p, f, m in snapshot["aborted_transactions"]]
+                opened = {int(producer_id): int(first) for producer_id, first in body["open_transactions"]}
+                aborted = [AbortedTransaction(int(p), int(f), int(m)) for p, f, m in body["aborted_transactions"]]
             except (ValueError, KeyError, TypeError):
                 continue
             markers = [txn.marker_offset for txn in aborted]
@@ -221,25 +207,9 @@ class TransactionIndex:
             return
 
     def _write_snapshot(self, table: Table) -> None:
-        snapshot = {
-            "table_id": table.table_id,
-            "position": self.position,
+        body = {
             "open_transactions": sorted(self._open.items()),
             "aborted_transactions": [[txn.producer_id, txn.first_offset, txn.marker_offset] for txn in self._aborted],
         }
-        if not write_sidecar(table, SNAPSHOT_FOLDER, _snapshot_name(self.position), json.dumps(snapshot).encode()):
-            return
-        self.snapshot_position = self.position
-        names = [name for name in list_sidecars(table, SNAPSHOT_FOLDER) if _snapshot_position(name)]
-        for name in sorted(names, key=_snapshot_position)[:-SNAPSHOTS_KEPT]:
-            delete_sidecar(table, SNAPSHOT_FOLDER, name)
-
-
-def _snapshot_name(position: int) -> str:
-    return f"{position:020d}.json"
-
-
-def _snapshot_position(name: str) -> int | None:
-    """The position a snapshot file's name says, or None for any other file."""
-    stem, dot, suffix = name.partition(".")
-    return int(stem) if dot and suffix == "json" and len(stem) == 20 and stem.isdigit() else None
+        if write_snapshot(table, SNAPSHOT_FOLDER, self.position, body):
+            self.snapshot_position = self.position

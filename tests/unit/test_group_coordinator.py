@@ -4,6 +4,7 @@ KAFKA-19779 scenario, and a hypothesis state machine that keeps S6.2 and S6.3 un
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import example, given, settings
@@ -497,6 +498,11 @@ class GroupMachine(RuleBasedStateMachine):
             current = member.current
             assert current.revocation_epoch < current.member_epoch <= group.target_epoch <= group.group_epoch, current
 
+
+    @invariant()
+    def a_snapshot_restores_the_state(self):
+        """S8.2: a cold coordinator that loads a snapshot (through JSON, as on disk) has the same state."""
+        assert g.state_from_snapshot(json.loads(json.dumps(g.snapshot_of(self.c.state)))) == self.c.state
 
     @invariant()
     def target_is_balanced_when_everyone_subscribes_alike(self):

@@ -8,6 +8,7 @@ allocates producer ids only when a handler needs one.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from hypothesis import HealthCheck, event, settings
@@ -37,7 +38,7 @@ from lakelog.coordinator import (
     sweep,
     verify_partitions,
 )
-from lakelog.coordinator.transaction import ROW_TYPES, java_string_hash
+from lakelog.coordinator.transaction import ROW_TYPES, java_string_hash, snapshot_of, state_from_snapshot
 from lakelog.errors import (
     ConcurrentTransactions,
     CorruptRecord,
@@ -881,6 +882,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
     @invariant()
     def replay_from_scratch_equals_the_state_held(self):
         assert self.h.replayed() == self.h.state
+
+    @invariant()
+    def a_snapshot_restores_the_state_held(self):
+        """S8.2: a cold coordinator that loads a snapshot (through JSON, as on disk) has the same state."""
+        assert state_from_snapshot(json.loads(json.dumps(snapshot_of(self.h.state)))) == self.h.state
 
     @invariant()
     def zombies_stay_fenced(self):
