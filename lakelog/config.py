@@ -169,6 +169,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "transaction.state.log.num.partitions": Key(_int, low=1, high=10_000),
         "offsets.topic.num.partitions": Key(_int, low=1, high=10_000),
         "transactional.id.expiration.ms": POSITIVE,
+        "group.consumer.partition.revocation.epochs.enable": BOOL,
     },
 }
 
@@ -210,15 +211,17 @@ def read_properties(path: Path) -> dict[str, str]:
     return values
 
 
-_defaults_cache: dict[str, dict[str, Any]] = {}
+# Keyed by folder too: a process that points $LAKELOG_CONF_DIR elsewhere gets that folder's defaults.
+_defaults_cache: dict[tuple[Path, str], dict[str, Any]] = {}
 
 
 def defaults(kind: str) -> dict[str, Any]:
     """The validated defaults of one kind, from `conf/<kind>.properties`."""
-    if kind not in _defaults_cache:
-        raw = read_properties(conf_dir() / f"{kind}.properties")
-        _defaults_cache[kind] = _validate(kind, raw, source=f"conf/{kind}.properties")
-    return dict(_defaults_cache[kind])
+    key = (conf_dir(), kind)
+    if key not in _defaults_cache:
+        raw = read_properties(key[0] / f"{kind}.properties")
+        _defaults_cache[key] = _validate(kind, raw, source=f"conf/{kind}.properties")
+    return dict(_defaults_cache[key])
 
 
 def load(kind: str, conf: Mapping[str, Any] | None = None) -> Config:

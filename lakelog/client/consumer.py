@@ -49,7 +49,6 @@ from lakelog.coordinator.group import (
     LEAVE_GROUP_EPOCH,
     LEAVE_GROUP_STATIC_EPOCH,
     NO_MEMBER_EPOCH,
-    GroupConfig,
     GroupMetadata,
     Heartbeat,
     OffsetRecord,
@@ -433,9 +432,7 @@ class Consumer:
 
     def _coordinator(self) -> GroupCoordinator:
         if self._groups is None:
-            assignor = self.config["group.remote.assignor"]
-            group_config = GroupConfig(assignor=assignor) if assignor else GroupConfig()
-            self._groups = GroupCoordinator(self._root, group_config=group_config)
+            self._groups = GroupCoordinator(self._root, assignor=self.config["group.remote.assignor"] or None)
         return self._groups
 
     def _poll_group(self, force: bool = False) -> None:

@@ -389,6 +389,15 @@ class GroupConfig:
     # KAFKA-19779 "precise" mode: validate commits against each partition's own revocation epoch.
     partition_level_revocation_epochs: bool = False
 
+    @classmethod
+    def from_broker_config(cls, broker: Mapping[str, Any], assignor: str | None = None) -> GroupConfig:
+        """Settings from the broker config (`group.consumer.partition.revocation.epochs.enable`), and
+        the assignor a member asked for (`group.remote.assignor`), if any."""
+        return cls(
+            assignor=assignor or cls.assignor,
+            partition_level_revocation_epochs=broker["group.consumer.partition.revocation.epochs.enable"],
+        )
+
 
 @dataclass(frozen=True)
 class Heartbeat:
@@ -704,10 +713,12 @@ def validate_commit(
             else current.revocation_epoch
         )
         if not bound < member_epoch:
-            return _stale(
-                group_id, member_epoch, transactional,
-                f"{tp[0]}-{tp[1]} was revoked from the member at epoch {bound}",
+            why = (
+                f"{tp[0]}-{tp[1]} was revoked from the member at epoch {bound}"
+                if config.partition_level_revocation_epochs
+                else f"the member revoked partitions at epoch {bound} (its revocation epoch)"
             )
+            return _stale(group_id, member_epoch, transactional, why)
     return None
 
 

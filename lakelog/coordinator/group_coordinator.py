@@ -43,13 +43,16 @@ class GroupCoordinator:
         root: str,
         broker_config: Mapping[str, Any] | None = None,
         *,
-        group_config: GroupConfig = GroupConfig(),
+        assignor: str | None = None,
+        group_config: GroupConfig | None = None,
         clock: Clock = wall_clock_ms,
     ) -> None:
+        """Settings come from the broker config (`conf/broker.properties`), with the `assignor` a
+        member asked for; `group_config` replaces them all (tests)."""
         self.root = root
         broker = config_module.load("broker", broker_config)
         self._requested_partitions = broker["offsets.topic.num.partitions"]
-        self.group_config = group_config
+        self.group_config = group_config or GroupConfig.from_broker_config(broker, assignor)
         self._clock = clock
         self._logs: dict[int, CoordinatorLog[GroupState]] = {}
         self._num_partitions: int | None = None

@@ -8,12 +8,14 @@ revocation epochs accept a commit for a partition that was never revoked.
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
 
 from lakelog import Consumer, Producer, TopicPartition
-from lakelog.coordinator.group import GroupConfig, GroupMetadata, Heartbeat
+from lakelog.config import CONF_DIR_ENV, conf_dir
+from lakelog.coordinator.group import GroupMetadata, Heartbeat
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.errors import IllegalGeneration, StaleMemberEpoch, UnknownMemberId
 
@@ -124,7 +126,7 @@ def test_S6_4_kafka_19779_epoch_bumped_without_revocation_accepts_the_old_epoch_
 ):
     topic, other = make_topic(partitions=4, name="orders"), make_topic(partitions=1, name="other")
     coordinator = GroupCoordinator(lake)
-    precise = GroupCoordinator(lake, group_config=GroupConfig(partition_level_revocation_epochs=True))
+    precise = GroupCoordinator(lake, broker_config={"group.consumer.partition.revocation.epochs.enable": True})
     p0, p1, p3 = (topic, 0), (topic, 1), (topic, 3)
 
     def beat(member_id: str, epoch: int, topics: tuple[str, ...], owned) -> tuple[int, frozenset]:
@@ -174,3 +176,45 @@ def test_S6_4_kafka_19779_epoch_bumped_without_revocation_accepts_the_old_epoch_
     with pytest.raises(StaleMemberEpoch):
         precise.commit_offsets(GROUP, a.member_id, 2, {p3: (21, "")})
     assert committed(lake, topic, 4) == {0: 21, 1: 11, 2: None, 3: None}
+
+
+def test_S6_4_partition_level_revocation_epochs_are_switched_on_in_broker_properties_for_every_client(
+    lake, make_topic, tmp_path, monkeypatch
+):
+    """`group.consumer.partition.revocation.epochs.enable=true` in the conf dir's broker.properties: a producer
+    sending a member's late offsets (epoch 2, revocation epoch 2 after a revocation of *another* partition) gets
+    them accepted for the partition the member kept, and still refused for the one it gave up."""
+    conf = tmp_path / "conf"
+    shutil.copytree(conf_dir(), conf)
+    with open(conf / "broker.properties", "a") as properties:
+        properties.write("group.consumer.partition.revocation.epochs.enable=true\n")
+    topic = make_topic(partitions=2)
+    first, second = group_consumer(lake), group_consumer(lake)
+    old = joined(first, topic, 2)
+    second.subscribe([topic])
+    deadline = time.monotonic() + 10
+    while len(second.assignment()) < 1:
+        assert time.monotonic() < deadline
+        first.consume(10, 0.02)
+        second.consume(10, 0.02)
+    [kept], [given_up] = first.assignment(), second.assignment()
+    assert first.consumer_group_metadata().generation_id == 2
+    for precise in (False, True):
+        if precise:
+            monkeypatch.setenv(CONF_DIR_ENV, str(conf))
+        producer = transactional(lake, f"t-{precise}")
+        producer.begin_transaction()
+        if precise:
+            producer.send_offsets_to_transaction([TopicPartition(kept.topic, kept.partition, 5)], old)
+            producer.commit_transaction()
+        else:
+            with pytest.raises(IllegalGeneration):
+                producer.send_offsets_to_transaction([TopicPartition(kept.topic, kept.partition, 5)], old)
+            producer.abort_transaction()
+        producer.begin_transaction()
+        with pytest.raises(IllegalGeneration):
+            producer.send_offsets_to_transaction([TopicPartition(given_up.topic, given_up.partition, 5)], old)
+        producer.abort_transaction()
+    assert committed(lake, topic, 2) == {kept.partition: 5, given_up.partition: None}
+    first.close()
+    second.close()
