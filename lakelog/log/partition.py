@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -365,6 +365,19 @@ class PartitionLog:
                 if attempt or not self.refresh():
                     raise
         raise AssertionError("unreachable")
+
+    def fetch_planned(
+        self, start_offset: int, end_offset: int, max_bytes: int, aborted: Sequence[AbortedTransaction] | None
+    ) -> FetchResult:
+        """Rows [start_offset, end_offset) of the snapshot in hand, for a scan planned on it (lakelog.log.scan).
+
+        With `aborted` (read_committed), control rows and rows of those aborted
+        transactions are dropped: the plan already cut the range at the LSO and
+        listed what to drop, so no transaction index is built and only the files
+        holding the range are read. Without, every row of the range is returned.
+        """
+        committed = _AbortedRows(list(aborted)) if aborted is not None else None
+        return self._fetch_files(start_offset, end_offset, 1 << 62, max_bytes, committed)
 
     def _fetch_files(
         self, start_offset: int, end_offset: int, max_records: int, max_bytes: int, committed: _AbortedRows | None

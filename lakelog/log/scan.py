@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.log.partition import ISOLATION_LEVELS, LOG_END_OFFSET_APP_ID, READ_COMMITTED, PartitionLog
@@ -126,12 +125,12 @@ class PartitionScan:
         log = PartitionLog(
             self.snapshot, self.topic, self.partition, TopicConfig.from_table_configuration(self.snapshot.configuration)
         )
+        # The plan's own LSO cut and aborted list: reading a range never folds the partition's headers.
+        aborted = self.aborted if self.isolation_level == READ_COMMITTED else None
         offset = self.start_offset
         while offset < self.end_offset:
-            fetched = log.fetch(offset, max_records=1 << 62, max_bytes=max_bytes, isolation_level=self.isolation_level)
+            fetched = log.fetch_planned(offset, self.end_offset, max_bytes, aborted)
             rows = fetched.rows
-            if rows.num_rows and rows.column("offset")[-1].as_py() >= self.end_offset:
-                rows = rows.filter(pc.field("offset") < self.end_offset)
             if rows.num_rows and rows.column("control").null_count < rows.num_rows:
                 rows = rows.filter(rows.column("control").is_null())
             if rows.num_rows:

@@ -70,3 +70,16 @@ def test_offsets_json_as_sparks_kafka_source_takes_it():
         parse_offsets_json("startingOffsets", '{"a": {"0": 1}}', ["a", "b"])
     with pytest.raises(UnknownTopicOrPartition, match="not a partition number"):
         parse_offsets_json("startingOffsets", '{"a": {"zero": 1}}', ["a"])
+
+
+def test_a_scan_reads_only_the_files_that_hold_its_offsets(root, topic):
+    """Files are pruned by their offset statistics: files wholly outside the range are never opened."""
+    log = open_partition(root, topic, 0)
+    assert len(log.table.files()) == 5  # one file per batch: a, b, c, marker, d
+    scan, _ = plan_scan(root, topic, READ_COMMITTED, {0: 2, 1: EARLIEST}, {0: 3, 1: LATEST})
+    assert [(entry.min_offset, entry.max_offset) for entry in scan.files] == [(2, 2)]
+    for entry in log.table.files():
+        if entry.max_offset < 2 or entry.min_offset >= 3:
+            with open(log.table.file_path(entry), "wb") as spoiled:
+                spoiled.write(b"not parquet")
+    assert values(scan) == [b"c"]

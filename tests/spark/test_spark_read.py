@@ -132,3 +132,14 @@ def test_several_topics_and_empty_ones(spark, root):
     assert load(spark, root, "empty").count() == 0
     assert read_topic(spark, root, "empty").count() == 0
     assert load(spark, root, "one").schema.simpleString() == read_topic(spark, root, "one").schema.simpleString()
+
+
+def test_the_schema_is_sparks_kafka_source_schema(spark, root):
+    """Column names and types as Spark's own Kafka source gives them, so Kafka jobs port by changing the format."""
+    create_topic(root, "schema", 1)
+    kafka_source = (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>"
+    )
+    assert load(spark, root, "schema").schema.simpleString() == kafka_source
+    assert read_topic(spark, root, "schema").schema.simpleString() == kafka_source
