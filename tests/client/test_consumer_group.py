@@ -244,6 +244,37 @@ def test_S6_5_a_member_past_its_session_timeout_is_removed_then_commits_fail_and
     c.close()
 
 
+def test_S6_5_a_member_that_never_revokes_is_removed_by_the_sweep_after_its_rebalance_timeout(lake, four):
+    """A keeps heartbeating within its session but keeps reporting the partition it was asked to give up:
+    the sweep leaves it alone until its rebalance timeout (max.poll.interval.ms), then removes it, and only
+    then does the partition move to B; A's later commits are UnknownMemberId (S6.2, S6.5)."""
+    now = [1_000_000]
+    coordinator = GroupCoordinator(lake, clock=lambda: now[0])
+
+    def beat(member_id, epoch, owned):
+        request = Heartbeat(GROUP, member_id, epoch, (four,), frozenset(owned), None, 45_000, 1_000)
+        return coordinator.heartbeat(request)
+
+    a = beat("", 0, ())
+    assert len(a.assignment) == 4
+    b = beat("", 0, ())
+    stuck = beat(a.member_id, a.member_epoch, a.assignment)  # asked to revoke two partitions
+    assert len(stuck.assignment) == 2
+    for elapsed in (400, 900):
+        now[0] = 1_000_000 + elapsed
+        beat(a.member_id, stuck.member_epoch, a.assignment)  # still reporting all four: not revoked
+        assert coordinator.sweep() == []
+        assert beat(b.member_id, b.member_epoch, ()).assignment == frozenset()  # nothing moves yet
+    now[0] = 1_000_000 + 1_500
+    beat(a.member_id, stuck.member_epoch, a.assignment)  # heartbeats alone do not save it
+    assert coordinator.sweep() == [(GROUP, a.member_id)]
+    moved = beat(b.member_id, b.member_epoch, ())
+    moved = beat(b.member_id, moved.member_epoch, moved.assignment)
+    assert moved.assignment == {(four, p) for p in range(4)}
+    with pytest.raises(UnknownMemberId):
+        coordinator.commit_offsets(GROUP, a.member_id, stuck.member_epoch, {(four, 0): (1, "")})
+
+
 def test_S6_5_a_static_member_replaced_by_a_new_instance_is_fenced(lake, four):
     first = group_consumer(lake, **{"group.instance.id": "worker-1"})
     first.subscribe([four])
