@@ -75,7 +75,7 @@ def to_headers(headers: Any) -> Headers | None:
         raise InvalidRequest(f"headers must be a dict or a list of (str, bytes) pairs: {error}") from error
     for name, _ in result:
         if not isinstance(name, str):
-            raise InvalidRequest(f"header names must be str, not {type(name).__name__}")
+            raise InvalidRequest(f"headers must have str names, not {type(name).__name__}")
     return result
 
 

@@ -7,8 +7,11 @@ Delta is mocked. Rules of ../shared/design/SEMANTICS.md are named where they app
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -31,6 +34,7 @@ from lakelog.errors import (
     AbortableError,
     CommitConflict,
     ConcurrentTransactions,
+    CorruptRecord,
     InvalidConfig,
     InvalidPartitions,
     InvalidTopic,
@@ -846,3 +850,72 @@ def test_non_idempotent_producer_does_not_retry_an_ambiguous_storage_error(lake,
     assert [error.code() for error in reports] == [KafkaError.KAFKA_STORAGE_ERROR]
     assert reports[0].retriable()
     assert [m.value() for m in read_all(lake, topic)] == [b"once"]
+
+
+# -- bad input at the client, and damaged tables (S8.3) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"value": 123},
+        {"key": ["k"]},
+        {"timestamp": -1},
+        {"timestamp": "now"},
+        {"headers": "x"},
+        {"headers": [(1, b"v")]},
+        {"expected_offset": -1},
+        {"expected_offset": True},
+        {"partition": "0"},
+        {"partition": 7},
+    ],
+    ids=lambda bad: "-".join(f"{key}={value!r}" for key, value in bad.items()),
+)
+def test_produce_refuses_bad_input_with_one_sentence_and_writes_nothing(lake, make_topic, bad):
+    topic = make_topic()
+    p = producer(lake)
+    before = table_fingerprint(Path(lake) / "topics" / topic)
+    with pytest.raises(KafkaException) as raised:
+        p.produce(topic, **{"value": b"v", **bad})
+    assert "\n" not in str(raised.value) and next(iter(bad)) in str(raised.value)
+    assert len(p) == 0
+    assert p.flush(5) == 0
+    assert table_fingerprint(Path(lake) / "topics" / topic) == before
+
+
+def test_unassign_stops_reading_and_a_new_assign_starts_again(lake, make_topic):
+    topic = make_topic(partitions=2)
+    p = producer(lake)
+    for partition in (0, 1):
+        p.produce(topic, f"v{partition}", partition=partition)
+    p.flush()
+    with consumer(lake, **{"auto.offset.reset": "earliest"}) as c:
+        c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        assert sorted(m.value() for m in c.consume(10, 2.0)) == [b"v0", b"v1"]
+        c.unassign()
+        assert c.assignment() == []
+        assert c.consume(10, 0.2) == []
+        c.assign([TopicPartition(topic, 1, 0)])
+        assert [m.value() for m in c.consume(10, 2.0)] == [b"v1"]
+
+
+def test_a_corrupt_data_file_fails_the_consumer_and_the_cli_with_one_line_naming_it(lake, make_topic):
+    topic = make_topic()
+    p = producer(lake)
+    for n in range(3):
+        p.produce(topic, f"v{n}", partition=0)
+        p.flush()
+    table = open_partition(lake, topic, 0).table
+    middle = [entry for entry in table.files() if entry.min_offset == 1][0]
+    Path(table.file_path(middle)).write_bytes(b"not parquet")
+    with consumer(lake, **{"auto.offset.reset": "earliest"}) as c:
+        c.assign([TopicPartition(topic, 0, 1)])
+        with pytest.raises(CorruptRecord) as raised:
+            c.consume(10, 2.0)
+        assert Path(middle.path).name in str(raised.value)
+    cli = subprocess.run(
+        [sys.executable, "-m", "lakelog.cli", "consume", topic, "--root", lake, "--partition", "0", "--offset", "1"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert cli.returncode == 2
+    assert len(cli.stderr.strip().splitlines()) == 1 and Path(middle.path).name in cli.stderr
