@@ -13,6 +13,12 @@ between them shows up in that ratio. As a same-time control, partition 1 is
 brought to commit 50 and then appended to alternately with partition 0's late
 window: its commits 50-149 run interleaved with partition 0's commits around
 10,000, under the same load. Both ratios are printed and judged.
+
+Then S3.5's recovery: a new process opens the partition and answers a retry
+of the producer's last batch (its original offset back, nothing appended),
+which needs the producer's state, recovered from the table alone. Timed cold
+(a fresh handle each time) on partition 0 (about 10,050 commits) and
+partition 1 (about 150), alternately. Target: <= 1.2 (flat in the log's length).
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ EARLY = 100
 LATE = 10_000
 LATE_QUICK = 2_000
 WINDOW = 100
+RECOVERY_ROUNDS = 30
 
 
 class _Appender:
     """One partition, one producer, single-record appends."""
 
     def __init__(self, root: str, partition: int, producer_id: int) -> None:
+        self.root, self.partition = root, partition
         self.log = open_partition(root, "latency", partition)
         self.maintenance = _common.MaintenanceTally()
         self.producer_id = producer_id
@@ -50,6 +58,15 @@ class _Appender:
         elapsed = time.perf_counter() - t0
         self.maintenance.add(self.log)
         self.sequence += 1
+        return elapsed
+
+    def recover(self) -> float:
+        """A new handle answers a retry of the last batch from the table alone (S3.2, S3.5); returns the seconds."""
+        t0 = time.perf_counter()
+        log = open_partition(self.root, "latency", self.partition)
+        result = log.append(self.payload, BatchHeader(self.producer_id, 0, self.sequence - 1))
+        elapsed = time.perf_counter() - t0
+        assert result.base_offset == self.sequence - 1 and log.log_end_offset() == self.sequence, result
         return elapsed
 
 
@@ -89,10 +106,23 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         print(f"   partition 0 at the end: {_common.table_line(main.log)}; {time.perf_counter() - started:.0f} s in all")
         print(f"   partition 0 {main.maintenance.line()}")
         print(f"   partition 1 {twin.maintenance.line()}")
+        recovery = {main: [], twin: []}
+        for _ in range(RECOVERY_ROUNDS):
+            for appender in (main, twin):
+                recovery[appender].append(appender.recover())
+        _common.print_table(
+            ["cold open + retry of the last batch", "samples", "p50 ms", "p95 ms"],
+            [[f"partition {a.partition} ({a.commits:,} commits)", len(v), _common.median(v) * 1e3, _common.percentile(v, 95) * 1e3]
+             for a, v in recovery.items()],
+        )
         p50_late = _common.median(late_samples)
         p95_late = _common.percentile(late_samples, 95)
         result.add(f"append_latency p50 p0@{late}/p0@{EARLY}", p50_late / _common.median(early), TARGET)
         result.add(f"append_latency p50 p0@{late}/p1@{EARLY} interleaved", p50_late / _common.median(twin_samples), TARGET)
+        result.add(
+            f"append_latency S3.5 cold recovery p50 p0@{main.commits}/p1@{twin.commits}",
+            _common.median(recovery[main]) / _common.median(recovery[twin]), TARGET,
+        )
         result.add(f"append_latency p95 p0@{late}/p0@{EARLY}", p95_late / _common.percentile(early, 95))
         result.add(f"append_latency p95 p0@{late}/p1@{EARLY} interleaved", p95_late / _common.percentile(twin_samples, 95))
     return result
