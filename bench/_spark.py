@@ -26,20 +26,9 @@ VALUE_BYTES = 100
 
 def session(app: str):
     """A local[2] session with 2 GiB for the driver and no UI, as the tests use."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark_lakelog import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session(app)
 
 
 def fill_topic(root: str, topic: str, rows: int, seed: int = 5, values: str = "json") -> int:

@@ -43,22 +43,9 @@ DUCKDB_QUERY = (
 
 def spark_session(master: str = "local[2]") -> Any:
     """A small local session, as the brief asks of these 2-core machines."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark_lakelog import local_session
 
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("lakelog demo")
-        .config("spark.driver.memory", "1g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("lakelog demo", master, driver_memory="1g")
 
 
 def child_dies_before_commit(root: str) -> None:

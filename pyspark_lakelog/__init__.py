@@ -8,8 +8,9 @@ Parquet reader, for large scans (see frames.py).
 """
 
 from pyspark_lakelog.frames import read_table, read_topic, scan_dataframe
+from pyspark_lakelog.session import local_session
 from pyspark_lakelog.source import LakelogDataSource
 
 DefaultSource = LakelogDataSource
 
-__all__ = ["DefaultSource", "LakelogDataSource", "read_table", "read_topic", "scan_dataframe"]
+__all__ = ["DefaultSource", "LakelogDataSource", "local_session", "read_table", "read_topic", "scan_dataframe"]

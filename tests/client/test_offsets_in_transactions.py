@@ -44,6 +44,20 @@ def joined(consumer: Consumer, topic: str, partitions: int) -> GroupMetadata:
     return consumer.consumer_group_metadata()
 
 
+def split_between_two(lake: str, topic: str) -> tuple[Consumer, Consumer, GroupMetadata]:
+    """`first` owns both partitions of `topic` at epoch 1; `second` joins, so `first` revokes one and moves to
+    epoch 2. Returns both consumers and `first`'s metadata of epoch 1 (what a zombie would still hold)."""
+    first, second = group_consumer(lake), group_consumer(lake)
+    old = joined(first, topic, 2)
+    second.subscribe([topic])
+    deadline = time.monotonic() + 10
+    while len(second.assignment()) < 1:
+        assert time.monotonic() < deadline
+        first.consume(10, 0.02)
+        second.consume(10, 0.02)
+    return first, second, old
+
+
 def committed(lake: str, topic: str, partitions: int) -> dict[int, int | None]:
     """Committed offsets as an admin sees them (not asking for stable ones: pending offsets do not count)."""
     records = GroupCoordinator(lake).fetch_offsets(GROUP, [(topic, p) for p in range(partitions)], require_stable=False)
@@ -92,14 +106,7 @@ def test_S7_2_a_stale_generation_is_illegal_generation_for_a_transaction_and_sta
 ):
     """After a revocation bumped the member 1 -> 2, metadata taken at epoch 1 is a zombie's (S6.4)."""
     topic = make_topic(partitions=2)
-    first, second = group_consumer(lake), group_consumer(lake)
-    old = joined(first, topic, 2)
-    second.subscribe([topic])
-    deadline = time.monotonic() + 10
-    while len(second.assignment()) < 1:
-        assert time.monotonic() < deadline
-        first.consume(10, 0.02)
-        second.consume(10, 0.02)
+    first, second, old = split_between_two(lake, topic)
     current = first.consumer_group_metadata()
     assert (old.generation_id, current.generation_id) == (1, 2)
     [kept] = first.assignment()
@@ -182,21 +189,14 @@ def test_S6_4_partition_level_revocation_epochs_are_switched_on_in_broker_proper
     lake, make_topic, tmp_path, monkeypatch
 ):
     """`group.consumer.partition.revocation.epochs.enable=true` in the conf dir's broker.properties: a producer
-    sending a member's late offsets (epoch 2, revocation epoch 2 after a revocation of *another* partition) gets
-    them accepted for the partition the member kept, and still refused for the one it gave up."""
+    sending a member's late offsets (epoch 1, after the member revoked *another* partition at 1 and moved to 2)
+    gets them accepted for the partition the member kept, and still refused for the one it gave up."""
     conf = tmp_path / "conf"
     shutil.copytree(conf_dir(), conf)
     with open(conf / "broker.properties", "a") as properties:
         properties.write("group.consumer.partition.revocation.epochs.enable=true\n")
     topic = make_topic(partitions=2)
-    first, second = group_consumer(lake), group_consumer(lake)
-    old = joined(first, topic, 2)
-    second.subscribe([topic])
-    deadline = time.monotonic() + 10
-    while len(second.assignment()) < 1:
-        assert time.monotonic() < deadline
-        first.consume(10, 0.02)
-        second.consume(10, 0.02)
+    first, second, old = split_between_two(lake, topic)
     [kept], [given_up] = first.assignment(), second.assignment()
     assert first.consumer_group_metadata().generation_id == 2
     for precise in (False, True):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 
 import pytest
 
@@ -11,21 +9,8 @@ import pytest
 @pytest.fixture(scope="session")
 def spark():
     """A shared local[2] session, small and quiet: no UI, two shuffle partitions, 2 GiB for the driver."""
-    # Python workers must run this interpreter, or they miss pyarrow and lakelog.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark_lakelog import local_session
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakelog-tests")
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("lakelog-tests")
     yield session
     session.stop()
