@@ -236,8 +236,8 @@ def test_S7_4_chaos_every_input_record_is_in_the_output_exactly_once(tmp_path, r
     # The group's committed offsets are the input's end offsets.
     assert supervisor.committed() == end_offsets(root, "in") == {p: len(range(p, RECORDS, PARTITIONS)) for p in range(PARTITIONS)}
     assert faults["kills"] >= 1 and faults["zombie pauses"] >= 1
-    # Every worker slot owned partitions and committed transactions: the uniform assignor gives each a share (S6.2).
+    # Every worker slot owned partitions: the uniform assignor gives each a share (S6.2). (Committing is not
+    # certain: a slot may be killed or paused before its first commit, and find nothing left when it is back.)
     for slot in range(WORKERS):
         slot_events = [json.loads(line) for line in (events_dir / f"slot-{slot}.jsonl").read_text().splitlines()]
         assert any(e["event"] == "assigned" and e["partitions"] for e in slot_events), f"slot {slot} never owned a partition"
-        assert any(e["event"] == "committed" for e in slot_events), f"slot {slot} never committed a transaction"
