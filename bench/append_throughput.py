@@ -7,7 +7,8 @@ with the same schema and configuration gets the very same stamped rows through
 `deltalake.write_deltalake(handle, rows, mode="append")`. The two are timed
 alternately, batch by batch, so machine load hits both alike. Stamping the
 baseline's rows happens outside its timing; the lakelog side pays for its own.
-Both handles are reopened after each checkpoint (every 100 commits), as
+Both handles are reopened after each checkpoint (the topic's
+`checkpoint.interval.commits`, also the baseline table's interval), as
 FINDINGS.md recommends for any long-lived handle: the baseline's here, the
 log's by the maintenance it runs after each commit (whose cost, compaction
 included, counts on the lakelog side).
@@ -26,6 +27,7 @@ from bench import _common
 from lakelog.log import BatchHeader, allocate_producer_id, create_topic, open_partition, payload_table
 from lakelog.log.records import PARTITION_SCHEMA, conform_payload, stamp
 from lakelog.store import Table
+from lakelog.store.maintenance import is_checkpoint_version
 
 SIZES = (1, 1_000, 10_000, 100_000)
 BATCHES = {1: 300, 1_000: 100, 10_000: 40, 100_000: 10}
@@ -66,6 +68,7 @@ def _measure(root: str, size: int, batches: int, producer_id: int) -> tuple[floa
     maintenance = _common.MaintenanceTally()
     baseline_table, _ = Table.create(f"{root}/baseline-{size}", PARTITION_SCHEMA, config.table_configuration())
     handle = DeltaTable(baseline_table.uri)
+    interval = config.values["checkpoint.interval.commits"]
     payload = payload_table([b"v" * VALUE_BYTES] * size)
     conformed = conform_payload(payload)
     lakelog_s = baseline_s = 0.0
@@ -85,7 +88,8 @@ def _measure(root: str, size: int, batches: int, producer_id: int) -> tuple[floa
             nonlocal handle
             t0 = time.perf_counter()
             write_deltalake(handle, rows, mode="append")
-            if handle.version() % 100 == 0:
+            # Reopened after each of its checkpoints (the topic's interval), exactly when the log reopens its own.
+            if is_checkpoint_version(handle.version(), interval):
                 handle = DeltaTable(baseline_table.uri)
             return time.perf_counter() - t0
 
