@@ -47,6 +47,7 @@ from lakelog.errors import (
     FencedInstanceId,
     IllegalGeneration,
     InvalidRequest,
+    KafkaTimeout,
     ProducerFenced,
     UnknownMemberId,
     UnstableOffsetCommit,
@@ -348,6 +349,24 @@ class Supervisor:
         """The group has committed every input partition up to its end (its LSO)."""
         committed = self.committed()
         return committed is not None and committed == end_offsets(self.job.root, self.job.input_topic)
+
+    def settle_output(self) -> None:
+        """Sweep until no transaction is open in the output (every partition's LSO at its HW).
+
+        A worker that died mid-transaction holds the output's LSO, and every row committed after its
+        first one, until its restarted slot or the sweep aborts that transaction (S4.7, S5.1): readers
+        of the whole output wait for that, at most the transaction timeout.
+        """
+        deadline = time.monotonic() + self.job.transaction_timeout_ms / 1000 + 30
+        count = topic_config(self.job.root, self.job.output_topic).num_partitions
+        while any(
+            (log := open_partition(self.job.root, self.job.output_topic, p)).last_stable_offset() < log.high_watermark()
+            for p in range(count)
+        ):
+            if time.monotonic() > deadline:
+                raise KafkaTimeout(f"{self.job.output_topic}: a transaction stayed open past its timeout")
+            self.sweep()
+            time.sleep(0.5)
 
     def stop(self, timeout_s: float = 30.0) -> list[int]:
         """SIGTERM (a worker finishes its batch and leaves the group), then SIGKILL whatever is left."""

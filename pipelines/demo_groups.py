@@ -73,6 +73,7 @@ def run(root: Path, records: int = 20_000) -> None:
                 break
             if time.monotonic() - started > 240:
                 raise SystemExit("demo: the group did not catch up within 240 s")
+        supervisor.settle_output()
     finally:
         supervisor.stop()
     counts: Counter = Counter()

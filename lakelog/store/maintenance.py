@@ -53,7 +53,7 @@ from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
-from lakelog.store.table import FileEntry, Table, _statistics
+from lakelog.store.table import FileEntry, Table, _statistics, load_handle
 
 DEFAULT_CHECKPOINT_INTERVAL = 100
 DELTA_LOG = "_delta_log"
@@ -80,8 +80,10 @@ class MaintenancePolicy:
     # Log files younger than this are never deleted (see `cleanup_log`); writers
     # must not commit on a snapshot older than half of it (`refresh_if_stale`).
     log_min_age_s: float = 2.0
-    # Keep this many checkpoints (and the commits after the oldest kept one).
+    # Keep this many checkpoints (and the commits after the oldest kept one), and at least enough of them
+    # to cover this many commits: slack for a reader that listed the log before the newest checkpoints.
     log_keep_checkpoints: int = 2
+    log_keep_commits: int = 100
     # Vacuum every this many checkpoints (0: never; `vacuum` lists the folder).
     vacuum_every_checkpoints: int = 10
 
@@ -151,9 +153,8 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
         try:
             reopen(table)
             report.reopened = True
-            report.log_files_deleted = cleanup_log(
-                table, keep_checkpoints=policy.log_keep_checkpoints, min_age_s=policy.log_min_age_s
-            )
+            keep = max(policy.log_keep_checkpoints, math.ceil(policy.log_keep_commits / interval) + 1)
+            report.log_files_deleted = cleanup_log(table, keep_checkpoints=keep, min_age_s=policy.log_min_age_s)
             checkpoints = (version + 1) // interval
             if policy.vacuum_every_checkpoints and checkpoints % policy.vacuum_every_checkpoints == 0:
                 report.files_vacuumed = len(vacuum(table))
@@ -221,7 +222,7 @@ def reopen(table: Table) -> int:
     commits replays all of them on every commit (FINDINGS.md). The snapshot may
     move forward: callers decide on whatever snapshot is in hand afterwards.
     """
-    table._handle = DeltaTable(table.uri)
+    table._handle = load_handle(table.uri)
     table._commits_on_handle = 0
     return table.version
 
@@ -435,7 +436,7 @@ def vacuum(table: Table, *, dry_run: bool = False) -> list[str]:
     relative paths deleted (or that would be, with `dry_run`).
     """
     table.refresh()
-    handle = DeltaTable(table.uri)
+    handle = load_handle(table.uri)
     retention_s = _retention_seconds(table)
     expired = set(handle.vacuum(dry_run=True))
     tombstoned = set(handle.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False))

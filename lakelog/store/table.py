@@ -58,7 +58,7 @@ class Table:
     @classmethod
     def open(cls, uri: str) -> Table:
         """Open an existing table at its latest version; `TableNotFoundError` if absent."""
-        return cls(uri, DeltaTable(uri))
+        return cls(uri, load_handle(uri))
 
     @classmethod
     def create(cls, uri: str, schema: pa.Schema, configuration: Mapping[str, str]) -> tuple[Table, bool]:
@@ -182,7 +182,7 @@ class Table:
             except (DeltaError, OSError):
                 # Log cleanup may have deleted commits this old handle would replay: load from a checkpoint.
                 pass
-        self._handle = DeltaTable(self.uri)
+        self._handle = load_handle(self.uri)
         self._commits_on_handle = 0
         return self.version
 
@@ -433,6 +433,26 @@ def _statistics(data: pa.Table) -> str:
             minimums[field.name] = bounds["min"].as_py()
             maximums[field.name] = bounds["max"].as_py()
     return json.dumps({"numRecords": data.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
+
+
+# Opening lists _delta_log, then reads the checkpoint and commits it chose: a writer's log cleanup
+# (maintenance.cleanup_log) may delete one in between. It deletes only behind a newer checkpoint, so a
+# new listing loads; a partition written at heartbeat rate checkpoints every second or so.
+OPEN_ATTEMPTS = 5
+
+
+def load_handle(uri: str) -> DeltaTable:
+    """A delta-rs handle at the table's latest version, listing the log again if a file vanished under it."""
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            return DeltaTable(uri)
+        except TableNotFoundError:
+            raise
+        except DeltaError as error:
+            vanished = "_delta_log" in str(error) and "not found" in str(error).lower()
+            if not vanished or attempt == OPEN_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _remove_quietly(path: str) -> None:

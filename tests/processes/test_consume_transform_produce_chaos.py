@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from lakelog.log import create_topic, open_partition
+from lakelog.log import create_topic
 from pipelines.consume_transform_produce import SOURCE_HEADER, Job, Supervisor, end_offsets
 
 pytestmark = pytest.mark.slow
@@ -198,12 +198,7 @@ def test_S7_4_chaos_every_input_record_is_in_the_output_exactly_once(tmp_path, r
     seconds = time.monotonic() - started
 
     # A zombie's transaction may still hold an output LSO: the sweep aborts it after its timeout.
-    deadline = time.monotonic() + 30
-    while any(open_partition(root, "out", p).last_stable_offset() < open_partition(root, "out", p).high_watermark()
-              for p in range(PARTITIONS)):
-        assert time.monotonic() < deadline, "an output transaction is still open"
-        supervisor.sweep()
-        time.sleep(0.5)
+    supervisor.settle_output()
 
     events = worker_events(events_dir)
     report = supervisor.report
