@@ -109,6 +109,7 @@ def spark_sql(root: Path) -> str:
 
 
 def run(root: Path) -> None:
+    root = root.resolve()  # spark-sql runs in the root: a relative path would not name it from there
     from lakelog import catalog
     from lakelog.sql import query, snapshot_rows
     from pipelines.materialize_committed_view import materialize_committed_view

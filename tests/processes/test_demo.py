@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_main_job_runs_end_to_end(tmp_path):
+    # A relative root, as `./dev demo` passes its default (demo-root).
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.demo", "--root", str(tmp_path / "demo"), "--rows", "40000", "--batch-records", "2000"],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
+        [sys.executable, "-m", "pipelines.demo", "--root", "demo", "--rows", "40000", "--batch-records", "2000"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=900,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "each source row exactly once, in order" in result.stdout
