@@ -359,14 +359,14 @@ class Supervisor:
         """
         deadline = time.monotonic() + self.job.transaction_timeout_ms / 1000 + 30
         count = topic_config(self.job.root, self.job.output_topic).num_partitions
-        while any(
-            (log := open_partition(self.job.root, self.job.output_topic, p)).last_stable_offset() < log.high_watermark()
-            for p in range(count)
-        ):
+        logs = [open_partition(self.job.root, self.job.output_topic, p) for p in range(count)]
+        while any(log.last_stable_offset() < log.high_watermark() for log in logs):
             if time.monotonic() > deadline:
                 raise KafkaTimeout(f"{self.job.output_topic}: a transaction stayed open past its timeout")
             self.sweep()
             time.sleep(0.5)
+            for log in logs:
+                log.refresh()
 
     def stop(self, timeout_s: float = 30.0) -> list[int]:
         """SIGTERM (a worker finishes its batch and leaves the group), then SIGKILL whatever is left."""

@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from lakelog import Producer
-from lakelog.log import READ_COMMITTED
-from lakelog.log.scan import plan_scan
 
 TOPIC = "payments"
 MORE_VIEWS = ("orders", "clicks-upper")
@@ -63,12 +61,10 @@ def child_dies_before_commit(root: str) -> None:
 
 def committed_rows(root: str, topic: str) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every read_committed row, as the Python reader sees them."""
-    rows: list[tuple[int, int, bytes]] = []
-    for scan in plan_scan(root, topic, READ_COMMITTED):
-        for batch in scan.read_kafka_rows():
-            columns = batch.select(["partition", "offset", "value"]).to_pydict()
-            rows.extend(zip(columns["partition"], columns["offset"], columns["value"]))
-    return sorted(rows)
+    from lakelog.sql import read_committed
+
+    table = read_committed(root, topic).select(["partition", "offset", "value"]).to_pydict()
+    return sorted(zip(table["partition"], table["offset"], table["value"]))
 
 
 def view_rows(root: str, topic: str) -> list[tuple[int, int, bytes]]:

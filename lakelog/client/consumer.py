@@ -432,7 +432,7 @@ class Consumer:
 
     def _coordinator(self) -> GroupCoordinator:
         if self._groups is None:
-            self._groups = GroupCoordinator(self._root, assignor=self.config["group.remote.assignor"] or None)
+            self._groups = GroupCoordinator(self._root, assignor=self.config["group.remote.assignor"])
         return self._groups
 
     def _poll_group(self, force: bool = False) -> None:

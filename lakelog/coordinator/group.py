@@ -333,29 +333,32 @@ def snapshot_of(state: GroupState) -> dict[str, Any]:
 
 
 def state_from_snapshot(body: Mapping[str, Any]) -> GroupState:
-    """The state `snapshot_of` dumped."""
+    """The state `snapshot_of` dumped; ValueError if a row is not the record its place says."""
     state = GroupState(marker_epochs={int(producer_id): int(epoch) for producer_id, epoch in body["marker_epochs"]})
     for item in body["groups"]:
         group = Group(item["group_id"], int(item["group_epoch"]), str(item["assignor"]))
-        target = from_row(item["target"]) if item["target"] is not None else None
-        group.target = target if isinstance(target, TargetRecord) else None
+        group.target = _record_of(item["target"], TargetRecord) if item["target"] is not None else None
         for metadata_row, current_row in item["members"]:
-            metadata, current = from_row(metadata_row), from_row(current_row)
-            if not isinstance(metadata, MemberRecord) or not isinstance(current, CurrentRecord):
-                raise ValueError("a member of a group snapshot is not a member and a current-assignment record")
-            group.members[metadata.member_id] = Member(metadata, current)
+            metadata = _record_of(metadata_row, MemberRecord)
+            group.members[metadata.member_id] = Member(metadata, _record_of(current_row, CurrentRecord))
         for row in item["offsets"]:
-            record = from_row(row)
-            if not isinstance(record, OffsetRecord):
-                raise ValueError("an offset of a group snapshot is not an offset record")
+            record = _record_of(row, OffsetRecord)
             group.offsets[(record.topic, record.partition)] = record
         for row in item["pending"]:
-            record = from_row(row)
-            if not isinstance(record, OffsetRecord):
-                raise ValueError("a pending offset of a group snapshot is not an offset record")
+            record = _record_of(row, OffsetRecord)
             group.pending.setdefault(record.producer_id, {})[(record.topic, record.partition)] = record
         state.groups[group.group_id] = group
     return state
+
+
+RecordT = TypeVar("RecordT", GroupRecord, MemberRecord, TargetRecord, CurrentRecord, OffsetRecord)
+
+
+def _record_of(row: Mapping[str, Any], kind: type[RecordT]) -> RecordT:
+    record = from_row(row)
+    if not isinstance(record, kind):
+        raise ValueError(f"a group snapshot holds a {type(record).__name__} where a {kind.__name__} belongs")
+    return record
 
 
 def _fresh_current(group_id: str, member_id: str) -> CurrentRecord:

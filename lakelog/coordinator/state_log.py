@@ -16,7 +16,7 @@ replayed offset are read.
 A new process would replay the partition from offset 0, so the cost of every
 cold start (each sweep, CLI command, init_transactions) would grow with the
 log's length. Given a `StateCodec`, the log writes a snapshot of its state every
-`snapshot_every_records` offsets as a sidecar file of the partition's table
+`SNAPSHOT_EVERY_RECORDS` offsets as a sidecar file of the partition's table
 (`_lakelog/coordinator/<position>.json`, lakelog.store.sidecar), and a cold
 start loads the newest one at or below the LEO and replays only the rows after
 it: what Kafka gets from compacting its internal topics. A snapshot is a cache,
@@ -82,7 +82,6 @@ class CoordinatorLog(Generic[S]):
         key_of: Callable[[Any], str],
         apply_marker: Callable[[S, int, int, ControlType], S] | None = None,
         codec: StateCodec[S] | None = None,
-        snapshot_every_records: int | None = None,
     ) -> None:
         self.log = log
         self.state = state
@@ -94,8 +93,8 @@ class CoordinatorLog(Generic[S]):
         # Every record below this offset is folded into `state`.
         self.position = 0
         self._codec = codec
-        every = SNAPSHOT_EVERY_RECORDS if snapshot_every_records is None else snapshot_every_records
-        self.snapshot_every_records = every if codec is not None else 0
+        # Read at construction, so a test may shorten it for the logs it opens.
+        self.snapshot_every_records = SNAPSHOT_EVERY_RECORDS if codec is not None else 0
         # The position of the newest snapshot this log loaded or wrote.
         self.snapshot_position = 0
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import collections
-import itertools
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -393,19 +392,14 @@ class PartitionLog:
         files = self.table.files()
         # Offsets are dense and files do not overlap, so max offsets are sorted too.
         first = bisect.bisect_left(files, start_offset, key=lambda entry: entry.max_offset)
-        wanted = []
-        for entry in files[first:]:
-            # A gap between files ends the fetch; the next one starts at the gap and fails below.
-            if entry.min_offset >= end_offset or entry.min_offset > (wanted[-1].max_offset + 1 if wanted else start_offset):
-                break
-            wanted.append(entry)
         in_range = (pc.field("offset") >= start_offset) & (pc.field("offset") < end_offset)
 
         def read(entry: FileEntry) -> pa.Table:
             whole = entry.min_offset >= start_offset and entry.max_offset < end_offset
             return self.table.read_file(entry) if whole else self.table.read_file(entry, None, in_range)
 
-        for entry, rows in _read_ahead(read, wanted):
+        wanted = _contiguous(files[first:], start_offset, end_offset)
+        for entry, rows in _read_ahead(read, wanted, max_bytes, max_records):
             # Rows just read are no slices, so their buffers' total is their size (nbytes costs ~10x more).
             read_bytes = rows.get_total_buffer_size()
             if next_offset > start_offset and size + read_bytes > max_bytes:
@@ -477,26 +471,46 @@ READ_THREADS = 2
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
-def _read_ahead(read: Callable[[FileEntry], pa.Table], entries: list[FileEntry]) -> Iterator[tuple[FileEntry, pa.Table]]:
-    """(entry, read(entry)) in order, reading up to READ_AHEAD_FILES files ahead; an error surfaces in order too."""
-    if len(entries) < 2:
-        yield from ((entry, read(entry)) for entry in entries)
-        return
+def _contiguous(files: list[FileEntry], start_offset: int, end_offset: int) -> Iterator[FileEntry]:
+    """The files holding [start_offset, end_offset) in order, up to the first gap (the fetch fails there)."""
+    expected = start_offset
+    for entry in files:
+        if entry.min_offset >= end_offset or entry.min_offset > expected:
+            return
+        yield entry
+        expected = entry.max_offset + 1
+
+
+def _read_ahead(
+    read: Callable[[FileEntry], pa.Table], entries: Iterator[FileEntry], max_bytes: int, max_records: int
+) -> Iterator[tuple[FileEntry, pa.Table]]:
+    """(entry, read(entry)) in order, reading up to READ_AHEAD_FILES files ahead; an error surfaces in order too.
+
+    Files are read ahead only while those queued so far, by their size on disk (which decoding only
+    grows) and record count, have not already met the fetch's budget: a small fetch reads no file it
+    will not return.
+    """
     global _pool
     if _pool is None or _pool[0] != os.getpid():  # a forked child has the pool object but none of its threads
         _pool = (os.getpid(), ThreadPoolExecutor(READ_THREADS, thread_name_prefix="lakelog-fetch"))
     pool = _pool[1]
     pending: collections.deque = collections.deque()
-    upcoming = iter(entries)
+    queued_bytes = queued_records = 0
     try:
-        for entry in itertools.islice(upcoming, READ_AHEAD_FILES):
-            pending.append((entry, pool.submit(read, entry)))
-        while pending:
+        while True:
+            while len(pending) < READ_AHEAD_FILES and (
+                not pending or (queued_bytes < max_bytes and queued_records < max_records)
+            ):
+                entry = next(entries, None)
+                if entry is None:
+                    break
+                pending.append((entry, pool.submit(read, entry)))
+                queued_bytes += entry.size_bytes
+                queued_records += entry.num_records
+            if not pending:
+                return
             entry, future = pending.popleft()
-            rows = future.result()
-            for following in itertools.islice(upcoming, 1):
-                pending.append((following, pool.submit(read, following)))
-            yield entry, rows
+            yield entry, future.result()
     finally:
         for _, future in pending:  # the fetch stopped early (a budget, an error): drop what it read ahead
             future.cancel()

@@ -871,7 +871,7 @@ def test_non_idempotent_producer_does_not_retry_an_ambiguous_storage_error(lake,
     ],
     ids=lambda bad: "-".join(f"{key}={value!r}" for key, value in bad.items()),
 )
-def test_produce_refuses_bad_input_with_one_sentence_and_writes_nothing(lake, make_topic, bad):
+def test_S8_3_produce_refuses_bad_input_with_one_sentence_and_writes_nothing(lake, make_topic, bad):
     topic = make_topic()
     p = producer(lake)
     before = table_fingerprint(Path(lake) / "topics" / topic)

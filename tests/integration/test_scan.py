@@ -72,7 +72,7 @@ def test_offsets_json_as_sparks_kafka_source_takes_it():
         parse_offsets_json("startingOffsets", '{"a": {"zero": 1}}', ["a"])
 
 
-def test_a_scan_reads_only_the_files_that_hold_its_offsets(root, topic):
+def test_S1_4_a_scan_reads_only_the_files_that_hold_its_offsets(root, topic):
     """Files are pruned by their offset statistics: files wholly outside the range are never opened."""
     log = open_partition(root, topic, 0)
     assert len(log.table.files()) == 5  # one file per batch: a, b, c, marker, d

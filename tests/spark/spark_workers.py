@@ -26,19 +26,10 @@ def write_then_die(root: str, topic: str, transactional_id: str, batch_id: int, 
 
 def materialize_and_die(root: str, topic: str, point: str | None) -> None:
     """Run the view job in a Spark session of this process; SIGKILL it at fault point `point` (None: a timer kills it)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from pipelines.materialize_committed_view import materialize_committed_view
+    from pyspark_lakelog import local_session
 
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("lakelog-test-view-worker", "local[1]", driver_memory="1g")
     print("started", flush=True)
 
     def kill_at(reached: str) -> None:
