@@ -11,14 +11,12 @@ Topics whose names start with `__` are internal and never listed here.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import list_topics
 from lakelog.log.scan import KAFKA_SCHEMA
-from lakelog.store import Table, check_root
+from lakelog.store import Location, Table, check_root
 
 VIEWS_DIR = "views"
 STATUS_DIR = "status"
@@ -56,11 +54,11 @@ STATUS_SCHEMA = pa.schema(
 )
 
 
-def view_path(root: str, topic: str) -> Path:
+def view_path(root: str | Location, topic: str) -> Location:
     return check_root(root) / VIEWS_DIR / topic
 
 
-def status_path(root: str, topic: str) -> Path:
+def status_path(root: str | Location, topic: str) -> Location:
     return check_root(root) / STATUS_DIR / topic
 
 
@@ -96,7 +94,7 @@ def spark_sql_init(root: str) -> str:
     `<topic>_view` and partition-status tables `<topic>_status`, all through the
     `lakelog` data source, so every query reads the latest snapshot.
     """
-    root = str(check_root(root).resolve())
+    root = check_root(root)
     lines = [f"-- lakelog tables of {root}; use with: spark-sql -i <this file>"]
     names: set[str] = set()
 
@@ -109,11 +107,11 @@ def spark_sql_init(root: str) -> str:
         lines.append(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` USING lakelog OPTIONS ({rendered});")
 
     for topic in user_topics(root):
-        view(topic, {"root": root, "topic": topic, "isolation.level": "read_committed"})
+        view(topic, {"root": root.uri, "topic": topic, "isolation.level": "read_committed"})
     for topic in list_views(root):
-        view(f"{topic}_view", {"root": root, "view": topic})
+        view(f"{topic}_view", {"root": root.uri, "view": topic})
     for topic in list_status_tables(root):
-        view(f"{topic}_status", {"root": root, "status": topic})
+        view(f"{topic}_status", {"root": root.uri, "status": topic})
     return "\n".join(lines) + "\n"
 
 
@@ -121,16 +119,14 @@ def _sql_string(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def _open(path: Path, missing: str, topic: str) -> Table:
-    if not Table.exists(str(path)):
+def _open(location: Location, missing: str, topic: str) -> Table:
+    if not Table.exists(location):
         raise UnknownTopicOrPartition(missing, topic=topic)
-    return Table.open(str(path))
+    return Table.open(location)
 
 
-def _tables_in(folder: Path) -> list[str]:
-    if not folder.is_dir():
-        return []
-    return sorted(entry.name for entry in folder.iterdir() if Table.exists(str(entry)))
+def _tables_in(folder: Location) -> list[str]:
+    return sorted(entry.name for entry in folder.children() if Table.exists(entry))
 
 
 __all__ = [

@@ -1,7 +1,9 @@
 """`lakelog` command line: init, topics, produce, consume, load, transactions, groups, coordinator sweep, sql, spark-sql-init.
 
-Every command takes `--root` (or $LAKELOG_ROOT). Bad input exits with code 2 and
-one line on stderr; a delivery that fails exits 1.
+Every command takes `--root` (or $LAKELOG_ROOT): a folder, `file:///path` or
+`s3://bucket/prefix`, with `--storage-option KEY=VALUE` overriding the `AWS_*`
+environment. Bad input exits with code 2, any other failure with code 1, each
+with one line on stderr naming the Kafka error code; never a traceback.
 """
 
 from __future__ import annotations
@@ -28,11 +30,34 @@ from lakelog.client import group_admin, transaction_admin
 from lakelog.client.loader import load
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
-from lakelog.errors import KafkaError, KafkaException
+from lakelog.errors import (
+    GroupIdNotFound,
+    InvalidRequest,
+    InvalidTxnState,
+    KafkaError,
+    KafkaException,
+    NonEmptyGroup,
+    OffsetOutOfRange,
+    SaslAuthenticationFailed,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
 from lakelog.log import list_topics, topic_config
-from lakelog.store import check_root
+from lakelog.store import Location, check_root
 
 EXIT_BAD_INPUT = 2
+EXIT_FAILURE = 1
+# Errors that say the command asked for something wrong (exit 2); every other error is a failure (exit 1).
+BAD_INPUT_ERRORS = (
+    InvalidRequest,
+    InvalidTxnState,
+    UnknownTopicOrPartition,
+    TopicAlreadyExists,
+    OffsetOutOfRange,
+    GroupIdNotFound,
+    NonEmptyGroup,
+    SaslAuthenticationFailed,
+)
 
 
 class BadInput(Exception):
@@ -56,20 +81,49 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if not args.root:
             raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
+        args.root = check_root(args.root, _storage_options(args))
         return args.handler(args)
     except BadInput as error:
         print(str(error), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KafkaException as error:
-        print(f"lakelog: {error.error.name()}: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT if not error.error.retriable() else 1
+        print(f"lakelog: {error.error.name()}: {_one_line(str(error))}", file=sys.stderr)
+        return EXIT_BAD_INPUT if isinstance(error, BAD_INPUT_ERRORS) else EXIT_FAILURE
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("lakelog: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - the CLI never prints a traceback
+        print(f"lakelog: UNKNOWN: {type(error).__name__}: {_one_line(str(error))}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def _one_line(text: str) -> str:
+    return " / ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _storage_options(args: argparse.Namespace) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for item in getattr(args, "storage_option", None) or []:
+        key, separator, value = item.partition("=")
+        if not separator or not key:
+            raise BadInput(f"lakelog: --storage-option takes KEY=VALUE, not {item!r}")
+        options[key] = value
+    return options
 
 
 def _build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
-    common.add_argument("--root", default=os.environ.get("LAKELOG_ROOT"), help="root folder (default $LAKELOG_ROOT)")
+    common.add_argument(
+        "--root", default=os.environ.get("LAKELOG_ROOT"),
+        help="root: a folder, file:///path or s3://bucket/prefix (default $LAKELOG_ROOT)",
+    )
+    common.add_argument(
+        "--storage-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a connection setting of the root's store, overriding its AWS_* variable (endpoint_url, region, "
+        "access_key_id, secret_access_key, session_token, allow_http, timeout, ...); repeatable",
+    )
     parser = _Parser(prog="lakelog", description="Kafka's exactly-once semantics on Delta Lake tables")
     commands = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
 
@@ -204,8 +258,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _init(args: argparse.Namespace) -> int:
-    root = check_root(args.root)
-    (root / "topics").mkdir(parents=True, exist_ok=True)
+    root: Location = args.root
+    root.io.make_dirs((root / "topics").uri)
     print(f"root {root} is ready")
     return 0
 
@@ -441,7 +495,7 @@ def _transactions_abort(args: argparse.Namespace) -> int:
 
 def _groups_list(args: argparse.Namespace) -> int:
     wanted = None if args.state is None else {state.upper() for state in args.state}
-    coordinator = GroupCoordinator(check_root(args.root).as_posix())
+    coordinator = GroupCoordinator(args.root)
     rows = []
     for listing in group_admin.list_groups(args.root):
         if wanted is None or listing.state.value in wanted:
@@ -555,7 +609,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _coordinator_sweep(args: argparse.Namespace) -> int:
-    root = check_root(args.root).as_posix()
+    root = args.root
     report = dataclasses.asdict(TransactionCoordinator(root).sweep())
     # S6.5: members past their session or rebalance timeout leave their groups.
     report["members_expired"] = [{"group": group, "member_id": member} for group, member in GroupCoordinator(root).sweep()]
@@ -605,7 +659,7 @@ def _json_value(value: Any) -> Any:
 def _spark_sql_init(args: argparse.Namespace) -> int:
     from lakelog import catalog
 
-    if not os.path.isdir(args.root):
+    if args.root.is_local and not args.root.is_dir():
         raise BadInput(f"lakelog spark-sql-init: root {args.root} does not exist")
     script = catalog.spark_sql_init(args.root)
     if args.output:

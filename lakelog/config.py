@@ -1,7 +1,7 @@
-"""The one config loader: Kafka-named keys, typed and validated, defaults from `conf/`.
+"""The one config loader: Kafka-named keys, typed and validated, defaults from `lakelog/conf/`.
 
 `load("producer", {...})` returns a frozen `Config` holding every key of that kind
-(defaults from `conf/producer.properties` overlaid by the caller's values). An
+(defaults from `lakelog/conf/producer.properties`, package data, overlaid by the caller's values). An
 unknown key, a value of the wrong type or out of range raises `InvalidConfig`
 naming the key, before anything touches a table.
 """
@@ -12,6 +12,8 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +78,11 @@ def _optional_name(name: str, raw: Any) -> str | None:
     return value
 
 
-def _root(name: str, raw: Any) -> str:
+def _root(name: str, raw: Any) -> Any:
+    from lakelog.store.fileio import Location
+
+    if isinstance(raw, Location):
+        return raw
     if isinstance(raw, os.PathLike):
         raw = os.fspath(raw)
     value = _str(name, raw)
@@ -191,13 +197,14 @@ class Config(Mapping[str, Any]):
         return len(self.values)
 
 
-def conf_dir() -> Path:
-    """Where the default `.properties` files live: $LAKELOG_CONF_DIR or the repo's `conf/`."""
+def conf_dir() -> Path | Traversable:
+    """Where the default `.properties` files live: $LAKELOG_CONF_DIR or the package's `lakelog/conf/`
+    (a Path when lakelog is installed as files, as pip and the editable install do)."""
     configured = os.environ.get(CONF_DIR_ENV)
-    return Path(configured) if configured else Path(__file__).resolve().parent.parent / "conf"
+    return Path(configured) if configured else resources.files("lakelog") / "conf"
 
 
-def read_properties(path: Path) -> dict[str, str]:
+def read_properties(path: Path | Traversable) -> dict[str, str]:
     """Parse a Java-style `.properties` file: `key=value` lines, `#` comments."""
     values: dict[str, str] = {}
     for number, line in enumerate(path.read_text().splitlines(), start=1):
@@ -212,15 +219,17 @@ def read_properties(path: Path) -> dict[str, str]:
 
 
 # Keyed by folder too: a process that points $LAKELOG_CONF_DIR elsewhere gets that folder's defaults.
-_defaults_cache: dict[tuple[Path, str], dict[str, Any]] = {}
+# The folder as text: a Traversable from a zip has no value equality, so it would never hit.
+_defaults_cache: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 def defaults(kind: str) -> dict[str, Any]:
-    """The validated defaults of one kind, from `conf/<kind>.properties`."""
-    key = (conf_dir(), kind)
+    """The validated defaults of one kind, from `<conf_dir()>/<kind>.properties`."""
+    folder = conf_dir()
+    key = (str(folder), kind)
     if key not in _defaults_cache:
-        raw = read_properties(key[0] / f"{kind}.properties")
-        _defaults_cache[key] = _validate(kind, raw, source=f"conf/{kind}.properties")
+        path = folder / f"{kind}.properties"
+        _defaults_cache[key] = _validate(kind, read_properties(path), source=str(path))
     return dict(_defaults_cache[key])
 
 
@@ -239,7 +248,33 @@ def _validate(kind: str, raw: Mapping[str, Any], *, source: str) -> dict[str, An
     schema = SCHEMA[kind]
     values: dict[str, Any] = {}
     for key, value in raw.items():
+        if isinstance(key, str) and key.startswith(STORAGE_PREFIX) and "lakelog.root" in schema:
+            values[STORAGE_PREFIX + _storage_key(key[len(STORAGE_PREFIX):])] = _storage_value(key, value)
+            continue
         if key not in schema:
             raise InvalidConfig(f"unknown {kind} config key {key!r} in {source}", key=key)
         values[key] = schema[key].coerce(key, value)
     return values
+
+
+# Connection settings of the root's store, `lakelog.storage.<key>` (keys: lakelog.store.fileio.S3_KEYS).
+STORAGE_PREFIX = "lakelog.storage."
+
+
+def storage_options(config: Mapping[str, Any]) -> dict[str, str]:
+    """The `lakelog.storage.*` settings of a client config, by their storage option names."""
+    return {key[len(STORAGE_PREFIX):]: value for key, value in config.items() if key.startswith(STORAGE_PREFIX)}
+
+
+def _storage_key(name: str) -> str:
+    from lakelog.store.fileio import storage_key
+
+    return storage_key(name)
+
+
+def _storage_value(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise InvalidConfig(f"config {key} takes a string, not {value!r}", key=key)

@@ -54,6 +54,7 @@ class KafkaError:
     INVALID_TRANSACTION_TIMEOUT = 50
     CONCURRENT_TRANSACTIONS = 51
     KAFKA_STORAGE_ERROR = 56
+    SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
@@ -314,6 +315,12 @@ class KafkaStorageError(RetriableError):
     """The storage under the root failed (I/O); whether a commit landed is unknown, so retry idempotently."""
 
     code = KafkaError.KAFKA_STORAGE_ERROR
+
+
+class SaslAuthenticationFailed(FatalError):
+    """The storage under the root refused the credentials (wrong or expired keys): fix them, then start again."""
+
+    code = KafkaError.SASL_AUTHENTICATION_FAILED
 
 
 class CommitConflict(RetriableError):

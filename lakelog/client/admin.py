@@ -22,6 +22,7 @@ from lakelog.client.group_admin import ConsumerGroupTopicPartitions, ListConsume
 from lakelog.errors import InvalidProducerIdMapping, InvalidRequest, KafkaException
 from lakelog.log import create_topic, list_topics, open_partition, topic_config
 from lakelog.log.topics import validate_new_topic
+from lakelog.config import storage_options
 from lakelog.store import check_root
 
 
@@ -70,7 +71,7 @@ class AdminClient:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         values, _ = split_callbacks(conf, ("error_cb",))
         self.config = config.load("admin", values)
-        self._root = str(check_root(self.config["lakelog.root"]))
+        self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
 
     def create_topics(self, new_topics: list[NewTopic], validate_only: bool = False, **_timeouts: Any) -> dict[str, Future]:
         """Create each topic; a future per topic resolves to None or raises (TopicAlreadyExists, ...)."""

@@ -66,7 +66,7 @@ class TransactionalBatchWriter:
     """Writes batches of rows to many partitions, each batch as one transaction of `transactional_id`."""
 
     def __init__(self, root: str, transactional_id: str, *, transaction_timeout_ms: int | None = None) -> None:
-        self.root = str(check_root(root))
+        self.root = check_root(root)
         if not isinstance(transactional_id, str) or not transactional_id:
             raise InvalidRequest(f"transactional.id must be a non-empty string, not {transactional_id!r}")
         self.transactional_id = transactional_id

@@ -68,6 +68,7 @@ from lakelog.errors import (
     UnstableOffsetCommit,
 )
 from lakelog.log import READ_COMMITTED, PartitionLog, open_partition
+from lakelog.config import storage_options
 from lakelog.store import check_root
 
 CALLBACK_KEYS = ("on_commit", "error_cb")
@@ -124,7 +125,7 @@ class Consumer:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
         self.config = config.load("consumer", values)
-        self._root = str(check_root(self.config["lakelog.root"]))
+        self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
         self._group_id: str | None = self.config["group.id"]
         self._instance_id: str | None = self.config["group.instance.id"]
         if self._instance_id is not None and self._group_id is None:

@@ -35,6 +35,7 @@ from lakelog.errors import (
 )
 from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_partition, payload_table, topic_config
 from lakelog.log.records import next_sequence
+from lakelog.config import storage_options
 from lakelog.store import check_root
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
@@ -166,7 +167,7 @@ class Producer:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
         self.config = config.load("producer", values)
-        self._root = str(check_root(self.config["lakelog.root"]))
+        self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
         self._default_on_delivery: DeliveryCallback | None = callbacks.get("on_delivery")
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._num_partitions: dict[str, int] = {}

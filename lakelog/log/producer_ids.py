@@ -27,7 +27,7 @@ SCHEMA = pa.schema(
 
 def allocate_producer_id(root: str, client_id: str = "") -> int:
     """Allocate a producer id unique across every process using this root."""
-    table, _ = Table.create(str(check_root(root) / PRODUCER_IDS_DIR), SCHEMA, {})
+    table, _ = Table.create(check_root(root) / PRODUCER_IDS_DIR, SCHEMA, {})
     while True:
         producer_id = table.app_version(NEXT_ID_APP_ID) or 0
         row = pa.table(

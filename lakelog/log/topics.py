@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from lakelog.config import validate_name
@@ -11,16 +10,16 @@ from lakelog.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOr
 from lakelog.log.partition import Clock, PartitionLog, wall_clock_ms
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.topic_config import TopicConfig
-from lakelog.store import Table, check_root
+from lakelog.store import Location, Table, check_root
 
 TOPICS_DIR = "topics"
 
 
-def topic_path(root: str, topic: str) -> Path:
+def topic_path(root: str | Location, topic: str) -> Location:
     return check_root(root) / TOPICS_DIR / validate_name(topic)
 
 
-def partition_path(root: str, topic: str, partition: int) -> Path:
+def partition_path(root: str | Location, topic: str, partition: int) -> Location:
     return topic_path(root, topic) / str(partition)
 
 
@@ -32,7 +31,7 @@ def create_topic(root: str, topic: str, num_partitions: int | None = None, confi
     """
     topic_config = validate_new_topic(topic, num_partitions, config)
     path = topic_path(root, topic)
-    _, created = Table.create(str(path / "0"), PARTITION_SCHEMA, topic_config.table_configuration())
+    _, created = Table.create(path / "0", PARTITION_SCHEMA, topic_config.table_configuration())
     if not created:
         raise TopicAlreadyExists(f"topic {topic} already exists", topic=topic)
     _complete_partitions(root, topic, topic_config)
@@ -52,23 +51,21 @@ def validate_new_topic(topic: str, num_partitions: int | None, config: Mapping[s
 
 def _complete_partitions(root: str, topic: str, topic_config: TopicConfig) -> None:
     for partition in range(1, topic_config.num_partitions):
-        uri = str(partition_path(root, topic, partition))
-        if not Table.exists(uri):
-            Table.create(uri, PARTITION_SCHEMA, topic_config.table_configuration())
+        location = partition_path(root, topic, partition)
+        if not Table.exists(location):
+            Table.create(location, PARTITION_SCHEMA, topic_config.table_configuration())
 
 
 def list_topics(root: str) -> list[str]:
     folder = check_root(root) / TOPICS_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(entry.name for entry in folder.iterdir() if Table.exists(str(entry / "0")))
+    return sorted(entry.name for entry in folder.children() if Table.exists(entry / "0"))
 
 
 def topic_config(root: str, topic: str) -> TopicConfig:
-    uri = str(partition_path(root, topic, 0))
-    if not Table.exists(uri):
+    location = partition_path(root, topic, 0)
+    if not Table.exists(location):
         raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root}", topic=topic)
-    return TopicConfig.from_table_configuration(Table.open(uri).configuration)
+    return TopicConfig.from_table_configuration(Table.open(location).configuration)
 
 
 def open_partition(root: str, topic: str, partition: int, clock: Clock = wall_clock_ms) -> PartitionLog:
@@ -80,10 +77,10 @@ def open_partition(root: str, topic: str, partition: int, clock: Clock = wall_cl
         raise UnknownTopicOrPartition(
             f"topic {topic} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=topic
         )
-    uri = str(partition_path(root, topic, partition))
-    if not Table.exists(uri):
+    location = partition_path(root, topic, partition)
+    if not Table.exists(location):
         _complete_partitions(root, topic, config)
-    table = Table.open(uri)
+    table = Table.open(location)
     return PartitionLog(table, topic, partition, TopicConfig.from_table_configuration(table.configuration), clock)
 
 
@@ -100,20 +97,20 @@ def open_internal_partition(
     if not log_name.startswith("__"):
         raise ValueError(f"internal logs are named __<name>, not {log_name!r}")
     folder = check_root(root) / log_name
-    first = _open_or_create(str(folder / "0"), TopicConfig.load({"num.partitions": num_partitions}))
+    first = _open_or_create(folder / "0", TopicConfig.load({"num.partitions": num_partitions}))
     config = TopicConfig.from_table_configuration(first.configuration)
     if not 0 <= partition < config.num_partitions:
         raise UnknownTopicOrPartition(
             f"{log_name} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=log_name
         )
-    table = first if partition == 0 else _open_or_create(str(folder / str(partition)), config)
+    table = first if partition == 0 else _open_or_create(folder / str(partition), config)
     return PartitionLog(table, log_name, partition, config, clock)
 
 
-def _open_or_create(uri: str, config: TopicConfig) -> Table:
-    if Table.exists(uri):
-        return Table.open(uri)
-    return Table.create(uri, PARTITION_SCHEMA, config.table_configuration())[0]
+def _open_or_create(location: Location, config: TopicConfig) -> Table:
+    if Table.exists(location):
+        return Table.open(location)
+    return Table.create(location, PARTITION_SCHEMA, config.table_configuration())[0]
 
 
 def internal_partition_count(root: str, log_name: str, num_partitions: int) -> int:
@@ -124,7 +121,5 @@ def internal_partition_count(root: str, log_name: str, num_partitions: int) -> i
 def existing_internal_partitions(root: str, log_name: str) -> list[int]:
     """Partitions of an internal log that have a table (partitions are created on first use)."""
     folder = check_root(root) / log_name
-    if not folder.is_dir():
-        return []
-    return sorted(int(entry.name) for entry in folder.iterdir() if entry.name.isdigit() and Table.exists(str(entry)))
+    return sorted(int(entry.name) for entry in folder.children() if entry.name.isdigit() and Table.exists(entry))
 

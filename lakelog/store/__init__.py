@@ -1,5 +1,18 @@
-"""Delta table access: the only package that calls deltalake."""
+"""Storage: Delta table access (the only package that calls deltalake) and file IO by URI scheme."""
 
-from lakelog.store.table import REOPEN_EVERY_COMMITS, FileEntry, PinnedSnapshot, Table, TableNotFoundError, check_root
+from lakelog.store.fileio import FileIO, FileStatus, Location, load_file_io
+from lakelog.store.root import check_root
+from lakelog.store.table import REOPEN_EVERY_COMMITS, FileEntry, PinnedSnapshot, Table, TableNotFoundError
 
-__all__ = ["FileEntry", "PinnedSnapshot", "Table", "TableNotFoundError", "check_root", "REOPEN_EVERY_COMMITS"]
+__all__ = [
+    "FileEntry",
+    "FileIO",
+    "FileStatus",
+    "Location",
+    "PinnedSnapshot",
+    "REOPEN_EVERY_COMMITS",
+    "Table",
+    "TableNotFoundError",
+    "check_root",
+    "load_file_io",
+]

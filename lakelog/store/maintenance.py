@@ -37,8 +37,8 @@ a few integer comparisons unless the commit's version is a multiple of
 from __future__ import annotations
 
 import json
+import logging
 import math
-import os
 import re
 import time
 import uuid
@@ -47,13 +47,14 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
+from lakelog.errors import KafkaStorageError
 from lakelog.store.table import FileEntry, Table, _statistics, load_handle
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CHECKPOINT_INTERVAL = 100
 DELTA_LOG = "_delta_log"
@@ -222,7 +223,7 @@ def reopen(table: Table) -> int:
     commits replays all of them on every commit (FINDINGS.md). The snapshot may
     move forward: callers decide on whatever snapshot is in hand afterwards.
     """
-    table._handle = load_handle(table.uri)
+    table._handle = load_handle(table.location)
     table._commits_on_handle = 0
     return table.version
 
@@ -339,10 +340,8 @@ def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
     first = merge.sources[0].min_offset
     merge.path = f"part-compact-{first:020d}-{uuid.uuid4().hex}.{compression if compression != 'none' else 'uncompressed'}.parquet"
     codec = "NONE" if compression == "none" else compression
-    fs, path = _filesystem(_join(table.uri, merge.path))
-    pq.write_table(rows, path, filesystem=fs, compression=codec)
+    merge.size = table.io.write_parquet(rows, table.child_uri(merge.path), compression=codec)
     merge.written = True
-    merge.size = fs.get_file_info(path).size
     merge.records = rows.num_rows
     merge.stats = _statistics(rows)
 
@@ -392,13 +391,12 @@ def cleanup_log(table: Table, *, keep_checkpoints: int = 2, min_age_s: float = 2
     before each decision keeps writers within that bound. Returns the number of
     files deleted.
     """
-    fs, log_dir = _filesystem(_join(table.uri, DELTA_LOG))
-    infos = fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True))
+    infos = table.io.list(table.child_uri(DELTA_LOG))
     checkpoints = sorted(
         {
-            int(info.base_name[:20])
+            int(info.name[:20])
             for info in infos
-            if info.type == pafs.FileType.File and ".checkpoint." in info.base_name and _LOG_FILE.match(info.base_name)
+            if not info.is_dir and ".checkpoint." in info.name and _LOG_FILE.match(info.name)
         }
     )
     if len(checkpoints) < keep_checkpoints:
@@ -407,16 +405,13 @@ def cleanup_log(table: Table, *, keep_checkpoints: int = 2, min_age_s: float = 2
     cutoff = time.time() - min_age_s
     deleted = 0
     for info in infos:
-        match = _LOG_FILE.match(info.base_name)
-        if info.type != pafs.FileType.File or match is None or int(match.group(1)) >= keep_from:
+        match = _LOG_FILE.match(info.name)
+        if info.is_dir or match is None or int(match.group(1)) >= keep_from:
             continue
-        if info.mtime is not None and info.mtime.timestamp() > cutoff:
+        if info.mtime is not None and info.mtime > cutoff:
             continue
-        try:
-            fs.delete_file(info.path)
+        if table.io.delete(info.uri):
             deleted += 1
-        except FileNotFoundError:
-            pass
     return deleted
 
 
@@ -436,19 +431,18 @@ def vacuum(table: Table, *, dry_run: bool = False) -> list[str]:
     relative paths deleted (or that would be, with `dry_run`).
     """
     table.refresh()
-    handle = load_handle(table.uri)
+    handle = load_handle(table.location)
     retention_s = _retention_seconds(table)
     expired = set(handle.vacuum(dry_run=True))
     tombstoned = set(handle.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False))
     active = {entry.path for entry in _active_paths(handle)}
-    fs, root = _filesystem(table.uri)
     cutoff = time.time() - retention_s
     doomed = []
-    for info in fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True)):
-        name = info.base_name
-        if info.type != pafs.FileType.File or name.startswith(("_", ".")) or name in active:
+    for info in table.io.list(table.uri):
+        name = info.name
+        if info.is_dir or name.startswith(("_", ".")) or name in active:
             continue
-        if name in expired or (name not in tombstoned and info.mtime is not None and info.mtime.timestamp() < cutoff):
+        if name in expired or (name not in tombstoned and info.mtime is not None and info.mtime < cutoff):
             doomed.append(name)
     if not dry_run:
         for name in doomed:
@@ -473,22 +467,11 @@ def _retention_seconds(table: Table) -> float:
 # -- helpers -----------------------------------------------------------------------
 
 
-def _join(uri: str, name: str) -> str:
-    return uri.rstrip("/") + "/" + name
-
-
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
-    return pafs.LocalFileSystem(), os.path.abspath(uri)
-
-
 def _delete_quietly(table: Table, name: str) -> None:
-    fs, path = _filesystem(_join(table.uri, name))
     try:
-        fs.delete_file(path)
-    except (FileNotFoundError, OSError):
-        pass
+        table.io.delete(table.child_uri(name))
+    except KafkaStorageError as error:
+        log.warning("%s: could not delete %s (vacuum will): %s", table.uri, name, error)
 
 
 __all__ = [

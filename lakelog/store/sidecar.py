@@ -10,15 +10,15 @@ are atomic (a temporary name, then a move), so readers never see half a file.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.fs as pafs
+import logging
 
-from lakelog.store.maintenance import _filesystem, _join
+from lakelog.errors import KafkaStorageError
 from lakelog.store.table import Table
+
+log = logging.getLogger(__name__)
 
 SIDECAR_DIR = "_lakelog"
 _TEMPORARY = ".tmp-"
@@ -26,48 +26,47 @@ _TEMPORARY = ".tmp-"
 SNAPSHOTS_KEPT = 2
 
 
+def _uri(table: Table, folder: str, name: str | None = None) -> str:
+    return table.child_uri(f"{SIDECAR_DIR}/{folder}" + (f"/{name}" if name else ""))
+
+
 def list_sidecars(table: Table, folder: str) -> list[str]:
     """Names of the sidecar files in `folder`, sorted; none if the folder is missing or unreadable."""
-    fs, path = _filesystem(_join(table.uri, f"{SIDECAR_DIR}/{folder}"))
     try:
-        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    except (OSError, pa.ArrowException):
+        infos = table.io.list(_uri(table, folder))
+    except KafkaStorageError as error:
+        log.warning("%s: cannot list sidecars in %s: %s", table.uri, folder, error)
         return []
-    return sorted(info.base_name for info in infos if info.type == pafs.FileType.File and _TEMPORARY not in info.base_name)
+    return sorted(info.name for info in infos if not info.is_dir and _TEMPORARY not in info.name)
 
 
 def read_sidecar(table: Table, folder: str, name: str) -> bytes | None:
     """A sidecar file's bytes, or None if it is missing or unreadable."""
-    fs, path = _filesystem(_join(table.uri, f"{SIDECAR_DIR}/{folder}/{name}"))
     try:
-        with fs.open_input_stream(path) as stream:
-            return stream.read()
-    except (OSError, pa.ArrowException):
+        return table.io.read(_uri(table, folder, name))
+    except FileNotFoundError:
+        return None
+    except KafkaStorageError as error:
+        log.warning("%s: cannot read sidecar %s/%s: %s", table.uri, folder, name, error)
         return None
 
 
 def write_sidecar(table: Table, folder: str, name: str, data: bytes) -> bool:
-    """Write a sidecar file atomically; False if the storage refused (a read-only root, say)."""
-    fs, path = _filesystem(_join(table.uri, f"{SIDECAR_DIR}/{folder}/{name}"))
-    temporary = f"{path}{_TEMPORARY}{uuid.uuid4().hex}"
+    """Write a sidecar file atomically (FileIO.write); False if the storage refused (a read-only root, say)."""
     try:
-        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with fs.open_output_stream(temporary) as stream:
-            stream.write(data)
-        fs.move(temporary, path)
+        table.io.write(_uri(table, folder, name), data)
         return True
-    except (OSError, pa.ArrowException):
-        delete_sidecar(table, folder, temporary.rsplit("/", 1)[1])
+    except KafkaStorageError as error:
+        log.warning("%s: cannot write sidecar %s/%s: %s", table.uri, folder, name, error)
         return False
 
 
 def delete_sidecar(table: Table, folder: str, name: str) -> None:
     """Delete a sidecar file if it is there; a failure leaves it (it is only a cache)."""
-    fs, path = _filesystem(_join(table.uri, f"{SIDECAR_DIR}/{folder}/{name}"))
     try:
-        fs.delete_file(path)
-    except (OSError, pa.ArrowException):
-        pass
+        table.io.delete(_uri(table, folder, name))
+    except KafkaStorageError as error:
+        log.warning("%s: cannot delete sidecar %s/%s: %s", table.uri, folder, name, error)
 
 
 # -- snapshots: state derived from the rows below a position, named by that position -----------

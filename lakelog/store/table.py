@@ -10,13 +10,13 @@ version) are always switched off.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
+import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,7 +25,12 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.transaction import AddAction
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from lakelog.errors import CommitConflict, CorruptRecord, InvalidConfig, KafkaStorageError
+from lakelog.errors import CommitConflict, CorruptRecord, InvalidConfig, KafkaException, KafkaStorageError
+from lakelog.store.fileio import Location, one_line
+
+log = logging.getLogger(__name__)
+# custom_metadata key naming each commit, so a writer can tell its own commit in the log (S12.3).
+COMMIT_ID_KEY = "lakelog.commit"
 
 # A handle reused for many commits slows down (FINDINGS.md); reopen it this often.
 REOPEN_EVERY_COMMITS = 100
@@ -45,10 +50,16 @@ class FileEntry:
 
 
 class Table:
-    """One Delta table and a handle at a known snapshot version."""
+    """One Delta table and a handle at a known snapshot version.
 
-    def __init__(self, uri: str, handle: DeltaTable) -> None:
-        self.uri = uri
+    Every delta-rs, pyarrow or OS failure leaves here as `KafkaStorageError`
+    (retriable) or `CorruptRecord` (not), naming the table and version.
+    """
+
+    def __init__(self, location: Location | str, handle: DeltaTable) -> None:
+        self.location = Location.of(location, what="table")
+        self.uri = self.location.uri
+        self.io = self.location.io
         self._handle = handle
         self._commits_on_handle = 0
         self._files: tuple[int, list[FileEntry]] | None = None
@@ -56,33 +67,48 @@ class Table:
     # -- opening and creating -------------------------------------------------
 
     @classmethod
-    def open(cls, uri: str) -> Table:
+    def open(cls, location: Location | str) -> Table:
         """Open an existing table at its latest version; `TableNotFoundError` if absent."""
-        return cls(uri, load_handle(uri))
+        location = Location.of(location, what="table")
+        with storage_errors(location.uri, "opening"):
+            return cls(location, load_handle(location))
 
     @classmethod
-    def create(cls, uri: str, schema: pa.Schema, configuration: Mapping[str, str]) -> tuple[Table, bool]:
+    def create(cls, location: Location | str, schema: pa.Schema, configuration: Mapping[str, str]) -> tuple[Table, bool]:
         """Create the table as version 0 (put-if-absent); returns (table, created by this call)."""
-        Path(uri).mkdir(parents=True, exist_ok=True)
+        location = Location.of(location, what="table")
+        location.io.make_dirs(location.uri)
         try:
-            handle = DeltaTable.create(
-                uri,
-                schema,
-                mode="error",
-                configuration=dict(configuration),
-                raise_if_key_not_exists=False,
-                # With retries a creator that lost version 0 would commit a second CREATE as version 1.
-                commit_properties=CommitProperties(max_commit_retries=0),
-            )
-            return cls(uri, handle), True
-        except DeltaError:
-            if DeltaTable.is_deltatable(uri):
-                return cls.open(uri), False
-            raise
+            with storage_errors(location.uri, "creating"):
+                try:
+                    handle = DeltaTable.create(
+                        location.uri,
+                        schema,
+                        mode="error",
+                        configuration=dict(configuration),
+                        raise_if_key_not_exists=False,
+                        storage_options=location.io.delta_options(),
+                        # With retries a creator that lost version 0 would commit a second CREATE as version 1.
+                        commit_properties=CommitProperties(max_commit_retries=0),
+                    )
+                except DeltaError:
+                    if not DeltaTable.is_deltatable(location.uri, location.io.delta_options()):
+                        raise
+                    handle = None
+        except KafkaStorageError:
+            if not cls.exists(location):
+                raise
+            handle = None
+        if handle is None:
+            return cls.open(location), False
+        log.info("created table %s", location.uri)
+        return cls(location, handle), True
 
     @staticmethod
-    def exists(uri: str) -> bool:
-        return DeltaTable.is_deltatable(uri)
+    def exists(location: Location | str) -> bool:
+        location = Location.of(location, what="table")
+        with storage_errors(location.uri, "looking up"):
+            return DeltaTable.is_deltatable(location.uri, location.io.delta_options())
 
     # -- the snapshot in hand -------------------------------------------------
 
@@ -105,13 +131,15 @@ class Table:
 
     def app_version(self, app_id: str) -> int | None:
         """The `txn` version recorded for `app_id` in this snapshot (survives checkpoints)."""
-        return self._handle.transaction_version(app_id)
+        with storage_errors(self.uri, "reading", self.version):
+            return self._handle.transaction_version(app_id)
 
     def files(self) -> list[FileEntry]:
         """Active data files of this snapshot, ordered by first offset; cached per version."""
         version = self.version
         if self._files is None or self._files[0] != version:
-            actions = pa.table(self._handle.get_add_actions(flatten=True))
+            with storage_errors(self.uri, "listing the files of", version):
+                actions = pa.table(self._handle.get_add_actions(flatten=True))
             entries = []
             if actions.num_rows:
                 columns = actions.to_pydict()
@@ -132,19 +160,39 @@ class Table:
         return self._files[1]
 
     def file_path(self, entry: FileEntry) -> str:
-        return os.path.join(self.uri, entry.path)
+        return self.child_uri(entry.path)
+
+    def child_uri(self, name: str) -> str:
+        """The URI of a file in the table's folder (`name` relative to it, as Delta paths are)."""
+        return f"{self.uri.rstrip('/')}/{name}"
 
     def data_paths(self) -> list[str]:
-        """Paths of the active data files of this snapshot, for tables of any schema (views, status)."""
-        actions = pa.table(self._handle.get_add_actions(flatten=True))
+        """URIs of the active data files of this snapshot, for tables of any schema (views, status)."""
+        return [self.child_uri(entry.path) for entry in self.data_files()]
+
+    def data_files(self) -> list[FileEntry]:
+        """Active data files of this snapshot, by path, for tables of any schema (no offset statistics)."""
+        with storage_errors(self.uri, "listing the files of", self.version):
+            actions = pa.table(self._handle.get_add_actions(flatten=True))
         if not actions.num_rows:
             return []
-        return sorted(os.path.join(self.uri, path) for path in actions.column("path").to_pylist())
+        columns = actions.to_pydict()
+        entries = [
+            FileEntry(path, 0, 0, records, size, 0, 0)
+            for path, records, size in zip(columns["path"], columns["num_records"], columns["size_bytes"])
+        ]
+        return sorted(entries, key=lambda entry: entry.path)
+
+    def read_data_file(self, entry: FileEntry) -> pa.Table:
+        """One data file of a table of any schema, in the table's schema; CorruptRecord if unreadable."""
+        schema = self.schema
+        rows = self._read(entry.path, f"data file {entry.path} of {self.uri} (version {self.version})", None, None)
+        return rows.select(schema.names).cast(schema)
 
     def pin(self, app_ids: tuple[str, ...] = ()) -> PinnedSnapshot:
         """This snapshot as a `PinnedSnapshot`: its files, the `txn` versions of `app_ids`, schema and config."""
         return PinnedSnapshot(
-            self.uri,
+            self.location,
             version=self.version,
             table_id=self.table_id,
             files=tuple(self.files()),
@@ -155,21 +203,25 @@ class Table:
 
     def read_file(self, entry: FileEntry, columns: list[str] | None = None, predicate: pc.Expression | None = None) -> pa.Table:
         """Read one data file of the snapshot; a missing or unreadable file is `CorruptRecord`."""
-        path = self.file_path(entry)
         where = f"data file {entry.path} of {self.uri} (offsets {entry.min_offset}-{entry.max_offset})"
+        return self._read(entry.path, where, columns, predicate)
+
+    def _read(self, name: str, where: str, columns: list[str] | None, predicate: pc.Expression | None) -> pa.Table:
+        path = self.child_uri(name)
         try:
-            if predicate is None:
-                # A whole file reads faster without the dataset layer that filters need.
-                with pq.ParquetFile(path) as parquet:
-                    return parquet.read(columns=columns)
-            return pq.read_table(path, columns=columns, filters=predicate)
+            return self.io.read_parquet(path, columns, predicate)
         except FileNotFoundError as error:
             raise CorruptRecord(f"{where} is missing", path=path) from error
-        except (pa.ArrowException, OSError) as error:
-            raise CorruptRecord(f"{where} is unreadable: {error}", path=path) from error
+        except KafkaStorageError as error:
+            if _is_decoding_error(error.__cause__):
+                raise CorruptRecord(f"{where} is unreadable: {one_line(error.__cause__)}", path=path) from error
+            raise
+        except pa.ArrowException as error:
+            raise CorruptRecord(f"{where} is unreadable: {one_line(error)}", path=path) from error
 
     def history(self, limit: int) -> list[dict]:
-        return self._handle.history(limit)
+        with storage_errors(self.uri, "reading the history of", self.version):
+            return self._handle.history(limit)
 
     # -- moving the handle ----------------------------------------------------
 
@@ -182,7 +234,8 @@ class Table:
             except (DeltaError, OSError):
                 # Log cleanup may have deleted commits this old handle would replay: load from a checkpoint.
                 pass
-        self._handle = load_handle(self.uri)
+        with storage_errors(self.uri, "reloading", self.version):
+            self._handle = load_handle(self.location)
         self._commits_on_handle = 0
         return self.version
 
@@ -203,44 +256,17 @@ class Table:
         """
         decided_on = self.version
         name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
-        path = os.path.join(self.uri, name)
-        try:
-            pq.write_table(data, path, compression=compression)
-            action = AddAction(
-                path=name,
-                size=os.path.getsize(path),
-                partition_values={},
-                modification_time=time.time_ns() // 1_000_000,
-                data_change=True,
-                stats=_statistics(data),
-            )
-            self._handle.create_write_transaction(
-                [action],
-                mode="append",
-                schema=data.schema,
-                commit_properties=CommitProperties(
-                    max_commit_retries=0,
-                    app_transactions=[Transaction(app_id, version) for app_id, version in (app_versions or {}).items()],
-                    custom_metadata=dict(metadata or {}),
-                ),
-            )
-        except CommitFailedError as error:
-            _remove_quietly(path)
-            self.refresh()
-            raise CommitConflict(
-                f"version {decided_on + 1} of {self.uri} was taken by another writer",
-                decided_on=decided_on,
-                current_version=self.version,
-            ) from error
-        except (DeltaError, OSError) as error:
-            raise KafkaStorageError(
-                f"committing version {decided_on + 1} of {self.uri} failed: {error}", decided_on=decided_on
-            ) from error
-        self._commits_on_handle += 1
-        self.refresh()
-        if self.version < decided_on + 1:
-            raise KafkaStorageError(f"{self.uri}: version {decided_on + 1} is not visible after its commit")
-        return decided_on + 1
+        path = self.child_uri(name)
+        size = self.io.write_parquet(data, path, compression=compression)
+        action = AddAction(
+            path=name,
+            size=size,
+            partition_values={},
+            modification_time=time.time_ns() // 1_000_000,
+            data_change=True,
+            stats=_statistics(data),
+        )
+        return self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
 
     def commit_files(
         self,
@@ -262,48 +288,88 @@ class Table:
         decided_on = self.version
         actions = []
         for name in names:
-            path = os.path.join(self.uri, name)
+            path = self.child_uri(name)
             try:
-                statistics = _footer_statistics(path)
-                size = os.path.getsize(path)
-            except (OSError, pa.ArrowException) as error:
-                raise KafkaStorageError(f"cannot commit {path}: {error}") from error
+                metadata = self.io.parquet_metadata(path)
+                statistics = _footer_statistics(metadata)
+            except FileNotFoundError as error:
+                raise KafkaStorageError(f"cannot commit {path}: it is missing", uri=path) from error
+            except pa.ArrowException as error:
+                raise CorruptRecord(f"cannot commit {path}: {one_line(error)}", path=path) from error
+            info = self.io.info(path)
             actions.append(
                 AddAction(
                     path=name,
-                    size=size,
+                    size=info.size if info is not None else 0,
                     partition_values={},
                     modification_time=time.time_ns() // 1_000_000,
                     data_change=True,
                     stats=statistics,
                 )
             )
+        mode = "overwrite" if overwrite else "append"
+        return self._commit(actions, schema, mode, decided_on, app_versions, None, [])
+
+    def _commit(
+        self,
+        actions: list[AddAction],
+        schema: pa.Schema,
+        mode: str,
+        decided_on: int,
+        app_versions: Mapping[str, int] | None,
+        metadata: Mapping[str, str] | None,
+        owned: list[str],
+    ) -> int:
+        """Commit `actions` as exactly version `decided_on + 1`; resolve an unknown outcome by reading the log (S12.3).
+
+        `owned` are files this call wrote: deleted again when the commit is known
+        to have lost (S8.3), kept when its outcome is unknown (it may still land).
+        """
+        commit_id = uuid.uuid4().hex
+        properties = CommitProperties(
+            max_commit_retries=0,
+            app_transactions=[Transaction(app_id, version) for app_id, version in (app_versions or {}).items()],
+            custom_metadata={**dict(metadata or {}), COMMIT_ID_KEY: commit_id},
+        )
         try:
-            self._handle.create_write_transaction(
-                actions,
-                mode="overwrite" if overwrite else "append",
-                schema=schema,
-                commit_properties=CommitProperties(
-                    max_commit_retries=0,
-                    app_transactions=[Transaction(app_id, version) for app_id, version in (app_versions or {}).items()],
-                ),
-            )
-        except CommitFailedError as error:
-            self.refresh()
-            raise CommitConflict(
-                f"version {decided_on + 1} of {self.uri} was taken by another writer",
-                decided_on=decided_on,
-                current_version=self.version,
-            ) from error
-        except (DeltaError, OSError) as error:
-            raise KafkaStorageError(
-                f"committing version {decided_on + 1} of {self.uri} failed: {error}", decided_on=decided_on
-            ) from error
+            self._handle.create_write_transaction(actions, mode=mode, schema=schema, commit_properties=properties)
+        except (CommitFailedError, DeltaError, OSError) as error:
+            if not self._landed(decided_on, commit_id, error):
+                for path in owned:
+                    _remove_quietly(self, path)
+                raise CommitConflict(
+                    f"version {decided_on + 1} of {self.uri} was taken by another writer",
+                    decided_on=decided_on,
+                    current_version=self.version,
+                ) from error
+            log.warning("%s: commit of version %d reported %s, but the log holds it: committed", self.uri, decided_on + 1, one_line(error))
         self._commits_on_handle += 1
         self.refresh()
         if self.version < decided_on + 1:
-            raise KafkaStorageError(f"{self.uri}: version {decided_on + 1} is not visible after its commit")
+            raise KafkaStorageError(f"{self.uri}: version {decided_on + 1} is not visible after its commit", uri=self.uri)
         return decided_on + 1
+
+    def _landed(self, decided_on: int, commit_id: str, error: BaseException) -> bool:
+        """After a failed commit: True if version decided_on+1 holds this commit, False if another writer's.
+
+        Raises KafkaStorageError if the log cannot tell (version decided_on+1 is not
+        there, or cannot be read): the commit may still land, so it is neither failed
+        nor to be retried blindly (S12.3).
+        """
+        version = decided_on + 1
+        unknown = f"committing version {version} of {self.uri} failed ({one_line(error)}) and its outcome is unknown"
+        try:
+            self.refresh()
+            if self.version < version:
+                raise KafkaStorageError(f"{unknown}: the version is not in the log yet", uri=self.uri, decided_on=decided_on)
+            text = self.io.read(self.child_uri(f"_delta_log/{version:020d}.json")).decode("utf-8", "replace")
+        except FileNotFoundError:
+            raise KafkaStorageError(f"{unknown}: its log file is gone", uri=self.uri, decided_on=decided_on) from error
+        except KafkaStorageError as failure:
+            if failure.__cause__ is None:
+                raise
+            raise KafkaStorageError(f"{unknown}: {failure}", uri=self.uri, decided_on=decided_on) from error
+        return commit_id in text
 
 
 class PinnedSnapshot(Table):
@@ -317,7 +383,7 @@ class PinnedSnapshot(Table):
 
     def __init__(
         self,
-        uri: str,
+        location: Location | str,
         *,
         version: int,
         table_id: str,
@@ -326,7 +392,7 @@ class PinnedSnapshot(Table):
         schema: pa.Schema,
         configuration: Mapping[str, str],
     ) -> None:
-        super().__init__(uri, None)  # type: ignore[arg-type]
+        super().__init__(location, None)  # type: ignore[arg-type]
         self._version = version
         self._table_id = table_id
         self._pinned_files = list(files)
@@ -358,8 +424,8 @@ class PinnedSnapshot(Table):
     def files(self) -> list[FileEntry]:
         return self._pinned_files
 
-    def data_paths(self) -> list[str]:
-        return [self.file_path(entry) for entry in self._pinned_files]
+    def data_files(self) -> list[FileEntry]:
+        return list(self._pinned_files)
 
     def history(self, limit: int) -> list[dict]:
         raise InvalidConfig(f"a pinned snapshot of {self.uri} has no history")
@@ -382,16 +448,15 @@ class PinnedSnapshot(Table):
             schema=self._schema,
             configuration=self._configuration,
         )
-        return (_pinned_snapshot, (self.uri, state))
+        return (_pinned_snapshot, (self.location, state))
 
 
-def _pinned_snapshot(uri: str, state: dict) -> PinnedSnapshot:
-    return PinnedSnapshot(uri, **state)
+def _pinned_snapshot(location: Location, state: dict) -> PinnedSnapshot:
+    return PinnedSnapshot(location, **state)
 
 
-def _footer_statistics(path: str) -> str:
+def _footer_statistics(metadata: pq.FileMetaData) -> str:
     """Delta file statistics from a Parquet footer: record count, null counts, min/max of integer columns."""
-    metadata = pq.read_metadata(path)
     minimums: dict[str, int] = {}
     maximums: dict[str, int] = {}
     nulls: dict[str, int] = {}
@@ -441,11 +506,12 @@ def _statistics(data: pa.Table) -> str:
 OPEN_ATTEMPTS = 5
 
 
-def load_handle(uri: str) -> DeltaTable:
+def load_handle(location: Location | str) -> DeltaTable:
     """A delta-rs handle at the table's latest version, listing the log again if a file vanished under it."""
+    location = Location.of(location, what="table")
     for attempt in range(OPEN_ATTEMPTS):
         try:
-            return DeltaTable(uri)
+            return DeltaTable(location.uri, storage_options=location.io.delta_options())
         except TableNotFoundError:
             raise
         except DeltaError as error:
@@ -455,21 +521,34 @@ def load_handle(uri: str) -> DeltaTable:
     raise AssertionError("unreachable")
 
 
-def _remove_quietly(path: str) -> None:
+def _remove_quietly(table: Table, path: str) -> None:
     try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
+        table.io.delete(path)
+    except KafkaStorageError as error:
+        # Only a cache of nothing: vacuum removes files in no commit later.
+        log.warning("%s: could not delete %s after a lost commit: %s", table.uri, path, error)
 
 
-def check_root(root: str) -> Path:
-    """A root is a folder (created if absent); a root that is a file is refused."""
-    if not isinstance(root, (str, os.PathLike)) or not os.fspath(root):
-        raise InvalidConfig(f"lakelog.root must name a folder, not {root!r}", key="lakelog.root")
-    path = Path(os.fspath(root))
-    if path.exists() and not path.is_dir():
-        raise InvalidConfig(f"lakelog.root {path} is a file, not a folder", key="lakelog.root")
-    return path
+def _is_decoding_error(error: BaseException | None) -> bool:
+    """A pyarrow error about the bytes of a file (not about reaching it)."""
+    if error is None or isinstance(error, FileNotFoundError):
+        return False
+    if isinstance(error, pa.ArrowInvalid):
+        return True
+    text = str(error)
+    return any(word in text for word in ("Parquet", "parquet", "magic bytes", "footer", "Couldn't deserialize"))
 
 
-__all__ = ["FileEntry", "PinnedSnapshot", "Table", "TableNotFoundError", "check_root", "REOPEN_EVERY_COMMITS"]
+@contextlib.contextmanager
+def storage_errors(uri: str, doing: str, version: int | None = None) -> Iterator[None]:
+    """Turn a delta-rs, pyarrow or OS failure into KafkaStorageError naming the table and version."""
+    try:
+        yield
+    except (KafkaException, TableNotFoundError, CommitFailedError):
+        raise
+    except (DeltaError, OSError, pa.ArrowException) as error:
+        at = f" at version {version}" if version is not None else ""
+        raise KafkaStorageError(f"{doing} {uri}{at} failed: {one_line(error)}", uri=uri, version=version) from error
+
+
+__all__ = ["FileEntry", "PinnedSnapshot", "Table", "TableNotFoundError", "REOPEN_EVERY_COMMITS", "storage_errors"]

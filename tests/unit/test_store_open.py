@@ -21,11 +21,11 @@ from lakelog.store.table import OPEN_ATTEMPTS, Table, load_handle
 def failing_first(times: int, error: Exception):
     calls = []
 
-    def open_table(uri: str) -> DeltaTable:
+    def open_table(uri: str, **options) -> DeltaTable:
         calls.append(uri)
         if len(calls) <= times:
             raise error
-        return DeltaTable(uri)
+        return DeltaTable(uri, **options)
 
     return open_table, calls
 

@@ -1,0 +1,507 @@
+"""File IO by URI scheme: every byte under a root is read, written, listed and deleted here (S12.1).
+
+A root is a URI: a local path, `file:///...`, or `s3://bucket/prefix` on any
+S3-compatible store. `Location.of(root, storage_options)` parses it once and
+binds the `FileIO` of its scheme (pyiceberg's `load_file_io` is the model);
+everything below it (partition tables, internal logs, sidecar caches, views,
+status tables, staging folders) is a child `Location` sharing that FileIO, so
+the same connection settings reach delta-rs (`FileIO.delta_options`) and
+pyarrow (`FileIO.filesystem`).
+
+S3 settings come from the `AWS_*` environment variables that delta-rs and
+pyarrow read (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+`AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`), overridden by
+explicit options (`lakelog.storage.<key>` in client configs, `--storage-option`
+on the CLI, `storage.<key>` in Spark); keys are listed in `S3_KEYS`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import urllib.parse
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lakelog.errors import InvalidConfig, KafkaStorageError
+
+log = logging.getLogger(__name__)
+
+LOCAL = "file"
+S3 = "s3"
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$", re.DOTALL)
+# URI schemes a root may have, and what each one is read as.
+SCHEMES = {"file": LOCAL, "s3": S3, "s3a": S3}
+
+# Storage option keys for S3 roots (lower case; an `aws_` prefix and any case are accepted too), with the
+# environment variable each one defaults from.
+S3_KEYS = {
+    "endpoint_url": "AWS_ENDPOINT_URL",
+    "region": "AWS_REGION",
+    "access_key_id": "AWS_ACCESS_KEY_ID",
+    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "session_token": "AWS_SESSION_TOKEN",
+    "allow_http": "AWS_ALLOW_HTTP",
+    # Per request: how long to wait, and how often object_store / the AWS SDK retry a failed request.
+    "timeout": None,
+    "connect_timeout": None,
+    "max_retries": None,
+    "retry_timeout": None,
+    # delta-rs's copy-then-delete commit: not atomic, so a root that asks for it is refused (S12.2).
+    "s3_allow_unsafe_rename": "AWS_S3_ALLOW_UNSAFE_RENAME",
+}
+SECRET_KEYS = ("access_key_id", "secret_access_key", "session_token")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    """One entry of a listing: its URI, base name, kind, size and modification time (seconds, or None)."""
+
+    uri: str
+    name: str
+    is_dir: bool
+    size: int
+    mtime: float | None
+
+
+class FileIO:
+    """Bytes under URIs of one scheme. Picklable: a copy rebuilds its filesystem where it is unpickled."""
+
+    scheme: str = LOCAL
+
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        self.settings: dict[str, str] = dict(settings or {})
+        self._filesystem: pafs.FileSystem | None = None
+        self._lock = threading.Lock()
+
+    # -- identity --------------------------------------------------------------
+
+    def _key(self) -> tuple:
+        return (self.scheme, tuple(sorted(self.settings.items())))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FileIO) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["settings"])
+
+    def __repr__(self) -> str:
+        shown = {key: ("***" if key in SECRET_KEYS else value) for key, value in self.settings.items()}
+        return f"{type(self).__name__}({shown})"
+
+    # -- what the engines need -------------------------------------------------
+
+    def delta_options(self) -> dict[str, str] | None:
+        """Storage options for delta-rs (None: its defaults)."""
+        return None
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        """The pyarrow filesystem that reads and writes this scheme's paths (built once, lazily)."""
+        if self._filesystem is None:
+            with self._lock:
+                if self._filesystem is None:
+                    self._filesystem = self._make_filesystem()
+        return self._filesystem
+
+    def _make_filesystem(self) -> pafs.FileSystem:
+        return pafs.LocalFileSystem()
+
+    def path(self, uri: str) -> str:
+        """The filesystem path of `uri`."""
+        return uri
+
+    # -- bytes -------------------------------------------------------------------
+
+    def read(self, uri: str) -> bytes:
+        """The whole object; FileNotFoundError if absent."""
+        with self._errors("reading", uri):
+            with self.filesystem.open_input_stream(self.path(uri)) as stream:
+                return stream.read()
+
+    def open_input(self, uri: str) -> pa.NativeFile:
+        """A random-access file (for Parquet footers); FileNotFoundError if absent."""
+        with self._errors("opening", uri):
+            return self.filesystem.open_input_file(self.path(uri))
+
+    def write(self, uri: str, data: bytes | pa.Buffer) -> None:
+        """Write the object whole; readers see the old one or the new one, never a part."""
+        with self._errors("writing", uri):
+            with self.filesystem.open_output_stream(self.path(uri)) as stream:
+                stream.write(data)
+
+    def info(self, uri: str) -> FileStatus | None:
+        """The entry at `uri`, or None if there is none."""
+        with self._errors("looking up", uri):
+            found = self.filesystem.get_file_info(self.path(uri))
+        if found.type == pafs.FileType.NotFound:
+            return None
+        return self._status(uri, found)
+
+    def exists(self, uri: str) -> bool:
+        return self.info(uri) is not None
+
+    def is_dir(self, uri: str) -> bool:
+        found = self.info(uri)
+        return found is not None and found.is_dir
+
+    def list(self, uri: str, *, recursive: bool = False) -> list[FileStatus]:
+        """Entries under the folder `uri` (none if it is absent), sorted by URI."""
+        selector = pafs.FileSelector(self.path(uri), recursive=recursive, allow_not_found=True)
+        with self._errors("listing", uri):
+            found = self.filesystem.get_file_info(selector)
+        base = uri.rstrip("/")
+        prefix = self.path(uri).rstrip("/")
+        entries = [self._status(base + entry.path[len(prefix):], entry) for entry in found]
+        return sorted(entries, key=lambda entry: entry.uri)
+
+    def delete(self, uri: str) -> bool:
+        """Delete one file; False if it was not there."""
+        try:
+            with self._errors("deleting", uri):
+                self.filesystem.delete_file(self.path(uri))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def delete_tree(self, uri: str) -> None:
+        """Delete a folder and everything under it; nothing if it is absent."""
+        with self._errors("deleting", uri):
+            if self.filesystem.get_file_info(self.path(uri)).type != pafs.FileType.NotFound:
+                self.filesystem.delete_dir(self.path(uri))
+
+    def make_dirs(self, uri: str) -> None:
+        """Create a folder and its parents (object stores have no folders: nothing to do)."""
+        with self._errors("creating", uri):
+            self.filesystem.create_dir(self.path(uri), recursive=True)
+
+    def move(self, source: str, target: str) -> None:
+        """Rename one file (on object stores: copy, then delete)."""
+        with self._errors("moving", source):
+            self.filesystem.move(self.path(source), self.path(target))
+
+    # -- Parquet -------------------------------------------------------------------
+
+    def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy") -> int:
+        """Write `table` as one Parquet file in one put; returns its size in bytes."""
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression=compression)
+        data = sink.getvalue()
+        self.write(uri, data)
+        return data.size
+
+    def read_parquet(self, uri: str, columns: list[str] | None = None, filters: Any = None) -> pa.Table:
+        """A Parquet file's rows (with `filters`, only those that pass); FileNotFoundError if absent."""
+        with self._errors("reading", uri):
+            if filters is None:
+                with pq.ParquetFile(self.filesystem.open_input_file(self.path(uri))) as parquet:
+                    return parquet.read(columns=columns)
+            return pq.read_table(self.path(uri), columns=columns, filters=filters, filesystem=self.filesystem)
+
+    def parquet_metadata(self, uri: str) -> pq.FileMetaData:
+        with self._errors("reading", uri):
+            with self.filesystem.open_input_file(self.path(uri)) as source:
+                return pq.read_metadata(source)
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _status(self, uri: str, found: pafs.FileInfo) -> FileStatus:
+        mtime = found.mtime.timestamp() if found.mtime is not None else None
+        is_dir = found.type == pafs.FileType.Directory
+        return FileStatus(uri.rstrip("/"), found.base_name, is_dir, found.size or 0, mtime)
+
+    def _errors(self, doing: str, uri: str) -> _StorageErrors:
+        return _StorageErrors(doing, uri)
+
+
+class _StorageErrors:
+    """Turns a storage failure into KafkaStorageError naming what was done to which URI; absent stays FileNotFoundError."""
+
+    def __init__(self, doing: str, uri: str) -> None:
+        self.doing = doing
+        self.uri = uri
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if error is None or isinstance(error, (FileNotFoundError, KafkaStorageError)):
+            return False
+        if isinstance(error, (OSError, pa.ArrowException)):
+            raise KafkaStorageError(f"{self.doing} {self.uri} failed: {one_line(error)}", uri=self.uri) from error
+        return False
+
+
+class LocalFileIO(FileIO):
+    """A folder on this machine's disk. Writes go to a temporary name first, then are renamed."""
+
+    scheme = LOCAL
+
+    def write(self, uri: str, data: bytes | pa.Buffer) -> None:
+        temporary = f"{uri}.tmp-{uuid.uuid4().hex}"
+        try:
+            with self._errors("writing", uri):
+                os.makedirs(os.path.dirname(uri), exist_ok=True)
+                with open(temporary, "wb") as out:
+                    out.write(data)
+                os.replace(temporary, uri)
+        finally:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+
+
+class S3FileIO(FileIO):
+    """A bucket of Amazon S3 or of any store that speaks its API (MinIO, Ceph, R2, moto...)."""
+
+    scheme = S3
+
+    def delta_options(self) -> dict[str, str]:
+        options = {}
+        for key, value in self.settings.items():
+            environment = S3_KEYS.get(key)
+            options[environment or key] = value
+        return options
+
+    def _make_filesystem(self) -> pafs.FileSystem:
+        settings = self.settings
+        kwargs: dict[str, Any] = {}
+        endpoint = settings.get("endpoint_url")
+        if endpoint:
+            parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+            kwargs["endpoint_override"] = parsed.netloc + parsed.path.rstrip("/")
+            kwargs["scheme"] = parsed.scheme
+        if settings.get("region"):
+            kwargs["region"] = settings["region"]
+        if settings.get("access_key_id") and settings.get("secret_access_key"):
+            kwargs["access_key"] = settings["access_key_id"]
+            kwargs["secret_key"] = settings["secret_access_key"]
+            if settings.get("session_token"):
+                kwargs["session_token"] = settings["session_token"]
+        if settings.get("connect_timeout"):
+            kwargs["connect_timeout"] = parse_duration_s("connect_timeout", settings["connect_timeout"])
+        if settings.get("timeout"):
+            kwargs["request_timeout"] = parse_duration_s("timeout", settings["timeout"])
+        if settings.get("max_retries"):
+            kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=int(settings["max_retries"]) + 1)
+        return pafs.S3FileSystem(**kwargs)
+
+    def path(self, uri: str) -> str:
+        return uri.split("://", 1)[1]
+
+    def write(self, uri: str, data: bytes | pa.Buffer) -> None:
+        # One PUT: S3 makes an object visible whole or not at all.
+        super().write(uri, data)
+
+    def make_dirs(self, uri: str) -> None:
+        # Object stores have no folders; pyarrow would write empty marker objects.
+        return None
+
+    def delete_tree(self, uri: str) -> None:
+        with self._errors("deleting", uri):
+            self.filesystem.delete_dir_contents(self.path(uri), missing_dir_ok=True)
+            try:
+                self.filesystem.delete_file(self.path(uri) + "/")
+            except (FileNotFoundError, OSError):
+                pass
+
+
+def s3_settings(options: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """S3 settings: the AWS_* environment overlaid by explicit `options` (keys checked, values as strings)."""
+    environ = os.environ if environ is None else environ
+    settings: dict[str, str] = {}
+    for key, variable in S3_KEYS.items():
+        if variable and environ.get(variable):
+            settings[key] = environ[variable]
+    if "region" not in settings and environ.get("AWS_DEFAULT_REGION"):
+        settings["region"] = environ["AWS_DEFAULT_REGION"]
+    for raw_key, value in (options or {}).items():
+        key = storage_key(raw_key)
+        if value is None:
+            settings.pop(key, None)
+            continue
+        settings[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    _check_s3_settings(settings)
+    return settings
+
+
+def storage_key(raw_key: Any) -> str:
+    """The canonical name of a storage option (`AWS_ENDPOINT_URL`, `aws_endpoint_url` -> `endpoint_url`)."""
+    key = str(raw_key).strip().lower()
+    if key not in S3_KEYS and key.startswith("aws_"):
+        key = key[len("aws_"):]
+    if key not in S3_KEYS:
+        raise InvalidConfig(
+            f"unknown storage option {raw_key!r}; known: {', '.join(S3_KEYS)}", key=f"lakelog.storage.{raw_key}"
+        )
+    return key
+
+
+def _check_s3_settings(settings: Mapping[str, str]) -> None:
+    for key in ("timeout", "connect_timeout", "retry_timeout"):
+        if key in settings:
+            parse_duration_s(key, settings[key])
+    if "max_retries" in settings and not settings["max_retries"].isdigit():
+        raise InvalidConfig(
+            f"storage option max_retries takes a count, not {settings['max_retries']!r}", key="lakelog.storage.max_retries"
+        )
+    for key in ("allow_http", "s3_allow_unsafe_rename"):
+        if key in settings and settings[key].lower() not in ("true", "false"):
+            raise InvalidConfig(f"storage option {key} takes true or false, not {settings[key]!r}", key=f"lakelog.storage.{key}")
+    endpoint = settings.get("endpoint_url", "")
+    if endpoint.startswith("http://") and settings.get("allow_http", "false").lower() != "true":
+        raise InvalidConfig(
+            f"endpoint {endpoint} is plain http: set allow_http=true (AWS_ALLOW_HTTP=true) to use it",
+            key="lakelog.storage.allow_http",
+        )
+
+
+def parse_duration_s(key: str, text: str) -> float:
+    """'30s', '500ms', '2min', '1h' or a number of seconds, in seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise InvalidConfig(f"storage option {key} takes a duration such as 30s or 500ms, not {text!r}", key=f"lakelog.storage.{key}")
+    value, unit = float(match.group(1)), match.group(2) or "s"
+    return value * {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+
+
+_file_ios: dict[tuple, FileIO] = {}
+_file_ios_lock = threading.Lock()
+
+
+def load_file_io(scheme: str, settings: Mapping[str, str] | None = None) -> FileIO:
+    """The FileIO of `scheme` with these settings (one shared instance per distinct set)."""
+    kind = {LOCAL: LocalFileIO, S3: S3FileIO}[scheme]
+    key = (scheme, tuple(sorted((settings or {}).items())))
+    with _file_ios_lock:
+        if key not in _file_ios:
+            _file_ios[key] = kind(settings)
+        return _file_ios[key]
+
+
+@dataclass(frozen=True)
+class Location:
+    """A URI (a root, or a table or file under it) with the FileIO that serves it.
+
+    `str(location)` is the URI: an absolute local path for local roots (delta-rs
+    and pyarrow take those), `s3://bucket/prefix` for S3. `location / "name"`
+    is a child sharing the FileIO.
+    """
+
+    uri: str
+    io: FileIO
+
+    @classmethod
+    def of(cls, value: Any, storage_options: Mapping[str, Any] | None = None, *, what: str = "lakelog.root") -> Location:
+        """Parse a root or any URI: a Location is returned as it is; InvalidConfig for anything else unusable."""
+        if isinstance(value, Location):
+            return value
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidConfig(f"{what} must name a folder or a URI, not {value!r}", key=what)
+        match = _SCHEME.match(value)
+        if match is None:
+            return cls(os.path.abspath(value), load_file_io(LOCAL))
+        scheme, rest = match.group(1).lower(), match.group(2)
+        if scheme not in SCHEMES:
+            raise InvalidConfig(
+                f"{what} {value} has the unknown scheme {scheme!r}; a root is a local path, file:///path "
+                f"or s3://bucket/prefix",
+                key=what,
+            )
+        if SCHEMES[scheme] == LOCAL:
+            parsed = urllib.parse.urlsplit(value)
+            if parsed.netloc not in ("", "localhost"):
+                raise InvalidConfig(f"{what} {value} names host {parsed.netloc!r}; file:// URIs are local: file:///path", key=what)
+            return cls(os.path.abspath(urllib.parse.unquote(parsed.path)), load_file_io(LOCAL))
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise InvalidConfig(f"{what} {value} names no bucket: write s3://bucket/prefix", key=what)
+        uri = f"s3://{bucket}/{prefix.strip('/')}".rstrip("/")
+        return cls(uri, load_file_io(S3, s3_settings(storage_options)))
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def __fspath__(self) -> str:
+        if self.io.scheme != LOCAL:
+            raise TypeError(f"{self.uri} is not a local path")
+        return self.uri
+
+    def __truediv__(self, name: str) -> Location:
+        return self.child(name)
+
+    def child(self, *names: str) -> Location:
+        uri = self.uri.rstrip("/")
+        for name in names:
+            uri = f"{uri}/{str(name).strip('/')}"
+        return Location(uri, self.io)
+
+    @property
+    def name(self) -> str:
+        return self.uri.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def scheme(self) -> str:
+        return self.io.scheme
+
+    @property
+    def is_local(self) -> bool:
+        return self.io.scheme == LOCAL
+
+    @property
+    def bucket(self) -> str | None:
+        return self.uri.split("://", 1)[1].split("/", 1)[0] if self.io.scheme == S3 else None
+
+    # Shorthands for this location's own bytes.
+    def exists(self) -> bool:
+        return self.io.exists(self.uri)
+
+    def is_dir(self) -> bool:
+        return self.io.is_dir(self.uri)
+
+    def list(self, *, recursive: bool = False) -> list[FileStatus]:
+        return self.io.list(self.uri, recursive=recursive)
+
+    def children(self) -> Iterator[Location]:
+        """Sub-folders, by name order."""
+        for entry in self.list():
+            if entry.is_dir:
+                yield Location(entry.uri, self.io)
+
+
+def one_line(error: BaseException) -> str:
+    """An engine's error message on one line, without ANSI colours or the arrows delta-rs nests causes with."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    parts = [part.strip(" ↳-") for part in text.splitlines() if part.strip(" ↳-")]
+    return " / ".join(parts) if parts else type(error).__name__
+
+
+__all__ = [
+    "FileIO",
+    "FileStatus",
+    "LocalFileIO",
+    "Location",
+    "S3FileIO",
+    "S3_KEYS",
+    "load_file_io",
+    "one_line",
+    "parse_duration_s",
+    "s3_settings",
+    "storage_key",
+]
