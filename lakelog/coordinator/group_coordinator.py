@@ -47,7 +47,7 @@ class GroupCoordinator:
         group_config: GroupConfig | None = None,
         clock: Clock = wall_clock_ms,
     ) -> None:
-        """Settings come from the broker config (`conf/broker.properties`), with the `assignor` a
+        """Settings come from the broker config (`lakelog/conf/broker.properties`), with the `assignor` a
         member asked for; `group_config` replaces them all (tests)."""
         self.root = root
         broker = config_module.load("broker", broker_config)

@@ -17,7 +17,7 @@ PREFIX = "lakelog.topic."
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """Validated topic config (see conf/topic.properties)."""
+    """Validated topic config (see lakelog/conf/topic.properties)."""
 
     values: Mapping[str, Any]
 

@@ -1,4 +1,4 @@
-"""The one config loader (lakelog/config.py) and the conf/ defaults it reads."""
+"""The one config loader (lakelog/config.py) and the lakelog/conf/ defaults it reads."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def refused(kind: str, key: str, value) -> InvalidConfig:
     return raised.value
 
 
-# -- conf/ defaults --
+# -- lakelog/conf/ defaults --
 
 
 @pytest.mark.parametrize("kind", config.KINDS)
