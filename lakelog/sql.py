@@ -11,21 +11,19 @@ reserved word in DuckDB: write `"offset"`.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakelog import catalog
 from lakelog.errors import InvalidConfig, InvalidRequest
 from lakelog.log.scan import KAFKA_SCHEMA, plan_scan
-from lakelog.store import Table
+from lakelog.store import Location, Table, check_root
 
 
-def query(root: str, sql: str) -> pa.Table:
+def query(root: str | Location, sql: str) -> pa.Table:
     """Run one SQL query over the root's topics, views and status tables; the result as Arrow."""
     connection = connect(root, sql)
     try:
@@ -36,9 +34,14 @@ def query(root: str, sql: str) -> pa.Table:
         connection.close()
 
 
-def connect(root: str, sql: str | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with the root's tables registered (only those `sql` names, if given)."""
-    if not os.path.isdir(root):
+def connect(root: str | Location, sql: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the root's tables registered (only those `sql` names, if given).
+
+    DuckDB gets Arrow data read through lakelog's file-IO layer, so every root
+    kind works without DuckDB extensions (httpfs cannot be fetched offline).
+    """
+    root = check_root(root)
+    if root.is_local and not root.is_dir():
         raise InvalidConfig(f"lakelog root {root} does not exist (or is not a folder)", key="lakelog.root")
     connection = duckdb.connect()
     for index, (name, load) in enumerate(tables(root).items()):
@@ -50,7 +53,7 @@ def connect(root: str, sql: str | None = None) -> duckdb.DuckDBPyConnection:
     return connection
 
 
-def tables(root: str) -> dict[str, Callable[[], pa.Table]]:
+def tables(root: str | Location) -> dict[str, Callable[[], pa.Table]]:
     """Table name -> a loader of its rows: topics, `<topic>_view`s, `<topic>_status` tables."""
     found: dict[str, Callable[[], pa.Table]] = {}
     for topic in catalog.user_topics(root):
@@ -62,7 +65,7 @@ def tables(root: str) -> dict[str, Callable[[], pa.Table]]:
     return found
 
 
-def read_committed(root: str, topic: str) -> pa.Table:
+def read_committed(root: str | Location, topic: str) -> pa.Table:
     """A topic's read_committed rows, every partition up to its LSO, in the Kafka source's columns."""
     chunks = [rows for scan in plan_scan(root, topic) for rows in scan.read_kafka_rows()]
     return pa.concat_tables(chunks) if chunks else KAFKA_SCHEMA.empty_table()
@@ -70,9 +73,8 @@ def read_committed(root: str, topic: str) -> pa.Table:
 
 def snapshot_rows(table: Table) -> pa.Table:
     """Every row of a Delta table's snapshot in hand (a view or a status table), in its schema."""
-    schema = table.schema
-    chunks = [pq.read_table(path).select(schema.names).cast(schema) for path in table.data_paths()]
-    return pa.concat_tables(chunks) if chunks else schema.empty_table()
+    chunks = [table.read_data_file(entry) for entry in table.data_files()]
+    return pa.concat_tables(chunks) if chunks else table.schema.empty_table()
 
 
 def _names(sql: str, name: str) -> bool:

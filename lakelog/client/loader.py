@@ -12,12 +12,14 @@ partition stops the load.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -27,6 +29,7 @@ from tqdm import tqdm
 from lakelog.errors import InvalidRequest, OffsetMismatch
 from lakelog.log import BatchHeader, PartitionLog, open_partition
 from lakelog.log.records import PAYLOAD_SCHEMA
+from lakelog.store import Location, check_root
 
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
 
@@ -46,13 +49,20 @@ class LoadResult:
         return self.start_offset + self.total_rows
 
 
-def default_load_id(source: Path) -> str:
+def default_load_id(source: Location | str) -> str:
     """A load is named by its source's bytes, so a touched or re-copied file resumes the same load."""
     digest = hashlib.sha256()
-    with source.open("rb") as handle:
+    with _open(Location.of(source, what="source")) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _open(source: Location) -> Iterator[BinaryIO]:
+    """The source's bytes, buffered (line iteration works), through the file-IO layer of its scheme."""
+    with source.io.open_input(source.uri) as raw:
+        yield io.BufferedReader(raw, 1 << 20)
 
 
 def _app_ids(load_id: str) -> tuple[str, str]:
@@ -60,9 +70,9 @@ def _app_ids(load_id: str) -> tuple[str, str]:
 
 
 def load(
-    root: str,
+    root: str | Location,
     topic: str,
-    source: str | os.PathLike,
+    source: str | os.PathLike | Location,
     *,
     partition: int = 0,
     format: str | None = None,
@@ -71,11 +81,17 @@ def load(
     load_id: str | None = None,
     progress: bool = True,
 ) -> LoadResult:
-    """Append every row of `source` (Parquet, CSV or JSON lines) to `topic`-`partition` exactly once, in order."""
-    path = Path(source)
-    if not path.is_file():
+    """Append every row of `source` (Parquet, CSV or JSON lines) to `topic`-`partition` exactly once, in order.
+
+    `source` is a local path or a URI of the root's kinds (`s3://...`, read with the root's storage settings).
+    """
+    root = check_root(root)
+    path = Location.of(source, root.io.settings if not root.is_local else None, what="source")
+    found = path.io.info(path.uri)
+    if found is None or found.is_dir:
         raise InvalidRequest(f"source {path} is not a file")
-    kind = format or FORMATS.get(path.suffix.lower())
+    suffix = "." + path.name.rsplit(".", 1)[-1] if "." in path.name else ""
+    kind = format or FORMATS.get(suffix.lower())
     if kind not in ("parquet", "csv", "jsonl"):
         raise InvalidRequest(f"cannot tell the format of {path.name}; pass format= parquet, csv or jsonl")
     if not isinstance(batch_records, int) or isinstance(batch_records, bool) or batch_records < 1:
@@ -87,9 +103,9 @@ def load(
 
 
 def _load(
-    root: str,
+    root: Location,
     topic: str,
-    path: Path,
+    path: Location,
     kind: str,
     partition: int,
     key_column: str | None,
@@ -146,24 +162,29 @@ def _recover(log: PartitionLog, start_id: str, rows_id: str, start: int, done: i
     ) from mismatch
 
 
-def _count_rows(path: Path, kind: str) -> int:
+def _count_rows(path: Location, kind: str) -> int:
     if kind == "parquet":
-        return pq.ParquetFile(path).metadata.num_rows
-    if kind == "csv":
-        return sum(batch.num_rows for batch in pacsv.open_csv(path))
-    with path.open("rb") as handle:
+        return path.io.parquet_metadata(path.uri).num_rows
+    with _open(path) as handle:
+        if kind == "csv":
+            return sum(batch.num_rows for batch in pacsv.open_csv(handle))
         return sum(1 for line in handle if line.strip())
 
 
-def _payloads(path: Path, kind: str, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
+def _payloads(path: Location, kind: str, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
     """The source as payload tables of `batch_records` rows (the last may be shorter)."""
     if kind == "jsonl":
         yield from _jsonl_payloads(path, key_column, batch_records)
         return
-    if kind == "parquet":
-        batches = pq.ParquetFile(path).iter_batches(batch_size=batch_records)
-    else:
-        batches = pacsv.open_csv(path)
+    with _open(path) as handle:
+        if kind == "parquet":
+            batches = pq.ParquetFile(handle).iter_batches(batch_size=batch_records)
+        else:
+            batches = pacsv.open_csv(handle)
+        yield from _row_payloads(path, batches, key_column, batch_records)
+
+
+def _row_payloads(path: Location, batches, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
     pending: list[dict] = []
     for batch in batches:
         if key_column is not None and key_column not in batch.schema.names:
@@ -182,10 +203,10 @@ def _rows_payload(rows: list[dict], key_column: str | None) -> pa.Table:
     return _payload(values, keys)
 
 
-def _jsonl_payloads(path: Path, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
+def _jsonl_payloads(path: Location, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
     values: list[bytes] = []
     keys: list[bytes | None] = []
-    with path.open("rb") as handle:
+    with _open(path) as handle:
         for number, line in enumerate(handle, start=1):
             line = line.strip()
             if not line:

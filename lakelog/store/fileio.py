@@ -242,7 +242,8 @@ class _StorageErrors:
     def __exit__(self, kind, error, traceback) -> bool:
         if error is None or isinstance(error, (FileNotFoundError, KafkaStorageError)):
             return False
-        if isinstance(error, (OSError, pa.ArrowException)):
+        # Only failures to reach the bytes; a decoding error (ArrowInvalid) is the caller's to name.
+        if isinstance(error, OSError):
             raise KafkaStorageError(f"{self.doing} {self.uri} failed: {one_line(error)}", uri=self.uri) from error
         return False
 
