@@ -1,21 +1,77 @@
-"""Shared fixtures: a fresh root folder per test and a factory for topics in it."""
+"""Shared fixtures: a fresh root per test (a local folder, or a prefix on the S3 emulator) and topics in it.
+
+A module runs its tests on both kinds of root with `pytestmark = pytest.mark.roots("local", "s3")`
+(S12.1); without the marker, `root` is a local folder. The S3 emulator (moto's server on loopback,
+tests/s3emulator.py) starts once per session, the first time a test needs it, and its AWS_* settings
+go into the environment, so worker processes that tests start reach it too.
+"""
 
 from __future__ import annotations
 
 import itertools
 import os
 import random
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
 
 from lakelog.log import create_topic
+from s3emulator import S3Emulator
+
+ROOT_KINDS = ("local", "s3")
+TEST_BUCKET = "lakelog-tests"
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "roots(*kinds): run the module's tests on these kinds of root (local, s3)")
+
+
+def pytest_generate_tests(metafunc) -> None:
+    if "root_kind" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("roots")
+        kinds = marker.args if marker else ("local",)
+        unknown = set(kinds) - set(ROOT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown root kinds {sorted(unknown)}")
+        metafunc.parametrize("root_kind", kinds, scope="function")
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Emulator]:
+    """The session's S3 emulator, with a bucket for tests; its settings are in os.environ while it runs."""
+    emulator = S3Emulator().start()
+    emulator.create_bucket(TEST_BUCKET)
+    saved = {key: os.environ.get(key) for key in emulator.env()}
+    os.environ.update(emulator.env())
+    try:
+        yield emulator
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        emulator.stop()
 
 
 @pytest.fixture
-def root(tmp_path) -> str:
-    """A fresh, empty root folder (as a string, as users pass it)."""
+def s3_root(s3: S3Emulator) -> str:
+    """A fresh, empty root on the S3 emulator: `s3://lakelog-tests/<unique prefix>`."""
+    return f"s3://{TEST_BUCKET}/{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def root_kind() -> str:
+    return "local"
+
+
+@pytest.fixture
+def root(request, tmp_path, root_kind: str) -> str:
+    """A fresh, empty root, as users pass it (a string): a local folder, or an S3 prefix (see `roots`)."""
+    if root_kind == "s3":
+        return request.getfixturevalue("s3_root")
     folder = tmp_path / "root"
     folder.mkdir()
     return str(folder)

@@ -4,28 +4,35 @@ from __future__ import annotations
 
 import hashlib
 import os
-from pathlib import Path
+
+from lakelog.store import Location
 
 
 def table_fingerprint(path: str | os.PathLike[str]) -> list[tuple[str, int, str]]:
-    """Every file under a folder as sorted (relative path, size, sha256): equal means byte-for-byte equal (S8.3).
+    """Every file under a folder or URI as sorted (relative path, size, sha256): equal means byte-for-byte equal (S8.3).
 
-    A folder that does not exist has the empty fingerprint, so "nothing was created" compares too.
+    Read through lakelog's file-IO layer, so it works on every kind of root. A folder that does not exist
+    has the empty fingerprint, so "nothing was created" compares too.
     """
-    base = Path(path)
-    if not base.exists():
-        return []
+    base = Location.of(path)
     entries = []
-    for file in base.rglob("*"):
-        if file.is_file():
-            data = file.read_bytes()
-            entries.append((file.relative_to(base).as_posix(), len(data), hashlib.sha256(data).hexdigest()))
+    for entry in base.list(recursive=True):
+        if not entry.is_dir:
+            data = base.io.read(entry.uri)
+            entries.append((entry.uri[len(base.uri) + 1:], len(data), hashlib.sha256(data).hexdigest()))
     return sorted(entries)
 
 
 def folder_listing(path: str | os.PathLike[str]) -> list[str]:
-    """Every file and folder under `path` (relative, sorted): catches empty folders a fingerprint misses."""
-    base = Path(path)
-    if not base.exists():
-        return []
-    return sorted(entry.relative_to(base).as_posix() + ("/" if entry.is_dir() else "") for entry in base.rglob("*"))
+    """Every file and folder under `path` (relative, sorted): catches empty folders a fingerprint misses.
+
+    On object stores folders are the prefixes of the files' keys.
+    """
+    base = Location.of(path)
+    names = set()
+    for entry in base.list(recursive=True):
+        relative = entry.uri[len(base.uri) + 1:]
+        names.add(relative + ("/" if entry.is_dir else ""))
+        parts = relative.split("/")
+        names.update("/".join(parts[:index]) + "/" for index in range(1, len(parts)))
+    return sorted(names)

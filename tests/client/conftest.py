@@ -12,11 +12,9 @@ from lakelog.log import create_topic, open_partition
 
 
 @pytest.fixture
-def lake(tmp_path) -> str:
-    """A fresh, empty root folder, as users pass it (a string)."""
-    folder = tmp_path / "lake"
-    folder.mkdir()
-    return str(folder)
+def lake(root: str) -> str:
+    """A fresh, empty root, as users pass it (a string): local, or on the S3 emulator in modules marked `roots`."""
+    return root
 
 
 @pytest.fixture
