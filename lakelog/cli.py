@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import base64
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -70,6 +71,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Errors reach the user as one line below; $LAKELOG_LOG_LEVEL=INFO shows what lakelog does on the way.
+    logging.basicConfig(
+        level=os.environ.get("LAKELOG_LOG_LEVEL", "CRITICAL").upper(), format="lakelog: %(levelname)s %(name)s: %(message)s"
+    )
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)

@@ -5,27 +5,30 @@ compare-and-set of the one rule (ARCHITECTURE.md). A local folder has it (an
 atomic rename that fails if the target exists), and delta-rs does it on S3
 and compatible stores with a conditional PUT (`If-None-Match: *`). A store
 that ignores that header would let two writers both "win" the same version,
-so the first time a process opens an S3 root, `check_root` proves the store
-refuses the loser of a real commit race, in a scratch table under
-`<root>/_lakelog/probes/` that it deletes again. The answer is kept per store
-and bucket for the life of the process.
+so the first time a process opens an S3 root, `check_root` puts a scratch
+object under `<root>/_lakelog/probes/` twice with that header, requires the
+second put to be refused, and deletes the object again. The same requests tell
+a missing bucket, refused credentials and an unreachable endpoint apart. The
+answer is kept per store and bucket for the life of the process.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import http.client
 import logging
+import re
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable
-from deltalake.exceptions import CommitFailedError, DeltaError
-
 from lakelog.errors import InvalidConfig, KafkaException, KafkaStorageError, SaslAuthenticationFailed
-from lakelog.store.fileio import LOCAL, Location, one_line
+from lakelog.store.fileio import Location, one_line, parse_duration_s
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +58,20 @@ def check_root(root: Any, storage_options: Mapping[str, Any] | None = None) -> L
                 verify_conditional_put(location)
                 _verified[key] = time.monotonic() - started
                 log.info(
-                    "store of %s refuses the loser of a commit race (checked in %.0f ms)", location.uri, _verified[key] * 1000
+                    "the store of %s honours conditional puts (checked in %.0f ms)", location.uri, _verified[key] * 1000
                 )
     return location
 
 
 def verify_conditional_put(location: Location) -> None:
-    """Race two commits of one version in a scratch table under the root: the store must refuse the second."""
+    """Put one object twice under the root with `If-None-Match: *`: the store must refuse the second (412).
+
+    This is the request delta-rs commits with. The probe speaks S3's REST API
+    itself (SigV4, stdlib only), because neither delta-rs nor pyarrow exposes a
+    conditional put. Without static keys (an instance role) the probe cannot
+    sign: then the endpoint must be AWS S3 itself, which has honoured
+    conditional writes since August 2024.
+    """
     settings = location.io.settings
     if settings.get("s3_allow_unsafe_rename", "false").lower() == "true":
         raise InvalidConfig(
@@ -69,31 +79,112 @@ def verify_conditional_put(location: Location) -> None:
             f"can both win; lakelog needs the store's conditional put",
             key="lakelog.storage.s3_allow_unsafe_rename",
         )
-    probe = location.child(PROBES_DIR, uuid.uuid4().hex)
-    options = location.io.delta_options()
-    row = pa.table({"probe": pa.array([1], pa.int64())})
-    strict = CommitProperties(max_commit_retries=0)
+    client = S3Client.of(location)
+    if client is None:
+        if settings.get("endpoint_url"):
+            raise InvalidConfig(
+                f"lakelog.root {location.uri}: without access keys lakelog cannot check that "
+                f"{settings['endpoint_url']} honours conditional puts; set access_key_id and secret_access_key",
+                key="lakelog.storage.access_key_id",
+            )
+        log.info("no static keys for %s: trusting AWS S3's conditional writes", location.uri)
+        return
+    prefix = location.uri.split("://", 1)[1].partition("/")[2]
+    key = f"{prefix}/{PROBES_DIR}/{uuid.uuid4().hex}".lstrip("/")
     try:
+        first = client.request("PUT", key, b"lakelog probe", {"If-None-Match": "*"})
+        if first.status not in (200, 201):
+            raise root_error(location, RuntimeError(first.describe()))
         try:
-            DeltaTable.create(probe.uri, row.schema, mode="error", storage_options=options, commit_properties=strict)
-            first, second = (DeltaTable(probe.uri, storage_options=options) for _ in range(2))
-            first.create_write_transaction([], mode="append", schema=row.schema, commit_properties=strict)
+            second = client.request("PUT", key, b"lakelog probe again", {"If-None-Match": "*"})
+        finally:
             try:
-                second.create_write_transaction([], mode="append", schema=row.schema, commit_properties=strict)
-            except CommitFailedError:
-                return
-        except (DeltaError, OSError) as error:
-            raise root_error(location, error) from None
-        raise InvalidConfig(
-            f"lakelog.root {location.uri}: the store let two writers commit the same Delta version "
-            f"(it ignores conditional puts, If-None-Match); lakelog cannot commit safely there",
-            key="lakelog.root",
+                client.request("DELETE", key, b"", {})
+            except OSError as error:
+                log.warning("could not delete the store probe s3://%s/%s: %s", location.bucket, key, error)
+    except OSError as error:
+        raise root_error(location, error) from None
+    if second.status in (412, 409):
+        return
+    raise InvalidConfig(
+        f"lakelog.root {location.uri}: the store overwrote an object that a conditional put (If-None-Match) "
+        f"should have refused (HTTP {second.status}); two writers could both commit one Delta version there",
+        key="lakelog.root",
+    )
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    reason: str
+    body: bytes
+
+    def describe(self) -> str:
+        code = re.search(rb"<Code>([^<]+)</Code>", self.body)
+        return f"HTTP {self.status} {self.reason}" + (f" {code.group(1).decode()}" if code else "")
+
+
+@dataclass(frozen=True)
+class S3Client:
+    """Just enough of S3's REST API for the probe: signed path-style requests on one bucket (AWS SigV4)."""
+
+    scheme: str
+    host: str
+    bucket: str
+    region: str
+    access_key_id: str
+    secret_access_key: str
+    session_token: str | None
+    timeout_s: float
+
+    @classmethod
+    def of(cls, location: Location) -> S3Client | None:
+        settings = location.io.settings
+        if not (settings.get("access_key_id") and settings.get("secret_access_key")):
+            return None
+        region = settings.get("region") or "us-east-1"
+        endpoint = settings.get("endpoint_url") or f"https://s3.{region}.amazonaws.com"
+        parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        timeout = parse_duration_s("timeout", settings["timeout"]) if settings.get("timeout") else 30.0
+        return cls(
+            parsed.scheme, parsed.netloc, location.bucket or "", region, settings["access_key_id"],
+            settings["secret_access_key"], settings.get("session_token"), timeout,
         )
-    finally:
+
+    def request(self, method: str, key: str, body: bytes, headers: Mapping[str, str]) -> Response:
+        path = "/" + urllib.parse.quote(f"{self.bucket}/{key}", safe="/-_.~")
+        now = time.gmtime()
+        amz_date = time.strftime("%Y%m%dT%H%M%SZ", now)
+        day = amz_date[:8]
+        payload_hash = hashlib.sha256(body).hexdigest()
+        signed = {"host": self.host, "x-amz-content-sha256": payload_hash, "x-amz-date": amz_date}
+        if self.session_token:
+            signed["x-amz-security-token"] = self.session_token
+        names = ";".join(sorted(signed))
+        canonical = "\n".join(
+            [method, path, "", "".join(f"{name}:{signed[name]}\n" for name in sorted(signed)), names, payload_hash]
+        )
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+        signing_key = f"AWS4{self.secret_access_key}".encode()
+        for part in (day, self.region, "s3", "aws4_request"):
+            signing_key = hmac.new(signing_key, part.encode(), hashlib.sha256).digest()
+        signature = hmac.new(signing_key, to_sign.encode(), hashlib.sha256).hexdigest()
+        sent = {
+            **{name: value for name, value in signed.items() if name != "host"},
+            **headers,
+            "Authorization": f"AWS4-HMAC-SHA256 Credential={self.access_key_id}/{scope}, SignedHeaders={names}, "
+            f"Signature={signature}",
+            "Content-Length": str(len(body)),
+        }
+        kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        connection = kind(self.host, timeout=self.timeout_s)
         try:
-            location.io.delete_tree(probe.uri)
-        except KafkaException as error:
-            log.warning("could not delete the store probe %s: %s", probe.uri, error)
+            connection.request(method, path, body=body, headers=sent)
+            response = connection.getresponse()
+            return Response(response.status, response.reason, response.read())
+        finally:
+            connection.close()
 
 
 def root_error(location: Location, error: BaseException) -> KafkaException:
