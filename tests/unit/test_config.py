@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -153,6 +156,21 @@ def test_bad_default_file_refused_naming_key(tmp_path, monkeypatch):
     with pytest.raises(InvalidConfig) as raised:
         config.load("topic")
     assert raised.value.key == "num.partitions"
+
+
+def test_defaults_are_package_data_and_the_conf_dir_variable_overrides_them(tmp_path, monkeypatch):
+    monkeypatch.delenv(config.CONF_DIR_ENV, raising=False)
+    packaged = config.conf_dir()
+    assert str(packaged) == str(Path(config.__file__).parent / "conf")
+    packaged_partitions = config.load("topic")["num.partitions"]
+    shutil.copytree(packaged, tmp_path / "conf")
+    with open(tmp_path / "conf" / "topic.properties", "a") as properties:
+        properties.write(f"num.partitions={packaged_partitions + 6}\n")
+    monkeypatch.setenv(config.CONF_DIR_ENV, str(tmp_path / "conf"))
+    assert config.load("topic")["num.partitions"] == packaged_partitions + 6
+    assert config.load("topic", {"num.partitions": 2})["num.partitions"] == 2  # the caller's value still wins
+    monkeypatch.delenv(config.CONF_DIR_ENV)
+    assert config.load("topic")["num.partitions"] == packaged_partitions  # cached by folder: no stale defaults
 
 
 # -- topic names and ids --
