@@ -1,4 +1,4 @@
-"""The main job, end to end on a local root: exactly once through crashes, retries and zombies.
+"""The main job, end to end on a root (a local folder by default, or s3://bucket/prefix): exactly once through crashes, retries and zombies.
 
 Stage 1, bulk load (S2.4):
 1. generate a data set of orders (Parquet);
@@ -30,26 +30,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakelog import Consumer, TopicPartition
 from lakelog.client.loader import load
 from lakelog.log import create_topic, open_partition
+from lakelog.store import Location, check_root
 from pipelines import demo_groups, demo_spark, demo_transactions
 
 TOPIC = "orders"
 
 
-def generate(path: Path, rows: int, seed: int = 7) -> None:
+def generate(path: Location, rows: int, seed: int = 7) -> None:
     rng = np.random.default_rng(seed)
     table = pa.table(
         {
@@ -58,17 +56,17 @@ def generate(path: Path, rows: int, seed: int = 7) -> None:
             "amount_cents": pa.array(rng.integers(100, 100_000, rows)),
         }
     )
-    pq.write_table(table, path)
+    path.io.write_parquet(table, path.uri)
 
 
-def kill_loader_halfway(root: Path, source: Path, rows: int, batch_records: int) -> int:
+def kill_loader_halfway(root: Location, source: Location, rows: int, batch_records: int) -> int:
     """Start the loader as a child process and SIGKILL it once about half the rows are in."""
     child = subprocess.Popen(
         [sys.executable, "-m", "lakelog.cli", "load", TOPIC, str(source), "--root", str(root),
          "--batch-records", str(batch_records), "--no-progress"],
         stdout=subprocess.DEVNULL,
     )
-    log = open_partition(str(root), TOPIC, 0)
+    log = open_partition(root, TOPIC, 0)
     while child.poll() is None:
         log.refresh()
         if log.log_end_offset() >= rows // 2:
@@ -80,10 +78,10 @@ def kill_loader_halfway(root: Path, source: Path, rows: int, batch_records: int)
     return log.log_end_offset()
 
 
-def verify(root: Path, rows: int) -> None:
+def verify(root: Location, rows: int) -> None:
     """Every order_id 0..rows-1 exactly once and in offset order."""
     seen = []
-    with Consumer({"lakelog.root": str(root), "enable.partition.eof": True, "max.poll.records": 10_000}) as consumer:
+    with Consumer({"lakelog.root": root, "enable.partition.eof": True, "max.poll.records": 10_000}) as consumer:
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         while True:
             batch = consumer.consume(10_000, timeout=5)
@@ -106,22 +104,22 @@ def verify(root: Path, rows: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default="demo-root", help="root folder (wiped first)")
+    parser.add_argument("--root", default="demo-root", help="root: a folder or s3://bucket/prefix (wiped first)")
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--batch-records", type=int, default=10_000)
     args = parser.parse_args()
-    root = Path(args.root)
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
+    root = check_root(args.root)
+    root.io.delete_tree(root.uri)
+    root.io.make_dirs(root.uri)
     source = root / "orders.parquet"
     started = time.monotonic()
     generate(source, args.rows)
     print(f"generated {args.rows} orders in {source}")
-    create_topic(str(root), TOPIC, 1, {"check.expected.offsets": True})
+    create_topic(root, TOPIC, 1, {"check.expected.offsets": True})
     print(f"created topic {TOPIC} (check.expected.offsets=true)")
     killed_at = kill_loader_halfway(root, source, args.rows, args.batch_records)
     print(f"loader SIGKILLed with {killed_at} of {args.rows} rows committed")
-    result = load(str(root), TOPIC, source, batch_records=args.batch_records)
+    result = load(root, TOPIC, source, batch_records=args.batch_records)
     print(
         f"loader resumed at source row {result.resumed_from_row} and appended {result.appended_by_this_run} rows; "
         f"offsets {result.start_offset}..{result.end_offset - 1}"

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 from lakelog import OFFSET_BEGINNING, AdminClient, Consumer, KafkaError, NewTopic, Producer, TopicPartition
+from lakelog.store import Location, check_root
 from pipelines.consume_transform_produce import SOURCE_HEADER, Job, Supervisor, end_offsets
 
 INPUT, OUTPUT, GROUP = "clicks", "clicks-upper", "upper"
@@ -33,19 +34,19 @@ WORKERS = 3
 SESSION_TIMEOUT_MS = 2000
 
 
-def run(root: Path, records: int = 20_000) -> None:
-    admin = AdminClient({"lakelog.root": str(root)})
+def run(root: Location, records: int = 20_000) -> None:
+    admin = AdminClient({"lakelog.root": root})
     for future in admin.create_topics([NewTopic(INPUT, PARTITIONS), NewTopic(OUTPUT, PARTITIONS)]).values():
         future.result()
-    producer = Producer({"lakelog.root": str(root), "linger.ms": 600_000, "batch.num.messages": 1_000_000})
+    producer = Producer({"lakelog.root": root, "linger.ms": 600_000, "batch.num.messages": 1_000_000})
     for index in range(records):
         producer.produce(INPUT, f"click-{index}", partition=index % PARTITIONS)
     producer.flush()
     print(f"produced {records} clicks to {INPUT} ({PARTITIONS} partitions)")
 
-    events = root / "group-events"
-    events.mkdir(exist_ok=True)
-    job = Job(str(root), INPUT, OUTPUT, GROUP, batch_records=1000, session_timeout_ms=SESSION_TIMEOUT_MS,
+    # The workers' event logs are the demo's own observations, not lakelog state: a local folder whatever the root.
+    events = Path(tempfile.mkdtemp(prefix="lakelog-demo-group-events-"))
+    job = Job(root.uri, INPUT, OUTPUT, GROUP, batch_records=1000, session_timeout_ms=SESSION_TIMEOUT_MS,
               heartbeat_interval_ms=200, transaction_timeout_ms=8000, events_dir=str(events))
     supervisor = Supervisor(job, WORKERS)
     started = time.monotonic()
@@ -92,9 +93,9 @@ def run(root: Path, records: int = 20_000) -> None:
     verify(root, records)
 
 
-def verify(root: Path, records: int) -> None:
+def verify(root: Location, records: int) -> None:
     seen: Counter = Counter()
-    with Consumer({"lakelog.root": str(root), "enable.partition.eof": True, "max.poll.records": 50_000}) as reader:
+    with Consumer({"lakelog.root": root, "enable.partition.eof": True, "max.poll.records": 50_000}) as reader:
         reader.assign([TopicPartition(OUTPUT, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         at_end: set[int] = set()
         while len(at_end) < PARTITIONS:
@@ -114,8 +115,8 @@ def verify(root: Path, records: int) -> None:
     duplicated = sum(1 for count in seen.values() if count > 1)
     if set(seen) != expected or duplicated:
         raise SystemExit(f"demo: FAILED: {len(expected - set(seen))} clicks missing, {duplicated} duplicated")
-    committed = Supervisor(Job(str(root), INPUT, OUTPUT, GROUP), 1).committed()
-    if committed != end_offsets(str(root), INPUT):
+    committed = Supervisor(Job(root.uri, INPUT, OUTPUT, GROUP), 1).committed()
+    if committed != end_offsets(root, INPUT):
         raise SystemExit(f"demo: FAILED: committed offsets {committed} are not the input's end")
     print(f"verified: read_committed shows each of the {records} clicks exactly once, and the group's offsets are at the end")
 
@@ -125,9 +126,9 @@ def main() -> None:
     parser.add_argument("--root", default="demo-groups-root", help="root folder (wiped first)")
     parser.add_argument("--records", type=int, default=20_000)
     args = parser.parse_args()
-    root = Path(args.root)
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
+    root = check_root(args.root)
+    root.io.delete_tree(root.uri)
+    root.io.make_dirs(root.uri)
     run(root, args.records)
 
 

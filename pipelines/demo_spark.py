@@ -22,10 +22,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from lakelog import Producer
+from lakelog.store import Location, check_root
 
 TOPIC = "payments"
 MORE_VIEWS = ("orders", "clicks-upper")
@@ -85,69 +87,70 @@ def verify_view(root: str, topic: str) -> int:
     return len(got)
 
 
-def spark_sql(root: Path) -> str:
+def spark_sql(root: Location) -> str:
     """`lakelog spark-sql-init`, then the real spark-sql shell over the view; its result lines."""
-    init = root / "spark-sql-init.sql"
+    # The init file and spark-sql's metastore_db/ are the shell's, not lakelog's: a local scratch folder.
+    scratch = Path(tempfile.mkdtemp(prefix="lakelog-demo-spark-sql-"))
+    init = scratch / "spark-sql-init.sql"
     bin_dir = Path(sys.executable).parent
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     subprocess.run(
-        [sys.executable, "-m", "lakelog.cli", "spark-sql-init", "--root", str(root), "--output", str(init)],
+        [sys.executable, "-m", "lakelog.cli", "spark-sql-init", "--root", root.uri, "--output", str(init)],
         check=True, env=environment, timeout=120,
     )
     shell = subprocess.run(
         [str(bin_dir / "spark-sql"), "--master", "local[1]", "--driver-memory", "1g", "--conf", "spark.ui.enabled=false",
          "-i", str(init), "-e", SPARK_SQL_QUERY],
-        cwd=root, env=environment, capture_output=True, text=True, timeout=600,
+        cwd=scratch, env=environment, capture_output=True, text=True, timeout=600,
     )
     if shell.returncode != 0:
         raise SystemExit(f"demo: spark-sql failed:\n{shell.stderr[-3000:]}")
     return "\n".join(line for line in shell.stdout.splitlines() if "\t" in line)
 
 
-def run(root: Path) -> None:
-    root = root.resolve()  # spark-sql runs in the root: a relative path would not name it from there
+def run(root: Location) -> None:
     from lakelog import catalog
     from lakelog.sql import query, snapshot_rows
     from pipelines.materialize_committed_view import materialize_committed_view
     from pipelines.partition_status import partition_status
 
     child = subprocess.run(
-        [sys.executable, "-m", "pipelines.demo_spark", "--child", "--root", str(root)],
+        [sys.executable, "-m", "pipelines.demo_spark", "--child", "--root", root.uri],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600,
     )
     if child.returncode != -signal.SIGKILL:
         raise SystemExit(f"demo: the view job child ended with {child.returncode}, not SIGKILL:\n{child.stderr[-3000:]}")
     print(child.stdout.strip())
-    before = catalog.open_view(str(root), TOPIC)
+    before = catalog.open_view(root, TOPIC)
     print(f"view job SIGKILLed between writing and committing: view of {TOPIC} at version {before.version}, "
           f"{snapshot_rows(before).num_rows} rows")
 
     spark = spark_session()
-    report = materialize_committed_view(spark, str(root), TOPIC)
+    report = materialize_committed_view(spark, root, TOPIC)
     print(f"view job run again: version {report.version}, {report.rows} rows, positions {report.positions}")
-    print(f"verified: view of {TOPIC} holds its {verify_view(str(root), TOPIC)} read_committed rows, each once")
+    print(f"verified: view of {TOPIC} holds its {verify_view(root, TOPIC)} read_committed rows, each once")
     for topic in MORE_VIEWS:
-        extra = materialize_committed_view(spark, str(root), topic)
-        print(f"view of {topic}: {extra.rows} rows; verified: {verify_view(str(root), topic)} rows, each once")
+        extra = materialize_committed_view(spark, root, topic)
+        print(f"view of {topic}: {extra.rows} rows; verified: {verify_view(root, topic)} rows, each once")
 
-    producer = Producer({"lakelog.root": str(root), "transactional.id": "payments"})
+    producer = Producer({"lakelog.root": root, "transactional.id": "payments"})
     producer.init_transactions()
     producer.begin_transaction()
     for n in range(3):
         producer.produce(TOPIC, json.dumps({"transaction": "t4", "n": n}), partition=n)
     producer.commit_transaction()
-    incremental = materialize_committed_view(spark, str(root), TOPIC)
+    incremental = materialize_committed_view(spark, root, TOPIC)
     if incremental.rows != 3:
         raise SystemExit(f"demo: FAILED: the incremental run appended {incremental.rows} rows, not the 3 new ones")
     print(f"transaction t4 (3 messages) committed; the next run appended {incremental.rows} rows (version {incremental.version})")
-    print(f"verified: view of {TOPIC} holds its {verify_view(str(root), TOPIC)} read_committed rows, each once")
-    status = partition_status(spark, str(root), TOPIC)
+    print(f"verified: view of {TOPIC} holds its {verify_view(root, TOPIC)} read_committed rows, each once")
+    status = partition_status(spark, root, TOPIC)
     print(f"partition status of {TOPIC} written: {status.__dict__}")
     spark.stop()
 
     shell = spark_sql(root)
     print(f"spark-sql -i spark-sql-init.sql -e \"{SPARK_SQL_QUERY}\"\n{shell}")
-    duck = query(str(root), DUCKDB_QUERY).to_pylist()
+    duck = query(root, DUCKDB_QUERY).to_pylist()
     as_lines = "\n".join(f"{row['transaction']}\t{row['messages']}\t{row['distinct_offsets']}" for row in duck)
     if as_lines != shell:
         raise SystemExit(f"demo: FAILED: spark-sql and DuckDB disagree:\n{shell}\n---\n{as_lines}")
@@ -162,7 +165,7 @@ def main() -> None:
     if args.child:
         child_dies_before_commit(args.root)
     else:
-        run(Path(args.root))
+        run(check_root(args.root))
 
 
 if __name__ == "__main__":

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer, TopicPartition
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.log import open_partition
+from lakelog.store import Location, check_root
 
 TOPIC = "payments"
 PARTITIONS = 3
@@ -64,9 +63,9 @@ def child(role: str, root: str) -> None:
         print(f"{type(error).__name__} fatal={error.error.fatal()}", flush=True)
 
 
-def start_child(role: str, root: Path) -> subprocess.Popen:
+def start_child(role: str, root: Location) -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.demo_transactions", "--child", role, "--root", str(root)],
+        [sys.executable, "-m", "pipelines.demo_transactions", "--child", role, "--root", root.uri],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -77,9 +76,9 @@ def start_child(role: str, root: Path) -> subprocess.Popen:
     return process
 
 
-def read_all(root: Path, isolation_level: str) -> list[dict]:
+def read_all(root: Location, isolation_level: str) -> list[dict]:
     messages = []
-    conf = {"lakelog.root": str(root), "isolation.level": isolation_level, "enable.partition.eof": True}
+    conf = {"lakelog.root": root, "isolation.level": isolation_level, "enable.partition.eof": True}
     with Consumer(conf) as consumer:
         consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
         at_end: set[int] = set()
@@ -92,23 +91,23 @@ def read_all(root: Path, isolation_level: str) -> list[dict]:
     return messages
 
 
-def offsets(root: Path) -> str:
+def offsets(root: Location) -> str:
     parts = []
     for partition in range(PARTITIONS):
-        log = open_partition(str(root), TOPIC, partition)
+        log = open_partition(root, TOPIC, partition)
         parts.append(f"p{partition} LSO {log.last_stable_offset()}/HW {log.high_watermark()}")
     return ", ".join(parts)
 
 
-def run(root: Path) -> None:
-    AdminClient({"lakelog.root": str(root)}).create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS)])
+def run(root: Location) -> None:
+    AdminClient({"lakelog.root": root}).create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS)])
     print(f"created topic {TOPIC} with {PARTITIONS} partitions")
 
     zombie = start_child("zombie", root)
     zombie.send_signal(signal.SIGSTOP)
     print(f"zombie: began a transaction of 6 messages and stalls (SIGSTOP); {offsets(root)}")
 
-    producer = Producer({"lakelog.root": str(root), "transactional.id": "payments"})
+    producer = Producer({"lakelog.root": root, "transactional.id": "payments"})
     producer.init_transactions()
     print("new instance of transactional.id 'payments' initialised: the zombie's transaction is aborted, the zombie fenced")
     committed: list[str] = []
@@ -136,7 +135,7 @@ def run(root: Path) -> None:
     dying.wait()
     print(f"producer 'refunds' SIGKILLed mid-transaction: {offsets(root)}")
     time.sleep(STALLED_TIMEOUT_MS / 1000 + 0.5)
-    report = TransactionCoordinator(str(root)).sweep()
+    report = TransactionCoordinator(root).sweep()
     print(f"coordinator sweep: aborted {report.aborted_timed_out}, rolled forward {report.rolled_forward}; {offsets(root)}")
     if report.aborted_timed_out != ["refunds"]:
         raise SystemExit(f"demo: FAILED: the sweep should have aborted 'refunds', report: {report}")
@@ -161,9 +160,9 @@ def main() -> None:
     if args.child:
         child(args.child, args.root)
         return
-    root = Path(args.root)
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
+    root = check_root(args.root)
+    root.io.delete_tree(root.uri)
+    root.io.make_dirs(root.uri)
     run(root)
 
 

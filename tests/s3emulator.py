@@ -341,6 +341,8 @@ runpy.run_module("moto.server", run_name="__main__", alter_sys=True)
 
 # -- the proxy ---------------------------------------------------------------------------------------------------
 
+# URL paths under this prefix are the proxy's own API (ProxyProcess), never forwarded.
+CONTROL = "/__proxy__/"
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
               "trailer", "upgrade"}
 CONDITIONAL_PUT_HEADERS = ("if-none-match", "if-match")
@@ -392,6 +394,7 @@ class ProxiedRequest:
     path: str
     stripped: dict[str, str] = field(default_factory=dict)
     status: int | None = None
+    response_lost: bool = False
 
 
 class NoConditionalPutProxy:
@@ -404,7 +407,8 @@ class NoConditionalPutProxy:
     client signed the removed header). `requests` records what went through.
     """
 
-    def __init__(self, upstream: str, *, strip: bool = True, credentials: Credentials | None = None) -> None:
+    def __init__(self, upstream: str, *, strip: bool = True, credentials: Credentials | None = None,
+                 port: int = 0) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         if parsed.scheme != "http" or not parsed.hostname or not parsed.port:
             raise ValueError(f"upstream must be http://host:port, not {upstream!r}")
@@ -413,13 +417,15 @@ class NoConditionalPutProxy:
         self.credentials = credentials
         self.gates: list[Gate] = []
         self.requests: list[ProxiedRequest] = []
+        self._lost: list[list[Any]] = []
         self._lock = threading.Lock()
         self._server: _QuietServer | None = None
         self._thread: threading.Thread | None = None
+        self._port = port
 
     def start(self) -> NoConditionalPutProxy:
         handler = type("Handler", (_ProxyHandler,), {"proxy": self})
-        self._server = _QuietServer(("127.0.0.1", 0), handler)
+        self._server = _QuietServer(("127.0.0.1", self._port), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="s3-proxy", daemon=True)
         self._thread.start()
         return self
@@ -456,6 +462,21 @@ class NoConditionalPutProxy:
         with self._lock:
             self.gates.append(gate)
         return gate
+
+    def lose_responses(self, path: str, *, method: str = "PUT", times: int = 1) -> None:
+        """The next `times` requests matching `method` and `path` (a regex searched in the URL path) reach the store,
+        and then the connection is cut before the answer: the client cannot tell whether they took effect."""
+        with self._lock:
+            self._lost.append([re.compile(path), method, times])
+
+    def _take_lost_response(self, method: str, path: str) -> bool:
+        with self._lock:
+            for rule in self._lost:
+                pattern, wanted, left = rule
+                if left > 0 and method == wanted and pattern.search(path):
+                    rule[2] -= 1
+                    return True
+        return False
 
     def _record(self, request: ProxiedRequest) -> None:
         with self._lock:
@@ -538,6 +559,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         proxy = self.proxy
         body, chunked = self._read_body()
         path = urllib.parse.urlsplit(self.path).path
+        if path.startswith(CONTROL):
+            self._control(path[len(CONTROL):], json.loads(body or b"{}"))
+            return
         record = ProxiedRequest(self.command, self.path)
         headers: list[tuple[str, str]] = []
         for name, value in self.headers.items():
@@ -569,6 +593,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 gate.leave(ticket, status)
         record.status = status
         proxy._record(record)
+        if proxy._take_lost_response(self.command, path):
+            # The store did the request; its answer never reaches the client (a timeout after the PUT was sent).
+            record.response_lost = True
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
         self.send_response_only(response.status, response.reason)
         for name, value in response.getheaders():
             if name.lower() in HOP_BY_HOP or name.lower() in ("transfer-encoding", "content-length"):
@@ -614,6 +645,31 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                     raise
         raise AssertionError("unreachable")
 
+    def _control(self, action: str, arguments: dict[str, Any]) -> None:
+        """The proxy's own API, for a ProxyProcess: install gates and lost responses, read what went through."""
+        proxy = self.proxy
+        if action == "gate":
+            gate = proxy.gate(arguments["path"], method=arguments["method"], parties=arguments["parties"],
+                              timeout=arguments["timeout"])
+            answer: Any = {"id": proxy.gates.index(gate)}
+        elif action.startswith("gate/"):
+            gate = proxy.gates[int(action.split("/", 1)[1])]
+            answer = {"arrived": gate.arrived, "timed_out": gate.timed_out, "statuses": gate.statuses}
+        elif action == "lose":
+            proxy.lose_responses(arguments["path"], method=arguments["method"], times=arguments["times"])
+            answer = {}
+        elif action == "requests":
+            with proxy._lock:
+                answer = [vars(request) for request in proxy.requests]
+        else:
+            self.send_error(404, f"no proxy action {action!r}")
+            return
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _forward  # type: ignore[assignment]
 
 
@@ -639,3 +695,115 @@ def _resign(method: str, path: str, headers: list[tuple[str, str]], body: bytes 
     new = (f"AWS4-HMAC-SHA256 Credential={scope}, "
            f"SignedHeaders={auth.signed_headers(auth.headers_to_sign(request))}, Signature={signature}")
     return [(k, new if k.lower() == "authorization" else v) for k, v in headers]
+
+
+# -- the proxy in a process of its own -----------------------------------------------------------------------------
+
+_PROXY_BOOT = """
+import json, signal, sys, threading
+sys.path.insert(0, sys.argv[1])
+from s3emulator import Credentials, NoConditionalPutProxy
+settings = json.loads(sys.argv[2])
+credentials = Credentials(**settings["credentials"]) if settings["credentials"] else None
+proxy = NoConditionalPutProxy(settings["upstream"], strip=settings["strip"], credentials=credentials).start()
+print(proxy.port, flush=True)
+done = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: done.set())
+done.wait()
+proxy.stop()
+"""
+
+
+class RemoteGate:
+    """A Gate installed in a ProxyProcess: its state is read from the proxy when asked."""
+
+    def __init__(self, proxy: ProxyProcess, gate_id: int) -> None:
+        self._proxy = proxy
+        self._id = gate_id
+
+    def _state(self) -> dict[str, Any]:
+        return self._proxy._call("GET", f"gate/{self._id}")
+
+    @property
+    def arrived(self) -> int:
+        return self._state()["arrived"]
+
+    @property
+    def timed_out(self) -> bool:
+        return self._state()["timed_out"]
+
+    @property
+    def statuses(self) -> list[int]:
+        return self._state()["statuses"]
+
+
+class ProxyProcess:
+    """NoConditionalPutProxy in a process of its own, with the same API.
+
+    Use it when the clients under test run in the test process: delta-rs holds the GIL in some calls while it
+    waits for the store, which starves a proxy running in threads of that process until the client times out.
+    """
+
+    def __init__(self, upstream: str, *, strip: bool = True, credentials: Credentials | None = None) -> None:
+        self.upstream = upstream
+        self.strip = strip
+        self.credentials = credentials
+        self.process: subprocess.Popen[str] | None = None
+        self.port: int | None = None
+
+    def start(self) -> ProxyProcess:
+        settings = {"upstream": self.upstream, "strip": self.strip,
+                    "credentials": vars(self.credentials) if self.credentials else None}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _PROXY_BOOT, os.path.dirname(os.path.abspath(__file__)), json.dumps(settings)],
+            stdout=subprocess.PIPE, text=True,
+        )
+        line = self.process.stdout.readline() if self.process.stdout else ""
+        if not line.strip().isdigit():
+            self.stop()
+            raise RuntimeError("the proxy process did not start")
+        self.port = int(line)
+        return self
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def __enter__(self) -> ProxyProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def gate(self, path: str, *, method: str = "PUT", parties: int = 2, timeout: float = 10.0) -> RemoteGate:
+        answer = self._call("POST", "gate", {"path": path, "method": method, "parties": parties, "timeout": timeout})
+        return RemoteGate(self, answer["id"])
+
+    def lose_responses(self, path: str, *, method: str = "PUT", times: int = 1) -> None:
+        self._call("POST", "lose", {"path": path, "method": method, "times": times})
+
+    @property
+    def requests(self) -> list[ProxiedRequest]:
+        return [ProxiedRequest(**request) for request in self._call("GET", "requests")]
+
+    def _call(self, method: str, action: str, arguments: dict[str, Any] | None = None) -> Any:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request(method, CONTROL + action, body=json.dumps(arguments or {}).encode())
+            response = connection.getresponse()
+            data = response.read()
+            if response.status != 200:
+                raise RuntimeError(f"proxy {action}: {response.status} {data!r}")
+            return json.loads(data)
+        finally:
+            connection.close()

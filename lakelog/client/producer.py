@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import random
+import logging
 import time
 import zlib
 from collections import deque
@@ -40,6 +41,8 @@ from lakelog.store import check_root
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 CALLBACK_KEYS = ("on_delivery", "error_cb")
+
+log = logging.getLogger(__name__)
 
 
 def split_callbacks(conf: Mapping[str, Any] | None, allowed: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -533,6 +536,10 @@ class Producer:
                 retry_allowed = header.is_idempotent or not isinstance(error, KafkaStorageError)
                 if attempts > self.config["retries"] or time.monotonic() >= deadline or not retry_allowed:
                     raise
+                log.warning(
+                    "%s-%d: retrying a batch of %d (attempt %d) after %s: %s",
+                    tp[0], tp[1], payload.num_rows, attempts + 1, error.error.name(), error,
+                )
                 time.sleep(self.config["retry.backoff.ms"] / 1000)
 
     def _serve_reports(self) -> int:
