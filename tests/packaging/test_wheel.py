@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def clean_environment(venv_bin: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> Venv:
+def venv(tmp_path_factory) -> Iterator[Venv]:
     """Build the wheel (through an sdist, as a release would) and install it with `[spark]` into a new venv."""
     folder = tmp_path_factory.mktemp("wheel")
     uv = find_uv()
@@ -92,7 +93,9 @@ def venv(tmp_path_factory) -> Venv:
         run(uv, *install)
     work = folder / "work"
     work.mkdir()
-    return Venv(folder / "venv", venv_bin, work, clean_environment(venv_bin))
+    yield Venv(folder / "venv", venv_bin, work, clean_environment(venv_bin))
+    # A venv with pyspark is 1.1 GB, and pytest keeps the folders of the last three runs.
+    shutil.rmtree(folder / "venv", ignore_errors=True)
 
 
 def lakelog_command(venv: Venv) -> str:
