@@ -29,9 +29,9 @@ def pytest_configure(config) -> None:
 
 
 def pytest_generate_tests(metafunc) -> None:
-    if "root_kind" in metafunc.fixturenames:
-        marker = metafunc.definition.get_closest_marker("roots")
-        kinds = marker.args if marker else ("local",)
+    marker = metafunc.definition.get_closest_marker("roots")
+    if "root_kind" in metafunc.fixturenames and marker is not None:
+        kinds = marker.args
         unknown = set(kinds) - set(ROOT_KINDS)
         if unknown:
             raise ValueError(f"unknown root kinds {sorted(unknown)}")

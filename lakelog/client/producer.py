@@ -476,7 +476,9 @@ class Producer:
         try:
             if self._transactional_id is not None:
                 self._add_to_transaction(tp)
-            header = self._header(tp, batch.expected_offset)
+            # Allocating a producer id is safe to retry: an id lost to a failure is only a gap in the ids.
+            deadline = time.monotonic() + self.config["message.timeout.ms"] / 1000
+            header = self._retrying(tp, len(messages), lambda: self._header(tp, batch.expected_offset), deadline)
             base_offset = self._append_with_retries(tp, payload, header)
             if header.is_idempotent:
                 self._sequences[tp] = next_sequence(header.base_sequence + len(messages) - 1)
@@ -526,19 +528,29 @@ class Producer:
         """Append, retrying a storage failure with the same sequence: a retry that
         finds its batch already in the log gets the original offsets (S3.2)."""
         deadline = time.monotonic() + self.config["message.timeout.ms"] / 1000
+        # Without a producer id an ambiguous storage failure cannot be retried safely.
+        return self._retrying(
+            tp,
+            payload.num_rows,
+            lambda: self._log(tp).append(payload, header, timeout_s=max(deadline - time.monotonic(), 0.0)).base_offset,
+            deadline,
+            retry_storage_errors=header.is_idempotent,
+        )
+
+    def _retrying(self, tp: tuple[str, int], count: int, call, deadline: float, *, retry_storage_errors: bool = True):
+        """`call()`, again after `retry.backoff.ms` on a retriable error, up to `retries` times or `deadline`."""
         attempts = 0
         while True:
             try:
-                return self._log(tp).append(payload, header, timeout_s=max(deadline - time.monotonic(), 0.0)).base_offset
+                return call()
             except RetriableError as error:
                 attempts += 1
-                # Without a producer id an ambiguous storage failure cannot be retried safely.
-                retry_allowed = header.is_idempotent or not isinstance(error, KafkaStorageError)
+                retry_allowed = retry_storage_errors or not isinstance(error, KafkaStorageError)
                 if attempts > self.config["retries"] or time.monotonic() >= deadline or not retry_allowed:
                     raise
                 log.warning(
                     "%s-%d: retrying a batch of %d (attempt %d) after %s: %s",
-                    tp[0], tp[1], payload.num_rows, attempts + 1, error.error.name(), error,
+                    tp[0], tp[1], count, attempts + 1, error.error.name(), error,
                 )
                 time.sleep(self.config["retry.backoff.ms"] / 1000)
 
