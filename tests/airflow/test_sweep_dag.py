@@ -14,7 +14,7 @@ from lakelog import AdminClient, NewTopic, Producer
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.log import open_partition
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.roots("local", "s3")]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -30,8 +30,7 @@ def airflow(args: list[str], home: Path, root: str) -> subprocess.CompletedProce
     return subprocess.run([str(airflow_cli), *args], env=env, capture_output=True, text=True, timeout=300, cwd=home)
 
 
-def test_S4_7_sweep_dag_aborts_a_dead_producers_transaction(tmp_path):
-    root = str(tmp_path / "lake")
+def test_S4_7_sweep_dag_aborts_a_dead_producers_transaction(tmp_path, root):
     AdminClient({"lakelog.root": root}).create_topics([NewTopic("events", num_partitions=2)])
     dead = Producer({"lakelog.root": root, "transactional.id": "nightly", "transaction.timeout.ms": 1000})
     dead.init_transactions()
