@@ -304,3 +304,32 @@ def test_S12_3_a_commit_still_in_flight_is_neither_failed_nor_retried_blindly(th
     fresh = open_partition(location, "t", 0)
     assert fresh.fetch(0).rows.column("value").to_pylist() == [b"first", b"held"]
     assert fresh.log_end_offset() == 2
+
+
+# -- the CLI on an S3 root, a load from a source on S3 included -------------------------------------------------
+
+
+def test_S12_1_the_cli_works_on_an_s3_root_and_loads_a_source_from_s3(s3_root):
+    import pyarrow as pa
+
+    def ok(*args: str, stdin: str | None = None) -> str:
+        result = subprocess.run([sys.executable, "-m", "lakelog.cli", *args, "--root", s3_root], input=stdin,
+                                capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    ok("init")
+    ok("topics", "create", "orders", "--partitions", "2")
+    assert ok("topics", "list").split() == ["orders"]
+    ok("produce", "orders", "--partition", "1", stdin='{"key": "c1", "value": "hello"}\n"plain"\n')
+    source = Location.of(f"{s3_root}-sources/orders.parquet")
+    source.io.write_parquet(pa.table({"order_id": list(range(25)), "amount": [n * 10 for n in range(25)]}), source.uri)
+    loaded = ok("load", "orders", source.uri, "--partition", "0", "--batch-records", "10", "--no-progress")
+    assert '"total_rows": 25' in loaded and '"appended_by_this_run": 25' in loaded
+    again = ok("load", "orders", source.uri, "--partition", "0", "--batch-records", "10", "--no-progress")
+    assert '"appended_by_this_run": 0' in again  # S2.4: the same source again appends nothing
+    consumed = ok("consume", "orders").splitlines()
+    assert len(consumed) == 27 and sum('"value": "hello"' in line for line in consumed) == 1
+    assert "3" in ok("sql", "SELECT count(*) FROM orders WHERE partition = 0 AND \"offset\" < 3", "--format", "csv")
+    assert ok("transactions", "list").splitlines()[0].startswith("TransactionalId")
+    assert '"aborted_timed_out": []' in ok("coordinator", "sweep")
