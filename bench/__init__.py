@@ -16,4 +16,5 @@ BENCHMARKS = (
     "group_commit",
     "spark_scan",
     "view_materialize",
+    "s3_emulator",
 )

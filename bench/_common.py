@@ -137,9 +137,9 @@ class MaintenanceTally:
 
 
 def table_line(log: PartitionLog) -> str:
-    """The partition table's size now: version, active data files, files in _delta_log (local roots)."""
-    log_dir = os.path.join(log.table.uri, "_delta_log")
+    """The partition table's size now: version, active data files, files in _delta_log."""
+    log_files = log.table.io.list(log.table.child_uri("_delta_log"))
     return (
         f"version {log.version:,}, {len(log.table.files()):,} active files, "
-        f"{len(os.listdir(log_dir)):,} files in _delta_log"
+        f"{len(log_files):,} files in _delta_log"
     )
