@@ -17,6 +17,7 @@ on the CLI, `storage.<key>` in Spark); keys are listed in `S3_KEYS`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import re
@@ -315,8 +316,22 @@ class S3FileIO(FileIO):
                 return parquet.read()
 
     def write(self, uri: str, data: bytes | pa.Buffer) -> None:
-        # One PUT: S3 makes an object visible whole or not at all.
-        super().write(uri, data)
+        """One PUT: S3 makes an object visible whole or not at all.
+
+        On Linux the AWS SDK applies no read timeout to a PutObject whose body is sent (pyarrow documents
+        `request_timeout` as ignored there), so a store that stops answering would hang the writer for
+        good: the put runs on a worker thread and is given up after `timeout` per attempt (30 s unless
+        set) plus a second per MiB. A put given up may still land later; callers write under fresh names
+        or caches, so a late object is at worst an orphan that vacuum removes.
+        """
+        size = len(data)
+        attempt_s = parse_duration_s("timeout", self.settings["timeout"]) if self.settings.get("timeout") else 30.0
+        limit = attempt_s * (int(self.settings.get("max_retries") or 0) + 1) + 1 + size / (1 << 20)
+        future = _put_pool().submit(super().write, uri, data)
+        try:
+            future.result(timeout=limit)
+        except concurrent.futures.TimeoutError:
+            raise KafkaStorageError(f"writing {uri} failed: the store did not answer within {limit:.0f} s", uri=uri) from None
 
     def make_dirs(self, uri: str) -> None:
         # Object stores have no folders; pyarrow would write empty marker objects.
@@ -388,6 +403,17 @@ def parse_duration_s(key: str, text: str) -> float:
         raise InvalidConfig(f"storage option {key} takes a duration such as 30s or 500ms, not {text!r}", key=f"lakelog.storage.{key}")
     value, unit = float(match.group(1)), match.group(2) or "s"
     return value * {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+
+
+_puts: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+
+
+def _put_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads for S3 puts; a forked child builds its own (it has the pool object but none of its threads)."""
+    global _puts
+    if _puts is None or _puts[0] != os.getpid():
+        _puts = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="lakelog-put"))
+    return _puts[1]
 
 
 _file_ios: dict[tuple, FileIO] = {}
