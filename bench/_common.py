@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -13,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from lakelog.log import PartitionLog
+from lakelog.store import Location
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -34,7 +34,8 @@ def temp_root(parent: str | None = None, keep: bool = False, prefix: str = "lake
         if keep:
             print(f"(root kept at {path})")
         else:
-            shutil.rmtree(path, ignore_errors=True)
+            location = Location.of(path)
+            location.io.delete_tree(location.uri)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
