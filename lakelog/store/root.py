@@ -93,6 +93,11 @@ def verify_conditional_put(location: Location) -> None:
     key = f"{prefix}/{PROBES_DIR}/{uuid.uuid4().hex}".lstrip("/")
     try:
         first = client.request("PUT", key, b"lakelog probe", {"If-None-Match": "*"})
+        if first.status == 403 and first.code == "AccessDenied":
+            # Valid keys that may not write here: a reader (a Spark job, lakelog sql) needs no commit.
+            log.warning("%s: the credentials may not write under the root, so its conditional puts were not checked; "
+                        "any commit there will fail", location.uri)
+            return
         if first.status not in (200, 201):
             raise root_error(location, RuntimeError(first.describe()))
         try:
@@ -119,9 +124,14 @@ class Response:
     reason: str
     body: bytes
 
+    @property
+    def code(self) -> str | None:
+        """The S3 error code in the body (`NoSuchBucket`, `AccessDenied`, ...), if any."""
+        found = re.search(rb"<Code>([^<]+)</Code>", self.body)
+        return found.group(1).decode() if found else None
+
     def describe(self) -> str:
-        code = re.search(rb"<Code>([^<]+)</Code>", self.body)
-        return f"HTTP {self.status} {self.reason}" + (f" {code.group(1).decode()}" if code else "")
+        return f"HTTP {self.status} {self.reason}" + (f" {self.code}" if self.code else "")
 
 
 @dataclass(frozen=True)
@@ -193,7 +203,7 @@ def root_error(location: Location, error: BaseException) -> KafkaException:
     where = location.io.settings.get("endpoint_url") or "the default AWS endpoint"
     if "NoSuchBucket" in text or "NO_SUCH_BUCKET" in text:
         return InvalidConfig(f"lakelog.root {location.uri}: bucket {location.bucket} does not exist at {where}", key="lakelog.root")
-    if any(word in text for word in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403 Forbidden", "ExpiredToken")):
+    if any(word in text for word in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403 Forbidden", "ExpiredToken", "InvalidToken")):
         return SaslAuthenticationFailed(f"lakelog.root {location.uri}: {where} refused the credentials ({_reason(text)})")
     return KafkaStorageError(f"lakelog.root {location.uri}: cannot reach {where}: {_reason(text)}", uri=location.uri)
 
