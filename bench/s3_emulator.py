@@ -59,25 +59,16 @@ VALUE_BYTES = 100
 
 def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
     result = _common.Result("s3_emulator")
-    with S3Emulator() as emulator:
+    with S3Emulator() as emulator, emulator.exported():
         emulator.create_bucket(BUCKET)
-        saved = {key: os.environ.get(key) for key in emulator.env()}
-        os.environ.update(emulator.env())
-        try:
-            root = f"s3://{BUCKET}/bench-{uuid.uuid4().hex[:8]}"
-            print(f"== s3_emulator: moto on {emulator.endpoint_url} (started in {emulator.start_seconds:.1f} s), root {root}")
-            started = time.perf_counter()
-            check_root(root)
-            print(f"   store check (a conditional put made twice): {(time.perf_counter() - started) * 1e3:.0f} ms")
-            _appends(root, APPEND_BATCHES_QUICK if quick else APPEND_BATCHES, result)
-            _scan(root, SCAN_TRANSACTIONS_QUICK if quick else SCAN_TRANSACTIONS, result)
-            _commit_rates(root, RATE_SECONDS_QUICK if quick else RATE_SECONDS)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        root = f"s3://{BUCKET}/bench-{uuid.uuid4().hex[:8]}"
+        print(f"== s3_emulator: moto on {emulator.endpoint_url} (started in {emulator.start_seconds:.1f} s), root {root}")
+        started = time.perf_counter()
+        check_root(root)
+        print(f"   store check (a conditional put made twice): {(time.perf_counter() - started) * 1e3:.0f} ms")
+        _appends(root, APPEND_BATCHES_QUICK if quick else APPEND_BATCHES, result)
+        _scan(root, SCAN_TRANSACTIONS_QUICK if quick else SCAN_TRANSACTIONS, result)
+        _commit_rates(root, RATE_SECONDS_QUICK if quick else RATE_SECONDS)
     return result
 
 

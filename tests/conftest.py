@@ -41,19 +41,9 @@ def pytest_generate_tests(metafunc) -> None:
 @pytest.fixture(scope="session")
 def s3() -> Iterator[S3Emulator]:
     """The session's S3 emulator, with a bucket for tests; its settings are in os.environ while it runs."""
-    emulator = S3Emulator().start()
-    emulator.create_bucket(TEST_BUCKET)
-    saved = {key: os.environ.get(key) for key in emulator.env()}
-    os.environ.update(emulator.env())
-    try:
+    with S3Emulator() as emulator, emulator.exported():
+        emulator.create_bucket(TEST_BUCKET)
         yield emulator
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        emulator.stop()
 
 
 @pytest.fixture

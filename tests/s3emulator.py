@@ -215,6 +215,20 @@ class S3Emulator:
         self.paused = False
 
     @contextlib.contextmanager
+    def exported(self) -> Iterator[S3Emulator]:
+        """This emulator's AWS_* settings in os.environ (so child processes reach it too), restored afterwards."""
+        saved = {key: os.environ.get(key) for key in self.env()}
+        os.environ.update(self.env())
+        try:
+            yield self
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    @contextlib.contextmanager
     def paused_for(self) -> Iterator[None]:
         self.pause()
         try:
