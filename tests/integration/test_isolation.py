@@ -8,8 +8,6 @@ the bumped epoch a coordinator would write.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from deltalake import DeltaTable
 from helpers import table_fingerprint
@@ -29,8 +27,11 @@ from lakelog.log import (
     payload_table,
 )
 from lakelog.log.transactions import TransactionIndex
+from lakelog.store import Location
 from lakelog.store.maintenance import compact, vacuum
 from lakelog.store.sidecar import SIDECAR_DIR
+
+pytestmark = pytest.mark.roots("local", "s3")
 
 COMMIT, ABORT = ControlType.COMMIT, ControlType.ABORT
 
@@ -81,7 +82,17 @@ def read(log: PartitionLog, isolation_level: str, **budget: int) -> list[tuple[i
 
 def reopened(log: PartitionLog) -> PartitionLog:
     """The same partition as a new process opens it: its transaction state is rebuilt from the table alone."""
-    return open_partition(str(Path(log.table.uri).parents[2]), log.topic, log.partition)
+    root = log.table.uri.rsplit("/", 3)[0]  # <root>/topics/<topic>/<partition>
+    return open_partition(root, log.topic, log.partition)
+
+
+def snapshot_folder(log: PartitionLog) -> Location:
+    """Where the partition's transaction index keeps its snapshots (a sidecar folder beside the table)."""
+    return log.table.location / SIDECAR_DIR / "transactions"
+
+
+def snapshot_names(log: PartitionLog) -> list[str]:
+    return sorted(entry.name for entry in snapshot_folder(log).list() if not entry.is_dir)
 
 
 # -- S5.1 ------------------------------------------------------------------------------------
@@ -329,7 +340,7 @@ def test_S5_3_a_cold_index_starts_from_the_newest_snapshot_and_reads_only_the_ro
     Writer(log).plain("after")
     # The rows below the snapshot are no longer needed: make them unreadable, and a cold index still gets it right.
     for entry in log.table.files()[:-1]:
-        Path(log.table.file_path(entry)).write_bytes(b"not parquet")
+        log.table.io.write(log.table.file_path(entry), b"not parquet")
     cold = TransactionIndex(snapshot_every_offsets=10)
     cold.catch_up(log.table, log.log_end_offset())
     writer_index.catch_up(log.table, log.log_end_offset())
@@ -347,15 +358,14 @@ def test_S5_3_snapshots_that_are_unreadable_from_another_table_or_ahead_are_igno
         index = TransactionIndex(snapshot_every_offsets=5)
         for end in range(1, log.log_end_offset() + 1):
             index.catch_up(log.table, end)
-    own = Path(second.table.uri) / SIDECAR_DIR / "transactions"
-    foreign = Path(first.table.uri) / SIDECAR_DIR / "transactions"
-    assert sorted(path.name for path in own.iterdir()) == [f"{10:020d}.json", f"{15:020d}.json"]
+    own, foreign, io = snapshot_folder(second), snapshot_folder(first), second.table.io
+    assert snapshot_names(second) == [f"{10:020d}.json", f"{15:020d}.json"]
     rebuilt = TransactionIndex(snapshot_every_offsets=0)
     rebuilt.catch_up(second.table, second.log_end_offset())
     # The newest snapshot at or below the LEO is another table's, and one beside it is garbage: both are ignored.
-    (own / f"{15:020d}.json").write_bytes((foreign / f"{15:020d}.json").read_bytes())
+    io.write((own / f"{15:020d}.json").uri, io.read((foreign / f"{15:020d}.json").uri))
     for garbage in (b"{not json", b'{"table_id": 1}', b"[]"):
-        (own / f"{16:020d}.json").write_bytes(garbage)
+        io.write((own / f"{16:020d}.json").uri, garbage)
         cold = TransactionIndex(snapshot_every_offsets=8)  # 17 - 10 < 8: it writes no snapshot of its own
         cold.catch_up(second.table, second.log_end_offset())
         assert index_state(cold) == index_state(rebuilt)
@@ -374,9 +384,8 @@ def test_S5_3_only_the_newest_snapshots_are_kept_and_delta_never_sees_them(root,
         w.txn(1, f"v{n}")
         w.marker(1, ABORT)
         index.catch_up(log.table, log.log_end_offset())
-    folder = Path(log.table.uri) / SIDECAR_DIR / "transactions"
-    assert sorted(path.name for path in folder.iterdir()) == [f"{10:020d}.json", f"{12:020d}.json"]
-    handle = DeltaTable(log.table.uri)
+    assert snapshot_names(log) == [f"{10:020d}.json", f"{12:020d}.json"]
+    handle = DeltaTable(log.table.uri, storage_options=log.table.io.delta_options())
     assert handle.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False) == []
     assert vacuum(log.table, dry_run=True) == []
     assert handle.to_pyarrow_table().num_rows == 12

@@ -8,6 +8,8 @@ from helpers import table_fingerprint
 from lakelog.errors import InvalidRequest, OutOfOrderSequence, ProducerFenced
 from lakelog.log import BatchHeader, ControlType, open_partition, payload_table
 
+pytestmark = pytest.mark.roots("local", "s3")
+
 
 def values(*texts: str):
     return payload_table([text.encode() for text in texts])

@@ -7,7 +7,6 @@ in-process here by a fault hook that raises; tests/processes kills real processe
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from helpers import table_fingerprint
@@ -32,6 +31,9 @@ from lakelog.errors import (
 )
 from lakelog.log import BatchHeader, ControlType, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
+from lakelog.store import Location
+
+pytestmark = pytest.mark.roots("local", "s3")
 
 TOPIC = "orders"
 
@@ -70,7 +72,7 @@ def markers(root, partition):
 def state_records(root) -> list[tuple[str, str]]:
     """(transactional id, state) of every record in __transaction_state, in offset order per partition."""
     found = []
-    for folder in sorted((Path(root) / TRANSACTION_STATE_LOG).iterdir()):
+    for folder in sorted((Location.of(root) / TRANSACTION_STATE_LOG).children(), key=lambda folder: int(folder.name)):
         log = open_partition_at(root, int(folder.name))
         if log.log_end_offset():
             for row in log.fetch(0, max_records=1_000_000).rows.to_pylist():
@@ -333,13 +335,14 @@ def test_S4_6_an_exhausted_epoch_moves_the_id_to_a_new_producer_id(lake):
 
 
 def test_S4_7_sweep_aborts_a_transaction_past_its_timeout_and_fences_its_producer(lake):
-    p = producer(lake, **{"transaction.timeout.ms": 1000})
+    # A timeout far longer than the test takes on any root; the sweep that aborts it runs on a clock moved past it.
+    p = producer(lake, **{"transaction.timeout.ms": 60_000})
     p.init_transactions()
     p.begin_transaction()
     produce_to_all(p, "slow")
     pid, epoch = p._producer_id, p._producer_epoch
     assert TransactionCoordinator(lake).sweep().aborted_timed_out == []  # not yet
-    later = TransactionCoordinator(lake, clock=lambda: wall_clock_ms() + 5_000)
+    later = TransactionCoordinator(lake, clock=lambda: wall_clock_ms() + 120_000)
     report = later.sweep()
     assert report.aborted_timed_out == ["app"]
     for partition in range(3):
