@@ -15,6 +15,8 @@ from lakelog.client.types import Message
 from lakelog.errors import InvalidConfig
 from lakelog.log import BatchHeader, ControlType, open_partition, payload_table
 
+pytestmark = pytest.mark.roots("local", "s3")
+
 
 def consumer(lake: str, **conf) -> Consumer:
     return Consumer({"lakelog.root": lake, **conf})

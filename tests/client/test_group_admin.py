@@ -19,6 +19,8 @@ from lakelog.errors import (
     UnstableOffsetCommit,
 )
 
+pytestmark = pytest.mark.roots("local", "s3")
+
 
 @pytest.fixture
 def admin(lake) -> AdminClient:

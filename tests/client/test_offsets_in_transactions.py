@@ -19,6 +19,8 @@ from lakelog.coordinator.group import GroupMetadata, Heartbeat
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.errors import IllegalGeneration, StaleMemberEpoch, UnknownMemberId
 
+pytestmark = pytest.mark.roots("local", "s3")
+
 GROUP = "g"
 
 
@@ -37,7 +39,7 @@ def transactional(lake: str, transactional_id: str = "t") -> Producer:
 
 def joined(consumer: Consumer, topic: str, partitions: int) -> GroupMetadata:
     consumer.subscribe([topic])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a deadline, not a wait: generous for S3 roots
     while len(consumer.assignment()) < partitions:
         assert time.monotonic() < deadline
         consumer.consume(100, 0.02)
@@ -50,7 +52,7 @@ def split_between_two(lake: str, topic: str) -> tuple[Consumer, Consumer, GroupM
     first, second = group_consumer(lake), group_consumer(lake)
     old = joined(first, topic, 2)
     second.subscribe([topic])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while len(second.assignment()) < 1:
         assert time.monotonic() < deadline
         first.consume(10, 0.02)
