@@ -9,7 +9,9 @@ because A hasn't committed anything, so it will proceed with potentially
 commit. Here if we have generation.id, we will catch it!"
 
 A and B are separate processes (tests/processes/group_workers.py); A's "long GC"
-is a SIGSTOP it sends itself right before `send_offsets_to_transaction`.
+is a SIGSTOP it sends itself right before `send_offsets_to_transaction`. Both run
+on a local folder and on an S3 prefix of the session's emulator (S12.1): the
+children get the root's URI and inherit the emulator's AWS_* settings.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.errors import UnstableOffsetCommit
 from lakelog.log import create_topic, open_partition
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.roots("local", "s3")]
 
 TESTS = Path(__file__).resolve().parents[1]
 GROUP = "etl"
@@ -102,9 +104,7 @@ def read_output(root: str, topic: str, isolation_level: str) -> list[tuple[int, 
             out.append((message.offset(), message.value(), dict(message.headers())["lakelog.source"]))
 
 
-def test_S7_2_kip447_zombie_stalled_before_its_offset_commit_is_fenced_and_the_new_owner_stands(tmp_path):
-    root = str(tmp_path / "lake")
-    os.mkdir(root)
+def test_S7_2_kip447_zombie_stalled_before_its_offset_commit_is_fenced_and_the_new_owner_stands(root, tmp_path):
     create_topic(root, "in", 1, None)
     create_topic(root, "out", 1, None)
     producer = Producer({"lakelog.root": root, "linger.ms": 600_000})
@@ -171,12 +171,10 @@ def test_S7_2_kip447_zombie_stalled_before_its_offset_commit_is_fenced_and_the_n
 
 
 @pytest.mark.parametrize("end", ["zombie-commits", "transaction-times-out"])
-def test_S7_3_a_new_owner_waits_while_a_stalled_members_offsets_are_pending(tmp_path, end):
+def test_S7_3_a_new_owner_waits_while_a_stalled_members_offsets_are_pending(root, tmp_path, end):
     """The other half of KIP-447: A sent its offsets and stalled before committing. B, the new owner,
     must not start from the old committed offset: its stable fetch is refused (UnstableOffsetCommit)
     and it backs off until A's transaction ends, by A's commit or by the sweep's abort at its timeout."""
-    root = str(tmp_path / "lake")
-    os.mkdir(root)
     create_topic(root, "in", 1, None)
     create_topic(root, "out", 1, None)
     producer = Producer({"lakelog.root": root, "linger.ms": 600_000})

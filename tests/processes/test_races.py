@@ -1,9 +1,13 @@
 """Races between real processes on one partition: concurrent appends, conditional publish, bulk loads killed.
 
 Processes are started with multiprocessing's "spawn" context (workers.py) or as
-`python -m lakelog.cli` subprocesses, so nothing is shared but the root folder.
-Random choices come from one seeded generator; the seed is printed (and set with
-$LAKELOG_TEST_SEED to replay a run).
+`python -m lakelog.cli` subprocesses, so nothing is shared but the root. Every
+test runs on a local folder and on an S3 prefix of the session's emulator
+(S12.1): workers get the root's URI and reach the emulator through the AWS_*
+environment they inherit. A commit on the emulator costs several times what it
+costs on a local folder (50-250 ms against about 10 ms), so the s3 runs do the
+same races at a smaller scale (`SCALE`). Random choices come from one seeded generator; the seed is printed
+(and set with $LAKELOG_TEST_SEED to replay a run).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,22 +29,46 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakelog.log import create_topic, open_partition
+from lakelog.store import Location
 from processes import workers
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.roots("local", "s3")]
 
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = 4
-LOAD_ROWS = 60_000
 LOAD_BATCH = 2_000
-MAX_KILLS = 7
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much each test does on one kind of root."""
+
+    batches: int  # per appending worker
+    rounds: int  # of the expected-offset race
+    create_rounds: int  # of the topic-creation race
+    load_rows: int  # of the bulk-load source
+    max_kills: int  # of the killed bulk load
+    max_early_kills: int  # kills in the first half second (mostly before any commit)
+    kill_after_commits: int  # a kill waits for 1..this many new commits
+    poll_s: float  # between looks at the log while a load runs
+
+
+SCALE = {
+    "local": Scale(
+        batches=40, rounds=8, create_rounds=12, load_rows=60_000, max_kills=7, max_early_kills=7, kill_after_commits=6,
+        poll_s=0.005,
+    ),
+    # 15 load batches: at least four of the five kills wait for 1-3 commits, so they all land mid-load.
+    "s3": Scale(
+        batches=8, rounds=5, create_rounds=6, load_rows=30_000, max_kills=5, max_early_kills=1, kill_after_commits=3,
+        poll_s=0.02,
+    ),
+}
 
 
 @pytest.fixture
-def lake(tmp_path) -> str:
-    folder = tmp_path / "lake"
-    folder.mkdir()
-    return str(folder)
+def scale(root_kind: str) -> Scale:
+    return SCALE[root_kind]
 
 
 def all_rows(root: str, topic: str, partition: int = 0) -> list[dict]:
@@ -113,16 +142,16 @@ def check_dense_and_exactly_once(rows: list[dict], batches: int, records: int) -
         assert values == sorted(values), "a worker's batches landed out of its own order"
 
 
-def test_S1_1_S1_2_four_processes_append_to_one_partition_dense_and_exactly_once(lake):
+def test_S1_1_S1_2_four_processes_append_to_one_partition_dense_and_exactly_once(root, scale):
     """A fifth process reads the partition throughout and only ever sees dense prefixes of whole batches."""
-    create_topic(lake, "race", 1)
-    batches, records = 40, 3
+    create_topic(root, "race", 1)
+    batches, records = scale.batches, 3
     total = WORKERS * batches * records
     reports = run_processes(
-        [(workers.append_batches, lake, "race", worker, batches, records) for worker in range(WORKERS)]
-        + [(workers.check_snapshots_while_writing, lake, "race", WORKERS, total, records)]
+        [(workers.append_batches, root, "race", worker, batches, records) for worker in range(WORKERS)]
+        + [(workers.check_snapshots_while_writing, root, "race", WORKERS, total, records)]
     )
-    rows = all_rows(lake, "race")
+    rows = all_rows(root, "race")
     check_dense_and_exactly_once(rows, batches, records)
     snapshots = [r for r in reports if r[0] == "snapshots"]
     print(f"the reader saw {snapshots[0][2]} distinct snapshots")
@@ -135,20 +164,20 @@ def test_S1_1_S1_2_four_processes_append_to_one_partition_dense_and_exactly_once
         assert [row["value"] for row in rows[base : last + 1]] == [
             workers.payload_value(worker, batch, r) for r in range(records)
         ]
-    assert open_partition(lake, "race", 0).version == WORKERS * batches
+    assert open_partition(root, "race", 0).version == WORKERS * batches
 
 
-def test_S1_1_S3_1_four_idempotent_producers_on_one_partition_exactly_once(lake):
+def test_S1_1_S3_1_four_idempotent_producers_on_one_partition_exactly_once(root, scale):
     """Through Producer: offsets dense, each producer's rows carry its own PID with sequences 0, 1, 2, ...;
     a Consumer reading meanwhile gets every message once, in offset order, with the reported offsets."""
-    create_topic(lake, "race", 1)
-    batches, records = 40, 3
+    create_topic(root, "race", 1)
+    batches, records = scale.batches, 3
     total = WORKERS * batches * records
     reports = run_processes(
-        [(workers.produce_batches, lake, "race", worker, batches, records) for worker in range(WORKERS)]
-        + [(workers.consume_while_producing, lake, "race", WORKERS, total, records)]
+        [(workers.produce_batches, root, "race", worker, batches, records) for worker in range(WORKERS)]
+        + [(workers.consume_while_producing, root, "race", WORKERS, total, records)]
     )
-    rows = all_rows(lake, "race")
+    rows = all_rows(root, "race")
     check_dense_and_exactly_once(rows, batches, records)
     delivered = sorted((r[2], r[3]) for r in reports if r[0] == "delivered")
     assert delivered == sorted((row["value"], row["offset"]) for row in rows)
@@ -167,11 +196,11 @@ def test_S1_1_S3_1_four_idempotent_producers_on_one_partition_exactly_once(lake)
 # -- (b) conditional publish races ------------------------------------------------------------
 
 
-def test_S2_2_writers_racing_at_one_expected_offset_exactly_one_wins(lake):
-    create_topic(lake, "race", 1)
-    rounds, records = 8, 2
+def test_S2_2_writers_racing_at_one_expected_offset_exactly_one_wins(root, scale):
+    create_topic(root, "race", 1)
+    rounds, records = scale.rounds, 2
     reports = run_processes(
-        [(workers.race_at_expected_offset, lake, "race", worker, rounds, records) for worker in range(WORKERS)]
+        [(workers.race_at_expected_offset, root, "race", worker, rounds, records) for worker in range(WORKERS)]
     )
     by_round = defaultdict(list)
     for report in reports:
@@ -189,19 +218,19 @@ def test_S2_2_writers_racing_at_one_expected_offset_exactly_one_wins(lake):
             assert expected == round_ * records
             assert log_end_offset == (round_ + 1) * records  # the real LEO, after the winner's batch
             assert resent == (round_ + 1) * records  # re-sending never lands it
-    rows = all_rows(lake, "race")
+    rows = all_rows(root, "race")
     assert [row["offset"] for row in rows] == list(range(rounds * records))
     assert [row["value"] for row in rows] == [
         workers.payload_value(winners[round_], round_, r) for round_ in range(rounds) for r in range(records)
     ]
-    assert open_partition(lake, "race", 0).version == rounds
+    assert open_partition(root, "race", 0).version == rounds
 
 
-def test_processes_racing_to_create_one_topic_exactly_one_wins(lake):
+def test_processes_racing_to_create_one_topic_exactly_one_wins(root, scale):
     """One creation wins each race; the others get TOPIC_ALREADY_EXISTS; the topic's partitions are
     single version-0 tables holding the winner's config (S8.3: the refused creations changed nothing)."""
-    rounds, partitions = 12, 2
-    reports = run_processes([(workers.create_same_topic, lake, worker, rounds, partitions) for worker in range(WORKERS)])
+    rounds, partitions = scale.create_rounds, 2
+    reports = run_processes([(workers.create_same_topic, root, worker, rounds, partitions) for worker in range(WORKERS)])
     outcomes = defaultdict(dict)
     for _, worker, round_, error in reports:
         outcomes[round_][worker] = error
@@ -211,7 +240,7 @@ def test_processes_racing_to_create_one_topic_exactly_one_wins(lake):
         assert len(winners) == 1, f"round {round_}: {outcomes[round_]}"
         assert refused == ["TOPIC_ALREADY_EXISTS"] * (WORKERS - 1)
         for partition in range(partitions):
-            log = open_partition(lake, f"contested-{round_}", partition)
+            log = open_partition(root, f"contested-{round_}", partition)
             assert log.version == 0, f"round {round_} partition {partition} has {log.version + 1} commits"
             assert log.config.values["segment.files"] == 10 + winners[0]
 
@@ -220,8 +249,9 @@ def test_processes_racing_to_create_one_topic_exactly_one_wins(lake):
 
 
 @pytest.fixture
-def source(tmp_path, rng) -> tuple[Path, list[dict]]:
-    rows = [{"id": i, "payload": f"row-{i}-{rng.randrange(10**12):012d}"} for i in range(LOAD_ROWS)]
+def source(tmp_path, rng, scale) -> tuple[Path, list[dict]]:
+    """The load's source: a local Parquet file (not under the root; `lakelog load` reads any URI)."""
+    rows = [{"id": i, "payload": f"row-{i}-{rng.randrange(10**12):012d}"} for i in range(scale.load_rows)]
     path = tmp_path / "source.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=7_000)
     return path, rows
@@ -241,7 +271,9 @@ def start_load(root: str, topic: str, path: Path, batch_records: int = LOAD_BATC
 
 def commits(root: str, topic: str) -> int:
     """Commits so far: the newest version + 1 (log cleanup deletes old commit files, so counting them stalls)."""
-    versions = [int(path.stem) for path in (Path(root) / "topics" / topic / "0" / "_delta_log").glob("*.json")]
+    delta_log = Location.of(root) / "topics" / topic / "0" / "_delta_log"
+    names = [entry.name.removesuffix(".json") for entry in delta_log.list() if entry.name.endswith(".json")]
+    versions = [int(name) for name in names if name.isdigit()]
     return max(versions) + 1 if versions else 0
 
 
@@ -253,65 +285,69 @@ def check_prefix_of_source(root: str, topic: str, source_rows: list[dict]) -> in
     return len(rows)
 
 
-def test_S2_4_bulk_load_killed_at_random_points_and_restarted_appends_every_row_once(lake, source, rng):
+def test_S2_4_bulk_load_killed_at_random_points_and_restarted_appends_every_row_once(root, source, rng, scale):
     path, source_rows = source
     # Checkpoints every 4 commits, so kills also land around checkpoint writes.
-    create_topic(lake, "bulk", 1, {"check.expected.offsets": True, "checkpoint.interval.commits": 4})
+    create_topic(root, "bulk", 1, {"check.expected.offsets": True, "checkpoint.interval.commits": 4})
+    load_rows = scale.load_rows
     history = []
     finished = None
-    for attempt in range(MAX_KILLS):
-        before = commits(lake, "bulk")
-        process = start_load(lake, "bulk", path)
-        if rng.random() < 0.2:
-            # Within start-up or the first commits: a whole load takes about a second and a half here.
+    early_kills = 0
+    for attempt in range(scale.max_kills):
+        before = commits(root, "bulk")
+        process = start_load(root, "bulk", path)
+        if rng.random() < 0.2 and early_kills < scale.max_early_kills:
+            # Within start-up or the first commits: a whole load takes about a second and a half locally.
+            early_kills += 1
             plan = ("after seconds", rng.uniform(0.0, 0.5))
             deadline = time.monotonic() + plan[1]
             while time.monotonic() < deadline and process.poll() is None:
                 time.sleep(0.005)
         else:
-            plan = ("after commits", rng.randint(1, 6), rng.uniform(0.0, 0.03))
+            # Timed by progress, not seconds: a commit takes several times longer on S3.
+            plan = ("after commits", rng.randint(1, scale.kill_after_commits), rng.uniform(0.0, 0.03))
             deadline = time.monotonic() + 60
-            while commits(lake, "bulk") < before + plan[1] and process.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.005)
+            while commits(root, "bulk") < before + plan[1] and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(scale.poll_s)
             time.sleep(plan[2])
         if process.poll() is not None:
             finished = process
             break
         process.send_signal(signal.SIGKILL)
         process.wait(30)
-        leo = check_prefix_of_source(lake, "bulk", source_rows)
+        leo = check_prefix_of_source(root, "bulk", source_rows)
         assert leo % LOAD_BATCH == 0, f"a batch was split (S1.2): LEO {leo}"
         history.append((plan, leo))
     print(f"kills (plan, LEO after): {history}")
-    partial = [leo for _, leo in history if 0 < leo < LOAD_ROWS]
+    partial = [leo for _, leo in history if 0 < leo < load_rows]
     assert len(partial) >= 2, f"too few kills landed mid-load to prove anything: {history}"
 
     # The finishing run started where the last kill left the log (it may have run to the end on its own).
     resumed_at = history[-1][1]
     if finished is None:
-        assert check_prefix_of_source(lake, "bulk", source_rows) == resumed_at
-        finished = start_load(lake, "bulk", path)
+        assert check_prefix_of_source(root, "bulk", source_rows) == resumed_at
+        finished = start_load(root, "bulk", path)
     out, err = finished.communicate(timeout=120)
     assert finished.returncode == 0, err
     result = json.loads(out)
-    assert (result["start_offset"], result["end_offset"], result["total_rows"]) == (0, LOAD_ROWS, LOAD_ROWS)
+    assert (result["start_offset"], result["end_offset"], result["total_rows"]) == (0, load_rows, load_rows)
     assert result["resumed_from_row"] == resumed_at
-    assert result["appended_by_this_run"] == LOAD_ROWS - resumed_at
+    assert result["appended_by_this_run"] == load_rows - resumed_at
 
-    assert check_prefix_of_source(lake, "bulk", source_rows) == LOAD_ROWS
+    assert check_prefix_of_source(root, "bulk", source_rows) == load_rows
     # A run after completion appends nothing.
-    again = start_load(lake, "bulk", path)
+    again = start_load(root, "bulk", path)
     out, err = again.communicate(timeout=120)
     assert again.returncode == 0, err
     assert json.loads(out)["appended_by_this_run"] == 0
-    assert open_partition(lake, "bulk", 0).log_end_offset() == LOAD_ROWS
+    assert open_partition(root, "bulk", 0).log_end_offset() == load_rows
 
 
 @pytest.mark.parametrize("batch_sizes", [(LOAD_BATCH, LOAD_BATCH), (LOAD_BATCH, 3_000)], ids=["same batches", "other batches"])
-def test_S2_4_two_instances_of_one_load_at_once_append_every_row_once(lake, source, batch_sizes):
+def test_S2_4_two_instances_of_one_load_at_once_append_every_row_once(root, source, batch_sizes, scale):
     path, source_rows = source
-    create_topic(lake, "bulk", 1)
-    processes = [start_load(lake, "bulk", path, size) for size in batch_sizes]
+    create_topic(root, "bulk", 1)
+    processes = [start_load(root, "bulk", path, size) for size in batch_sizes]
     results = []
     for process in processes:
         out, err = process.communicate(timeout=120)
@@ -319,6 +355,6 @@ def test_S2_4_two_instances_of_one_load_at_once_append_every_row_once(lake, sour
         results.append(json.loads(out))
     print(f"results: {results}")
     assert len({r["load_id"] for r in results}) == 1
-    assert all((r["start_offset"], r["end_offset"]) == (0, LOAD_ROWS) for r in results)
-    assert sum(r["appended_by_this_run"] for r in results) == LOAD_ROWS
-    assert check_prefix_of_source(lake, "bulk", source_rows) == LOAD_ROWS
+    assert all((r["start_offset"], r["end_offset"]) == (0, scale.load_rows) for r in results)
+    assert sum(r["appended_by_this_run"] for r in results) == scale.load_rows
+    assert check_prefix_of_source(root, "bulk", source_rows) == scale.load_rows

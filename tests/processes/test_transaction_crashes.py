@@ -11,9 +11,16 @@ read_committed Consumer reads.
 
 Processes come from multiprocessing's "forkserver" context: the server is a
 fresh interpreter that imports lakelog (and pyarrow, pandas) once and shares
-nothing with the test process but the root folder; each worker is forked from
-it before touching any table, so it starts in about 0.1 s instead of the 1 s and
+nothing with the test process but the root; each worker is forked from it
+before touching any table, so it starts in about 0.1 s instead of the 1 s and
 more a spawned interpreter takes to import them, over some 80 processes here.
+The server's environment is the one it started with, so each worker is handed
+the test process's AWS_* settings (the S3 emulator's) before it runs.
+
+Every test runs on a local folder and on an S3 prefix of the session's emulator
+(S12.1). A commit there costs several times what it costs locally, so the s3
+run of the crash matrix kills a process once at each fault point (both ends and
+both finishers among them) rather than at every combination.
 Random choices come from one seeded generator; the seed is printed (and set
 with $LAKELOG_TEST_SEED to replay a run).
 """
@@ -45,7 +52,7 @@ from lakelog.log.partition import wall_clock_ms
 from lakelog.log.topics import open_internal_partition
 from processes import txn_workers
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.roots("local", "s3")]
 
 TOPIC = "orders"
 PARTITIONS = [0, 1, 2]
@@ -58,11 +65,10 @@ CONTEXT.set_forkserver_preload(["processes.txn_workers", "pandas"])
 
 
 @pytest.fixture
-def lake(tmp_path) -> str:
-    folder = tmp_path / "lake"
-    folder.mkdir()
-    create_topic(str(folder), TOPIC, len(PARTITIONS))
-    return str(folder)
+def lake(root) -> str:
+    """The test's root (a local folder or an S3 prefix) with the topic in it."""
+    create_topic(root, TOPIC, len(PARTITIONS))
+    return root
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -74,7 +80,10 @@ class Worker:
     def __init__(self, target, *args) -> None:
         self.name = target.__name__
         self.conn, child = CONTEXT.Pipe()
-        self.process = CONTEXT.Process(target=target, args=(child, *args), daemon=True)
+        environment = {key: value for key, value in os.environ.items() if key.startswith("AWS_")}
+        self.process = CONTEXT.Process(
+            target=txn_workers.in_environment, args=(environment, target, child, *args), daemon=True
+        )
         self.process.start()
         child.close()
         self.reports: list[tuple] = []
@@ -404,10 +413,22 @@ def check_finished(lake: str, prepared: TransactionMetadata, records: int, succe
     assert names_read(consume_read_committed(lake)) == committed
 
 
+def crash_point_id(point: str, index: int | None) -> str:
+    return f"{point}-{index}" if index is not None else point
+
+
+# On S3: each fault point once, with both ends and both finishers among them.
+S3_CRASH_CASES = [
+    (commit, point, index, finisher)
+    for (point, index), commit, finisher in zip(
+        CRASH_POINTS, [True, False, True, False, True], ["init", "sweep", "sweep", "init", "init"]
+    )
+]
+
+
+@pytest.mark.roots("local")
 @pytest.mark.parametrize("finisher", ["init", "sweep"])
-@pytest.mark.parametrize(
-    "point, index", CRASH_POINTS, ids=[f"{point}-{index}" if index is not None else point for point, index in CRASH_POINTS]
-)
+@pytest.mark.parametrize("point, index", CRASH_POINTS, ids=[crash_point_id(*point) for point in CRASH_POINTS])
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 def test_S4_2_S4_5_producer_killed_while_ending_a_transaction_is_finished_by_the_next_one(
     lake, rng, start, commit, point, index, finisher
@@ -417,6 +438,23 @@ def test_S4_2_S4_5_producer_killed_while_ending_a_transaction_is_finished_by_the
     init_transactions (S4.2) or a sweep in another process (S8.2) finishes it: one marker of the decided kind
     per partition, Complete* recorded, t2's rows committed or aborted everywhere. A read_committed Consumer
     reads t2's rows only where a COMMIT marker is, before and after (S4.8, S5.2)."""
+    kill_while_ending_then_finish(lake, rng, start, commit, point, index, finisher)
+
+
+@pytest.mark.roots("s3")
+@pytest.mark.parametrize(
+    "commit, point, index, finisher",
+    S3_CRASH_CASES,
+    ids=[f"{'commit' if c else 'abort'}-{crash_point_id(p, i)}-{f}" for c, p, i, f in S3_CRASH_CASES],
+)
+def test_S4_2_S4_5_producer_killed_while_ending_a_transaction_is_finished_by_the_next_one_on_s3(
+    lake, rng, start, commit, point, index, finisher
+):
+    """The test above on an S3 root, killed once at each fault point (S12.1)."""
+    kill_while_ending_then_finish(lake, rng, start, commit, point, index, finisher)
+
+
+def kill_while_ending_then_finish(lake, rng, start, commit: bool, point: str, index: int | None, finisher: str) -> None:
     records = rng.randint(1, 3)
     prepared = crash_while_ending(lake, start, records, commit, point, index)
     if finisher == "init":
@@ -430,12 +468,23 @@ def test_S4_2_S4_5_producer_killed_while_ending_a_transaction_is_finished_by_the
     check_finished(lake, prepared, records, successor=finisher == "init")
 
 
+@pytest.mark.roots("local")
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 def test_S8_2_S4_5_sweeps_racing_the_next_init_finish_a_killed_end_exactly_once(lake, rng, start, commit):
     """As above, killed after its first marker; then two sweeps and a new instance's init start at once, all
     finishing the same decided end. However they interleave, each partition gets one marker, the id one
     Complete* record, and the new instance commits its own transaction after it (S8.2: the sweep is safe
     beside itself and beside clients)."""
+    race_sweeps_and_init_after_a_kill(lake, rng, start, commit)
+
+
+@pytest.mark.roots("s3")
+def test_S8_2_S4_5_sweeps_racing_the_next_init_finish_a_killed_commit_exactly_once_on_s3(lake, rng, start):
+    """The test above on an S3 root, for a commit (rolled forward by whoever comes first) (S12.1)."""
+    race_sweeps_and_init_after_a_kill(lake, rng, start, commit=True)
+
+
+def race_sweeps_and_init_after_a_kill(lake, rng, start, commit: bool) -> None:
     records = rng.randint(1, 3)
     prepared = crash_while_ending(lake, start, records, commit, FAULT_AFTER_MARKER, 0)
     jobs = [
@@ -461,12 +510,27 @@ def read_all(root: str) -> dict:
     return {"partitions": partition_rows(root), "states": state_history(root, TRANSACTIONAL_ID)}
 
 
+@pytest.mark.roots("local")
 @pytest.mark.parametrize("first_call", ["produce_flush_joined", "produce_flush_new", "commit", "abort"])
 def test_S4_1_S4_2_after_a_newer_instance_inits_every_call_of_the_older_one_is_fenced(lake, rng, start, first_call):
     """Two processes with one transactional.id. The older one writes to partitions 0 and 1 and waits; the newer
     one inits (fencing it and aborting its transaction, S4.2) and commits. Then every transactional call of the
     older one, `first_call` first (each of those meets a different check), fails with a fatal ProducerFenced,
     it writes nothing more anywhere (S8.3), and none of its data is in a committed transaction."""
+    check_every_call_of_a_zombie_is_fenced(lake, rng, start, first_call)
+
+
+@pytest.mark.roots("s3")
+@pytest.mark.parametrize("first_call", ["produce_flush_joined", "commit"])
+def test_S4_1_S4_2_after_a_newer_instance_inits_every_call_of_the_older_one_is_fenced_on_s3(
+    lake, rng, start, first_call
+):
+    """The test above on an S3 root (S12.1), first meeting the partition's fence (a marker's epoch) or the
+    coordinator's; every variant makes all the calls."""
+    check_every_call_of_a_zombie_is_fenced(lake, rng, start, first_call)
+
+
+def check_every_call_of_a_zombie_is_fenced(lake, rng, start, first_call: str) -> None:
     records = rng.randint(1, 3)
     older = start(txn_workers.zombie, lake, TOPIC, TRANSACTIONAL_ID, [0, 1], records, first_call)
     older.wait_for("written")
@@ -621,7 +685,7 @@ def test_S4_1_S4_5_a_commit_racing_a_newer_instances_init_is_all_or_nothing_and_
 
 
 def test_S4_8_S5_read_committed_reader_beside_committing_and_aborting_writers_sees_only_whole_committed_transactions(
-    lake, rng, start
+    lake, rng, start, root_kind
 ):
     """Two writer processes run transactions over 4 partitions, committing or aborting each at random, while a
     reader process polls them with a read_committed Consumer (3 records per fetch, so it reads in small steps).
@@ -632,16 +696,21 @@ def test_S4_8_S5_read_committed_reader_beside_committing_and_aborting_writers_se
     and its writer's intent (txn_value), so the checker needs nothing else."""
     topic, partitions = "events", [0, 1, 2, 3]
     create_topic(lake, topic, len(partitions))
-    transactions = 10
+    transactions = 10 if root_kind == "local" else 5  # per writer; a transaction is ~10 commits
+    # About a third aborted, and at least one of each outcome, so there is something to tell apart.
+    plan = ["abort" if rng.random() < 0.35 else "commit" for _ in range(2 * transactions)]
+    if len(set(plan)) == 1:
+        plan[rng.randrange(len(plan))] = "commit" if plan[0] == "abort" else "abort"
     reader = start(txn_workers.read_committed, lake, topic, partitions)
     writers = [
         start(
-            txn_workers.write_transactions, lake, topic, f"writer-{w}", partitions, transactions, 0.35, rng.randrange(2**32)
+            txn_workers.write_transactions, lake, topic, f"writer-{w}", partitions,
+            plan[w * transactions : (w + 1) * transactions], rng.randrange(2**32),
         )
         for w in range(2)
     ]
     for writer in writers:
-        assert writer.finish() == 0
+        assert writer.finish(3 * WAIT_S) == 0
     reader.send("stop")
     assert reader.finish() == 0
 

@@ -45,6 +45,13 @@ def reporting(worker):
     return run
 
 
+def in_environment(environment: dict[str, str], worker, conn, *args) -> None:
+    """Run `worker(conn, ...)` with the test process's `environment` (its AWS_* settings, which reach the S3
+    emulator): a forkserver's children inherit the server's environment, from before the emulator started."""
+    os.environ.update(environment)
+    worker(conn, *args)
+
+
 def transactional_producer(root: str, transactional_id: str, **conf) -> Producer:
     """A transactional Producer that writes only when flushed (or committing), so each worker says when."""
     return Producer({"lakelog.root": root, "transactional.id": transactional_id, "linger.ms": 600_000, **conf})
@@ -282,15 +289,14 @@ def produce_until_fenced(conn, root, topic, transactional_id, partitions, timeou
 
 
 @reporting
-def write_transactions(conn, root, topic, transactional_id, partitions, transactions, abort_ratio, seed) -> None:
-    """Run `transactions` transactions of 1-6 messages to random partitions, each committed or
-    aborted at random (seeded); report ("ended", name, outcome, messages) after each."""
+def write_transactions(conn, root, topic, transactional_id, partitions, outcomes, seed) -> None:
+    """Run one transaction of 1-6 messages to random partitions (seeded) per entry of `outcomes`, committing
+    or aborting it as that entry says; report ("ended", name, outcome, messages) after each."""
     rng = random.Random(seed)
     producer = transactional_producer(root, transactional_id)
     producer.init_transactions()
-    for number in range(transactions):
+    for number, outcome in enumerate(outcomes):
         name = f"{transactional_id}-t{number}"
-        outcome = "abort" if rng.random() < abort_ratio else "commit"
         count = rng.randint(1, 6)
         producer.begin_transaction()
         for index in range(count):
