@@ -16,7 +16,7 @@ import pyarrow as pa
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import list_topics
 from lakelog.log.scan import KAFKA_SCHEMA
-from lakelog.store import Location, Table, check_root
+from lakelog.store import Location, Table, TableNotFoundError, check_root
 
 VIEWS_DIR = "views"
 STATUS_DIR = "status"
@@ -120,9 +120,10 @@ def _sql_string(value: str) -> str:
 
 
 def _open(location: Location, missing: str, topic: str) -> Table:
-    if not Table.exists(location):
-        raise UnknownTopicOrPartition(missing, topic=topic)
-    return Table.open(location)
+    try:
+        return Table.open(location)
+    except TableNotFoundError:
+        raise UnknownTopicOrPartition(missing, topic=topic) from None
 
 
 def _tables_in(folder: Location) -> list[str]:

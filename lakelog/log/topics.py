@@ -10,7 +10,7 @@ from lakelog.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOr
 from lakelog.log.partition import Clock, PartitionLog, wall_clock_ms
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.topic_config import TopicConfig
-from lakelog.store import Location, Table, check_root
+from lakelog.store import Location, Table, TableNotFoundError, check_root
 
 TOPICS_DIR = "topics"
 
@@ -62,26 +62,36 @@ def list_topics(root: str) -> list[str]:
 
 
 def topic_config(root: str, topic: str) -> TopicConfig:
-    location = partition_path(root, topic, 0)
-    if not Table.exists(location):
-        raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root}", topic=topic)
-    return TopicConfig.from_table_configuration(Table.open(location).configuration)
+    try:
+        return TopicConfig.from_table_configuration(Table.open(partition_path(root, topic, 0)).configuration)
+    except TableNotFoundError:
+        raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root}", topic=topic) from None
 
 
 def open_partition(root: str, topic: str, partition: int, clock: Clock = wall_clock_ms) -> PartitionLog:
-    """Open one partition's log; UnknownTopicOrPartition if the topic or partition does not exist."""
+    """Open one partition's log; UnknownTopicOrPartition if the topic or partition does not exist.
+
+    One table load when the partition is there (every partition table carries the topic's config);
+    the topic's partition 0 is read only to tell a missing topic from a partition a crash left uncreated.
+    """
     if not isinstance(partition, int) or isinstance(partition, bool):
         raise UnknownTopicOrPartition(f"partition must be an integer, not {partition!r}", topic=topic)
-    config = topic_config(root, topic)
+    if partition < 0:
+        raise UnknownTopicOrPartition(f"topic {topic} has no partition {partition}", topic=topic)
+    location = partition_path(root, topic, partition)
+    try:
+        table = Table.open(location)
+    except TableNotFoundError:
+        table = None
+    config = TopicConfig.from_table_configuration(table.configuration) if table is not None else topic_config(root, topic)
     if not 0 <= partition < config.num_partitions:
         raise UnknownTopicOrPartition(
             f"topic {topic} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=topic
         )
-    location = partition_path(root, topic, partition)
-    if not Table.exists(location):
+    if table is None:
         _complete_partitions(root, topic, config)
-    table = Table.open(location)
-    return PartitionLog(table, topic, partition, TopicConfig.from_table_configuration(table.configuration), clock)
+        table = Table.open(location)
+    return PartitionLog(table, topic, partition, config, clock)
 
 
 def open_internal_partition(
@@ -97,6 +107,16 @@ def open_internal_partition(
     if not log_name.startswith("__"):
         raise ValueError(f"internal logs are named __<name>, not {log_name!r}")
     folder = check_root(root) / log_name
+    if partition != 0:
+        # A partition that exists carries the count partition 0 decided: one load instead of two.
+        try:
+            table = Table.open(folder / str(partition))
+        except TableNotFoundError:
+            pass
+        else:
+            config = TopicConfig.from_table_configuration(table.configuration)
+            if 0 <= partition < config.num_partitions:
+                return PartitionLog(table, log_name, partition, config, clock)
     first = _open_or_create(folder / "0", TopicConfig.load({"num.partitions": num_partitions}))
     config = TopicConfig.from_table_configuration(first.configuration)
     if not 0 <= partition < config.num_partitions:
@@ -108,9 +128,10 @@ def open_internal_partition(
 
 
 def _open_or_create(location: Location, config: TopicConfig) -> Table:
-    if Table.exists(location):
+    try:
         return Table.open(location)
-    return Table.create(location, PARTITION_SCHEMA, config.table_configuration())[0]
+    except TableNotFoundError:
+        return Table.create(location, PARTITION_SCHEMA, config.table_configuration())[0]
 
 
 def internal_partition_count(root: str, log_name: str, num_partitions: int) -> int:
