@@ -7,15 +7,28 @@ same commit as the rows. A run:
 
 1. reads the view's snapshot v and its positions;
 2. plans a read_committed scan of every partition from its position to its LSO
-   (lakelog.log.scan), and writes those rows with Spark into a staging folder;
-3. moves the files into the table folder and commits them, with the new
-   positions, as exactly version v+1 (strict: no retry, no rebase).
+   (lakelog.log.scan), and has Spark write those rows as Parquet files in the
+   table folder under names no other run uses, in no commit yet;
+3. commits the files, with the new positions, as exactly version v+1 (strict:
+   no retry, no rebase).
+
+How step 2 writes depends on the root (`pyspark_lakelog.reads_natively`). On a
+local root Spark reads the files with its own Parquet reader, writes with its
+own writer into a staging folder (`<view>/_staging/<run>/`), and the run then
+moves the files into the table folder. On an S3 root (no `s3a` filesystem in
+Spark's jars here) each Spark task reads its piece of the plan through
+lakelog's file IO and writes one Parquet file straight into the table folder
+(one PUT, so a file is whole or absent), returning its name and row count: no
+staging and no move, so the fault points "written" and "moved" are one state
+there.
 
 A run killed anywhere before step 3's commit leaves the view as it was (its
-files are in no commit; vacuum removes them), and the next run starts from the
-same positions; killed after it, the next run starts from the new ones. So no
-row is ever missing or twice. A run that loses the commit to another run
-deletes its files and decides again on the new snapshot.
+files are in no commit; vacuum removes them, and the next run removes staging
+folders a day old), and the next run starts from the same positions; killed
+after it, the next run starts from the new ones. So no row is ever missing or
+twice. A run that loses the commit to another run deletes its files and
+decides again on the new snapshot. Every byte under the root is read, written,
+listed, moved and deleted through the root's file IO (`lakelog.store`).
 
     spark-submit pipelines/materialize_committed_view.py --root R --topic T
     python -m pipelines.materialize_committed_view --root R --topic T
@@ -26,8 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
+import logging
 import sys
 import time
 import uuid
@@ -39,9 +51,12 @@ from typing import Any
 from lakelog import catalog
 from lakelog.errors import CommitConflict
 from lakelog.log import READ_COMMITTED, topic_config
-from lakelog.log.scan import LATEST, plan_scan
-from lakelog.store import Table
+from lakelog.log.scan import LATEST, PartitionScan, plan_scan
+from lakelog.store import Location, Table, check_root
+from lakelog.store.fileio import one_line
 from lakelog.store.maintenance import vacuum
+
+log = logging.getLogger(__name__)
 
 POSITION_APP_ID = "lakelog.view.position.{partition}"
 STAGING_DIR = "_staging"
@@ -50,7 +65,9 @@ STALE_STAGING_S = 24 * 3600
 MAX_ATTEMPTS = 5
 # Files of killed runs (in no commit) are vacuumed once this old; a live run commits its files within seconds.
 VIEW_CONFIGURATION = {"delta.deletedFileRetentionDuration": "interval 3600 seconds"}
-# Fault points, in the order a run meets them (tests SIGKILL a run at one of them).
+# Fault points, in the order a run meets them (tests SIGKILL a run at one of them): the plan is made, nothing
+# written; the rows are written (staged, or already in the table folder); the files are in the table folder, in
+# no commit; the commit is made, the staging folder not yet removed.
 FAULT_PLANNED = "planned"
 FAULT_WRITTEN = "written"
 FAULT_MOVED = "moved"
@@ -68,14 +85,16 @@ class ViewReport:
     positions: dict[int, int] = field(default_factory=dict)
 
 
-def materialize_committed_view(spark: Any, root: str, topic: str, *, fault: Fault | None = None) -> ViewReport:
+def materialize_committed_view(spark: Any, root: str | Location, topic: str, *, fault: Fault | None = None) -> ViewReport:
     """Append `topic`'s rows committed since the last run to `<root>/views/<topic>`; see the module docstring."""
-    from pyspark_lakelog import scan_dataframe
+    from pyspark_lakelog import reads_natively
 
-    root = os.path.abspath(root)
+    root = check_root(root)
     num_partitions = topic_config(root, topic).num_partitions
-    view, _ = Table.create(str(catalog.view_path(root, topic)), catalog.VIEW_SCHEMA, VIEW_CONFIGURATION)
-    _remove_stale_staging(view)
+    view, _ = Table.create(catalog.view_path(root, topic), catalog.VIEW_SCHEMA, VIEW_CONFIGURATION)
+    native = reads_natively(view.location)
+    if native:
+        _remove_stale_staging(view)
     hit = fault or (lambda point: None)
     for _ in range(MAX_ATTEMPTS):
         view.refresh()
@@ -86,24 +105,28 @@ def materialize_committed_view(spark: Any, root: str, topic: str, *, fault: Faul
             return ViewReport(None, 0, positions)
         hit(FAULT_PLANNED)
         run = uuid.uuid4().hex
-        staging = os.path.join(view.uri, STAGING_DIR, run)
-        with _timestamps_as_micros(spark):
-            scan_dataframe(spark, scans).write.mode("errorifexists").parquet(staging)
-        hit(FAULT_WRITTEN)
-        names = _move_into_table(view, staging, run)
+        staging = view.location / STAGING_DIR / run if native else None
+        if staging is not None:
+            _write_with_spark(spark, scans, staging)
+            hit(FAULT_WRITTEN)
+            written = _move_into_table(view, staging, run)
+        else:
+            written = _write_through_file_io(spark, view, scans, run)
+            hit(FAULT_WRITTEN)
         hit(FAULT_MOVED)
+        names = sorted(written)
         versions = {POSITION_APP_ID.format(partition=partition): end for partition, end in ends.items()}
         try:
             version = view.commit_files(names, catalog.VIEW_SCHEMA, app_versions=versions)
         except CommitConflict:
             for name in names:
-                os.remove(os.path.join(view.uri, name))
-            shutil.rmtree(staging, ignore_errors=True)
+                view.io.delete(view.child_uri(name))
+            _delete_quietly(staging)
             continue
         hit(FAULT_COMMITTED)
-        shutil.rmtree(staging, ignore_errors=True)
+        _delete_quietly(staging)
         _vacuum_quietly(view)
-        return ViewReport(version, _rows_in(view, names), {**positions, **ends})
+        return ViewReport(version, sum(written.values()), {**positions, **ends})
     raise CommitConflict(f"view of {topic}: lost {MAX_ATTEMPTS} commit races in a row to other runs")
 
 
@@ -112,31 +135,75 @@ def view_position(view: Table, partition: int) -> int:
     return view.app_version(POSITION_APP_ID.format(partition=partition)) or 0
 
 
-def _move_into_table(view: Table, staging: str, run: str) -> list[str]:
-    """Spark's part files, renamed into the table folder (Delta paths relative to it); sorted."""
-    parts = sorted(name for name in os.listdir(staging) if name.startswith("part-") and name.endswith(".parquet"))
-    names = []
+def _write_with_spark(spark: Any, scans: list[PartitionScan], staging: Location) -> None:
+    """Spark's Parquet reader and writer: the plan's rows as part files in the staging folder (roots Spark reads)."""
+    from pyspark_lakelog import scan_dataframe
+
+    with _timestamps_as_micros(spark):
+        scan_dataframe(spark, scans).write.mode("errorifexists").parquet(staging.uri)
+
+
+def _move_into_table(view: Table, staging: Location, run: str) -> dict[str, int]:
+    """Spark's part files, renamed into the table folder (Delta paths relative to it): {name: rows}."""
+    parts = sorted(
+        entry.name
+        for entry in staging.list()
+        if not entry.is_dir and entry.name.startswith("part-") and entry.name.endswith(".parquet")
+    )
+    written = {}
     for index, part in enumerate(parts):
         name = f"part-{run}-{index:05d}.parquet"
-        os.replace(os.path.join(staging, part), os.path.join(view.uri, name))
-        names.append(name)
-    return names
+        target = view.child_uri(name)
+        view.io.move((staging / part).uri, target)
+        written[name] = view.io.parquet_metadata(target).num_rows
+    return written
 
 
-def _rows_in(view: Table, names: list[str]) -> int:
+def _write_through_file_io(spark: Any, view: Table, scans: list[PartitionScan], run: str) -> dict[str, int]:
+    """Spark tasks read the plan's pieces through the file IO and write one file each into the table: {name: rows}."""
+    from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES
+    from pyspark_lakelog.source import scan_pieces
+
+    pieces = scan_pieces([scan for scan in scans if scan.end_offset > scan.start_offset], DEFAULT_PARTITION_BYTES)
+    tasks = [(view.location, f"part-{run}-{index:05d}.parquet", piece) for index, piece in enumerate(pieces)]
+    results = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(_write_piece).collect()
+    return {name: rows for name, rows in results if rows}
+
+
+def _write_piece(task: tuple[Location, str, PartitionScan]) -> tuple[str, int]:
+    """One piece's read_committed rows as one Parquet file `name` in the view folder (runs in a Spark task)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return sum(pq.read_metadata(os.path.join(view.uri, name)).num_rows for name in names)
+    view, name, piece = task
+    sink = pa.BufferOutputStream()
+    rows = 0
+    with pq.ParquetWriter(sink, catalog.VIEW_SCHEMA, compression="snappy") as writer:
+        for table in piece.read_kafka_rows():
+            writer.write_table(table.cast(catalog.VIEW_SCHEMA))
+            rows += table.num_rows
+    if rows:
+        # One PUT of the whole file: a task killed midway leaves nothing, or a whole file in no commit.
+        view.io.write((view / name).uri, sink.getvalue())
+    return name, rows
 
 
 def _remove_stale_staging(view: Table) -> None:
-    folder = os.path.join(view.uri, STAGING_DIR)
-    if not os.path.isdir(folder):
-        return
+    """Delete staging folders of runs killed more than STALE_STAGING_S ago (roots with folder times)."""
     cutoff = time.time() - STALE_STAGING_S
-    for entry in os.scandir(folder):
-        if entry.is_dir() and entry.stat().st_mtime < cutoff:
-            shutil.rmtree(entry.path, ignore_errors=True)
+    for entry in (view.location / STAGING_DIR).list():
+        if entry.is_dir and entry.mtime is not None and entry.mtime < cutoff:
+            _delete_quietly(Location(entry.uri, view.io))
+
+
+def _delete_quietly(folder: Location | None) -> None:
+    """Delete a staging folder and what is in it (a failure only leaves litter for the next run)."""
+    if folder is None:
+        return
+    try:
+        folder.io.delete_tree(folder.uri)
+    except Exception as error:  # noqa: BLE001 - housekeeping; the view is right either way
+        log.warning("could not delete %s: %s", folder.uri, one_line(error))
 
 
 def _vacuum_quietly(view: Table) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import uuid
@@ -27,12 +26,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakelog import catalog
 from lakelog.errors import CommitConflict
 from lakelog.log import open_partition, topic_config
-from lakelog.store import Table
+from lakelog.store import Location, Table, check_root
 
 MAX_ATTEMPTS = 5
 
@@ -46,11 +44,12 @@ class StatusReport:
     recomputed: list[int]
 
 
-def partition_status(spark: Any, root: str, topic: str) -> StatusReport:
+def partition_status(spark: Any, root: str | Location, topic: str) -> StatusReport:
     """Bring `<root>/status/<topic>` up to date with every partition of `topic`; see the module docstring."""
-    root = os.path.abspath(root)
+    # Tasks get the root as a Location: its store settings travel with it to the executors.
+    root = check_root(root)
     num_partitions = topic_config(root, topic).num_partitions
-    table, _ = Table.create(str(catalog.status_path(root, topic)), catalog.STATUS_SCHEMA, {})
+    table, _ = Table.create(catalog.status_path(root, topic), catalog.STATUS_SCHEMA, {})
     for _ in range(MAX_ATTEMPTS):
         table.refresh()
         shown = {row["partition"]: row for row in _rows(table)}
@@ -61,17 +60,17 @@ def partition_status(spark: Any, root: str, topic: str) -> StatusReport:
             return StatusReport(None, num_partitions, [])
         rows = [changed.get(partition) or shown[partition] for partition in range(num_partitions)]
         name = f"status-{uuid.uuid4().hex}.parquet"
-        pq.write_table(pa.Table.from_pylist(rows, schema=catalog.STATUS_SCHEMA), os.path.join(table.uri, name))
+        table.io.write_parquet(pa.Table.from_pylist(rows, schema=catalog.STATUS_SCHEMA), table.child_uri(name))
         try:
             version = table.commit_files([name], catalog.STATUS_SCHEMA, overwrite=True)
         except CommitConflict:
-            os.remove(os.path.join(table.uri, name))
+            table.io.delete(table.child_uri(name))
             continue
         return StatusReport(version, num_partitions, sorted(changed))
     raise CommitConflict(f"status of {topic}: lost {MAX_ATTEMPTS} commit races in a row to other runs")
 
 
-def _status_of(task: tuple[str, str, int, int | None]) -> dict[str, Any] | None:
+def _status_of(task: tuple[Location, str, int, int | None]) -> dict[str, Any] | None:
     """One partition's status row, or None if its table is still at `known_version` (runs in a Spark task)."""
     root, topic, partition, known_version = task
     log = open_partition(root, topic, partition)
@@ -98,10 +97,10 @@ def _status_of(task: tuple[str, str, int, int | None]) -> dict[str, Any] | None:
 
 
 def _rows(table: Table) -> list[dict[str, Any]]:
-    paths = table.data_paths()
-    if not paths:
+    entries = table.data_files()
+    if not entries:
         return []
-    return pa.concat_tables(pq.read_table(path).cast(catalog.STATUS_SCHEMA) for path in paths).to_pylist()
+    return pa.concat_tables(table.read_data_file(entry).cast(catalog.STATUS_SCHEMA) for entry in entries).to_pylist()
 
 
 def _version(row: dict[str, Any] | None) -> int | None:

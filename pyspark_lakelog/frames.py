@@ -15,6 +15,13 @@ time and 1.23 / 1.30 of the CPU. Jobs (pipelines/) read this way, for the
 lower CPU on incompressible values; the data source serves SQL and small
 reads. Both return the same rows (tests/spark).
 
+Only where Spark can read the root's scheme itself (`reads_natively`): local
+roots. Spark's jars here have no `s3a` filesystem (hadoop-aws comes from
+Maven), so on an S3 root the same plan is read by Spark tasks through
+lakelog's file IO, with the data source's own reader code (`read_scan`,
+`read_files`: one task per piece of about `maxPartitionBytes`, Arrow batches
+out, as `mapInArrow` returns them). The DataFrame is the same either way.
+
 Each topic-partition is one Parquet scan with its partition number as a
 literal, and the scans are unioned: deriving the partition from each row's file
 path (`_metadata.file_path`) costs more than the whole scan.
@@ -24,8 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -33,7 +42,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lakelog.log import READ_COMMITTED
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, OffsetSpec, PartitionScan, TIMESTAMP_TYPE_CREATE_TIME, plan_scan
-from lakelog.store import Table
+from lakelog.store import Location, Table
+from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES
+from pyspark_lakelog.source import file_groups, pin_files, read_files, read_scan, scan_pieces
 
 # Up to this many aborted transactions per partition become an inline filter; more become a broadcast anti-join.
 MAX_INLINE_ABORTED = 64
@@ -47,10 +58,22 @@ _PARQUET_OPTIONS = {
 }
 KAFKA_COLUMNS = KAFKA_SCHEMA.names
 
+Task = TypeVar("Task")
+
+
+def reads_natively(location: Location) -> bool:
+    """Whether Spark's own Parquet reader can read files under `location`.
+
+    Local roots only: Spark reads S3 through hadoop-aws's `s3a` filesystem, whose
+    jars come from Maven and are not in pyspark's. Everything else is read by
+    Spark tasks through lakelog's file IO.
+    """
+    return location.is_local
+
 
 def read_topic(
     spark: SparkSession,
-    root: str,
+    root: str | Location,
     topic: str,
     isolation_level: str = READ_COMMITTED,
     starting_offsets: OffsetSpec = EARLIEST,
@@ -60,22 +83,62 @@ def read_topic(
     return scan_dataframe(spark, plan_scan(root, topic, isolation_level, starting_offsets, ending_offsets))
 
 
-def scan_dataframe(spark: SparkSession, scans: list[PartitionScan], max_inline_aborted: int = MAX_INLINE_ABORTED) -> DataFrame:
-    """The rows of planned partition scans, in the Kafka source's columns."""
-    frames = [_partition_frame(spark, scan, max_inline_aborted) for scan in scans if scan.end_offset > scan.start_offset]
-    if not frames:
+def scan_dataframe(
+    spark: SparkSession,
+    scans: list[PartitionScan],
+    max_inline_aborted: int = MAX_INLINE_ABORTED,
+    max_partition_bytes: int = DEFAULT_PARTITION_BYTES,
+) -> DataFrame:
+    """The rows of planned partition scans, in the Kafka source's columns.
+
+    Through Spark's Parquet reader where it reads the root natively, else by Spark
+    tasks through lakelog's file IO (pieces of about `max_partition_bytes`).
+    """
+    scans = [scan for scan in scans if scan.end_offset > scan.start_offset]
+    if not scans:
         return spark.createDataFrame([], from_arrow_schema(KAFKA_SCHEMA))
+    if not all(reads_natively(scan.snapshot.location) for scan in scans):
+        return arrow_tasks_frame(spark, scan_pieces(scans, max_partition_bytes), read_scan, KAFKA_SCHEMA)
+    frames = [_partition_frame(spark, scan, max_inline_aborted) for scan in scans]
     return functools.reduce(DataFrame.unionAll, frames)
 
 
-def read_table(spark: SparkSession, table: Table) -> DataFrame:
-    """The active files of a Delta snapshot (a view or a status table) through Spark's Parquet reader."""
+def read_table(spark: SparkSession, table: Table, max_partition_bytes: int = DEFAULT_PARTITION_BYTES) -> DataFrame:
+    """The active files of a Delta snapshot (a view or a status table): Spark's Parquet reader, or file IO tasks."""
     schema = from_arrow_schema(table.schema)
+    if not reads_natively(table.location):
+        snapshot = pin_files(table)
+        if not snapshot.data_files():
+            return spark.createDataFrame([], schema)
+        groups = file_groups(snapshot.data_files(), max_partition_bytes)
+        return arrow_tasks_frame(spark, groups, functools.partial(read_files, snapshot), table.schema)
     paths = table.data_paths()
     if not paths:
         return spark.createDataFrame([], schema)
     with _no_listing_job(spark):
         return spark.read.schema(schema).parquet(*paths)
+
+
+def arrow_tasks_frame(
+    spark: SparkSession,
+    tasks: Sequence[Task],
+    read: Callable[[Task], Iterator[pa.RecordBatch]],
+    schema: pa.Schema,
+) -> DataFrame:
+    """A DataFrame of `read(task)` for every task, one Spark task each, in Arrow batches of `schema`.
+
+    The tasks travel with the function (pickled, as the data source's input
+    partitions do); the rows go from the Python workers to the JVM as Arrow.
+    """
+    tasks = list(tasks)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                for rows in read(tasks[index]):
+                    yield rows.cast(schema) if rows.schema != schema else rows
+
+    return spark.range(0, len(tasks), 1, numPartitions=max(1, len(tasks))).mapInArrow(run, from_arrow_schema(schema))
 
 
 def _partition_frame(spark: SparkSession, scan: PartitionScan, max_inline_aborted: int) -> DataFrame:
@@ -138,4 +201,4 @@ def _no_listing_job(spark: SparkSession) -> Iterator[None]:
             spark.conf.set(_LISTING_CONF, previous)
 
 
-__all__ = ["MAX_INLINE_ABORTED", "read_table", "read_topic", "scan_dataframe"]
+__all__ = ["MAX_INLINE_ABORTED", "arrow_tasks_frame", "read_table", "read_topic", "reads_natively", "scan_dataframe"]

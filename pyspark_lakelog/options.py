@@ -2,7 +2,11 @@
 
 Reading (exactly one of `topic`, `view`, `status`):
 
-- `root`: the lakelog root folder (required; it must exist).
+- `root`: the lakelog root, a local folder, `file:///...` or `s3://bucket/prefix`
+  (required; it must exist). `storage.<key>` options set the store's connection
+  (keys: `lakelog.store.fileio.S3_KEYS`, such as `storage.endpoint_url`,
+  `storage.region`, `storage.access_key_id`, `storage.secret_access_key`,
+  `storage.allow_http`); unset keys come from the `AWS_*` environment.
 - `topic`: a topic, or several separated by commas; rows in Spark's Kafka-source
   columns. `isolation.level` (`read_committed`, the default, or
   `read_uncommitted`), `startingOffsets` (`earliest`, the default, or JSON
@@ -13,32 +17,35 @@ Reading (exactly one of `topic`, `view`, `status`):
 - `maxPartitionBytes`: data files per input partition (default 128 MiB); a
   topic-partition larger than that is read by several tasks.
 
-Writing: `root`, `topic` (or a `topic` column), `transactional.id` (required),
-`batch.id` (optional: a non-negative integer, growing from batch to batch; a
-batch at or below the last committed one is skipped) and
-`transaction.timeout.ms` (optional).
+Writing: `root` and its `storage.<key>` options, `topic` (or a `topic`
+column), `transactional.id` (required), `batch.id` (optional: a non-negative
+integer, growing from batch to batch; a batch at or below the last committed
+one is skipped) and `transaction.timeout.ms` (optional).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lakelog.errors import InvalidConfig
 from lakelog.log import ISOLATION_LEVELS, READ_COMMITTED, topic_config
 from lakelog.log.scan import EARLIEST, LATEST, OffsetSpec, parse_offsets_json
+from lakelog.store import Location, check_root
+from lakelog.store.fileio import S3_KEYS, storage_key
 
 DEFAULT_PARTITION_BYTES = 128 << 20
 READ_KEYS = ("root", "topic", "view", "status", "isolation.level", "startingoffsets", "endingoffsets", "maxpartitionbytes")
 WRITE_KEYS = ("root", "topic", "transactional.id", "batch.id", "transaction.timeout.ms")
+# `storage.<key>`: the root's store connection (lakelog.store.fileio.S3_KEYS), as `lakelog.storage.<key>` in client configs.
+STORAGE_PREFIX = "storage."
 
 
 @dataclass(frozen=True)
 class ReadOptions:
     """A checked read: what to read (`kind` is "topic", "view" or "status") and how."""
 
-    root: str
+    root: Location
     kind: str
     names: tuple[str, ...]
     isolation_level: str = READ_COMMITTED
@@ -87,7 +94,7 @@ class ReadOptions:
 class WriteOptions:
     """A checked write: where, under which transactional id, and which batch."""
 
-    root: str
+    root: Location
     topic: str | None
     transactional_id: str
     batch_id: int | None
@@ -113,13 +120,31 @@ class WriteOptions:
         return cls(root, topic, transactional_id, batch_id, timeout)
 
 
-def existing_root(values: Mapping[str, str]) -> str:
+def existing_root(values: Mapping[str, str]) -> Location:
+    """The `root` option as a checked Location carrying the `storage.*` options; InvalidConfig if it holds nothing."""
     root = values.get("root")
     if not root:
-        raise InvalidConfig("option root is required: the lakelog root folder", key="lakelog.root")
-    if not os.path.isdir(root):
-        raise InvalidConfig(f"lakelog root {root} does not exist (or is not a folder)", key="lakelog.root")
-    return os.path.abspath(root)
+        raise InvalidConfig("option root is required: the lakelog root (a folder or s3://bucket/prefix)", key="lakelog.root")
+    location = check_root(root, storage_options(values))
+    # A local root must be a folder; on an object store, a root that holds no object has no topics either.
+    if not location.is_dir():
+        raise InvalidConfig(f"lakelog root {location.uri} does not exist (or is not a folder)", key="lakelog.root")
+    return location
+
+
+def storage_options(values: Mapping[str, str]) -> dict[str, str]:
+    """The `storage.<key>` options by their storage option names; InvalidConfig naming an unknown one."""
+    options = {}
+    for key, value in values.items():
+        if not key.startswith(STORAGE_PREFIX):
+            continue
+        name = key[len(STORAGE_PREFIX):]
+        try:
+            options[storage_key(name)] = value
+        except InvalidConfig:
+            known = ", ".join(STORAGE_PREFIX + known_key for known_key in S3_KEYS)
+            raise InvalidConfig(f"unknown option {key} for lakelog; storage options are: {known}", key=key) from None
+    return options
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -128,10 +153,11 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def _refuse_unknown(values: Mapping[str, str], known: tuple[str, ...], doing: str) -> None:
-    unknown = sorted(set(values) - set(known) - {"path"})
+    unknown = sorted(key for key in set(values) - set(known) - {"path"} if not key.startswith(STORAGE_PREFIX))
     if unknown:
         raise InvalidConfig(
-            f"unknown option(s) {unknown} for {doing} lakelog; known: {', '.join(known)}", key=unknown[0]
+            f"unknown option(s) {unknown} for {doing} lakelog; known: {', '.join(known)}, {STORAGE_PREFIX}<key>",
+            key=unknown[0],
         )
 
 
@@ -157,4 +183,4 @@ def _optional_int(values: Mapping[str, str], key: str) -> int | None:
     return value
 
 
-__all__ = ["EARLIEST", "LATEST", "ReadOptions", "WriteOptions", "existing_root"]
+__all__ = ["EARLIEST", "LATEST", "ReadOptions", "WriteOptions", "existing_root", "storage_options"]

@@ -5,15 +5,20 @@ Reads resolve their snapshot on the driver when the DataFrame is planned
 to the executors, one input partition per topic-partition (cut at file
 boundaries into pieces of about `maxPartitionBytes`). Executors read through
 `PartitionLog.fetch`, so LSO and aborted transactions are applied by the log's
-own code. Writes stage Parquet files on the executors; the driver's commit
-appends them all as one lakelog transaction (lakelog.client.batch_writer).
+own code. Views and status tables are read file by file
+(`Table.read_data_file`). Every byte goes through lakelog's file IO
+(`lakelog.store.fileio`), so this is also how Spark reads roots its own
+Parquet reader cannot (S3 here: no hadoop-aws jars).
+
+Writes stage Parquet files under `<root>/_spark_staging/<write>/` on the
+executors, through the root's FileIO; the driver's commit appends them all as
+one lakelog transaction (lakelog.client.batch_writer) and deletes the staging
+folder.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,7 +41,9 @@ from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartitio
 from lakelog.log import topic_config
 from lakelog.log.records import PAYLOAD_SCHEMA
 from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
-from pyspark_lakelog.options import ReadOptions, WriteOptions
+from lakelog.store import FileEntry, FileIO, Location, PinnedSnapshot, Table
+from lakelog.store.fileio import one_line
+from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions, WriteOptions
 
 STAGING_DIR = "_spark_staging"
 # Rows per lakelog batch (one Parquet file, one commit) when the driver appends staged rows.
@@ -101,58 +108,88 @@ class TopicReader(DataSourceReader):
         self.max_partition_bytes = options.max_partition_bytes
 
     def partitions(self) -> list[InputPartition]:
-        pieces = [
-            ScanPartition(piece)
-            for scan in self.scans
-            if scan.end_offset > scan.start_offset
-            for piece in scan.split(self.max_partition_bytes)
-        ]
-        if pieces:
-            return pieces
-        # Nothing to read: one partition that reads an empty range (Spark wants at least one).
-        return [ScanPartition(self.scans[0])]
+        return [ScanPartition(piece) for piece in scan_pieces(self.scans, self.max_partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ScanPartition)
-        for rows in partition.scan.read_kafka_rows():
-            yield from rows.to_batches()
+        yield from read_scan(partition.scan)
+
+
+def scan_pieces(scans: list[PartitionScan], max_partition_bytes: int) -> list[PartitionScan]:
+    """The scans cut at file boundaries into pieces of about `max_partition_bytes`; at least one (Spark wants one)."""
+    pieces = [
+        piece
+        for scan in scans
+        if scan.end_offset > scan.start_offset
+        for piece in scan.split(max_partition_bytes)
+    ]
+    # Nothing to read: one piece that reads an empty range.
+    return pieces or scans[:1]
+
+
+def read_scan(scan: PartitionScan) -> Iterator[pa.RecordBatch]:
+    """A planned scan's rows in the Kafka source's columns, read through the root's file IO (runs in Spark tasks)."""
+    for rows in scan.read_kafka_rows():
+        yield from rows.to_batches()
 
 
 @dataclass(frozen=True)
 class FilesPartition(InputPartition):
-    paths: tuple[str, ...]
+    entries: tuple[FileEntry, ...]
+
+
+def pin_files(table: Table) -> PinnedSnapshot:
+    """The table's snapshot as a picklable PinnedSnapshot of its data files (tables of any schema)."""
+    return PinnedSnapshot(
+        table.location,
+        version=table.version,
+        table_id=table.table_id,
+        files=tuple(table.data_files()),
+        app_versions={},
+        schema=table.schema,
+        configuration=table.configuration,
+    )
+
+
+def file_groups(entries: list[FileEntry], max_bytes: int) -> list[tuple[FileEntry, ...]]:
+    """Data files in order, grouped into runs of about `max_bytes` (by their sizes in the Delta log); at least one group."""
+    groups: list[list[FileEntry]] = [[]]
+    size = 0
+    for entry in entries:
+        if groups[-1] and size >= max_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(entry)
+        size += entry.size_bytes
+    return [tuple(group) for group in groups]
+
+
+def read_files(snapshot: PinnedSnapshot, entries: tuple[FileEntry, ...]) -> Iterator[pa.RecordBatch]:
+    """Data files of a pinned snapshot in its schema, through the root's file IO (runs in Spark tasks)."""
+    for entry in entries:
+        yield from snapshot.read_data_file(entry).to_batches()
 
 
 class TableReader(DataSourceReader):
     """The active files of one Delta snapshot (a materialized view or a status table)."""
 
-    def __init__(self, paths: list[str], arrow_schema: pa.Schema, max_partition_bytes: int) -> None:
-        self.paths = paths
-        self.arrow_schema = arrow_schema
+    def __init__(self, snapshot: PinnedSnapshot, max_partition_bytes: int = DEFAULT_PARTITION_BYTES) -> None:
+        self.snapshot = snapshot
+        self.arrow_schema = snapshot.schema
         self.max_partition_bytes = max_partition_bytes
 
     def partitions(self) -> list[InputPartition]:
-        groups: list[list[str]] = [[]]
-        size = 0
-        for path in self.paths:
-            if groups[-1] and size >= self.max_partition_bytes:
-                groups.append([])
-                size = 0
-            groups[-1].append(path)
-            size += os.path.getsize(path)
-        return [FilesPartition(tuple(group)) for group in groups]
+        return [FilesPartition(group) for group in file_groups(self.snapshot.data_files(), self.max_partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FilesPartition)
-        for path in partition.paths:
-            table = pq.read_table(path).select(self.arrow_schema.names).cast(self.arrow_schema)
-            yield from table.to_batches()
+        yield from read_files(self.snapshot, partition.entries)
 
 
 def _table_reader(options: ReadOptions) -> TableReader:
     (topic,) = options.names
     table = catalog.open_view(options.root, topic) if options.kind == "view" else catalog.open_status(options.root, topic)
-    return TableReader(table.data_paths(), table.schema, options.max_partition_bytes)
+    return TableReader(pin_files(table), options.max_partition_bytes)
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -160,7 +197,7 @@ def _table_reader(options: ReadOptions) -> TableReader:
 
 @dataclass(frozen=True)
 class StagedFiles(WriterCommitMessage):
-    """What one task staged: (topic, partition, path, records) per file, in row order."""
+    """What one task staged: (topic, partition, URI, records) per file, in row order."""
 
     files: tuple[tuple[str, int, str, int], ...]
 
@@ -184,7 +221,7 @@ class TopicWriter(DataSourceArrowWriter):
         self.partition_counts = (
             {options.topic: topic_config(options.root, options.topic).num_partitions} if options.topic else {}
         )
-        self.staging = os.path.join(options.root, STAGING_DIR, uuid.uuid4().hex)
+        self.staging: Location = options.root / STAGING_DIR / uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
         from lakelog.config import load
@@ -197,7 +234,8 @@ class TopicWriter(DataSourceArrowWriter):
                 counts_by_topic[topic] = topic_config(self.options.root, topic).num_partitions
             return counts_by_topic[topic]
 
-        os.makedirs(self.staging, exist_ok=True)
+        io = self.staging.io
+        io.make_dirs(self.staging.uri)
         writers: dict[tuple[str, int], tuple[str, pq.ParquetWriter]] = {}
         counts: dict[tuple[str, int], int] = {}
         order: list[tuple[str, int]] = []
@@ -207,13 +245,14 @@ class TopicWriter(DataSourceArrowWriter):
                 for (topic, partition), rows in _route(table, self.options.topic, count_of, partitioner):
                     key = (topic, partition)
                     if key not in writers:
-                        path = os.path.join(self.staging, f"{uuid.uuid4().hex}.parquet")
-                        writers[key] = (path, pq.ParquetWriter(path, PAYLOAD_SCHEMA))
+                        uri = (self.staging / f"{uuid.uuid4().hex}.parquet").uri
+                        writers[key] = (uri, _parquet_writer(io, uri))
                         counts[key] = 0
                         order.append(key)
                     writers[key][1].write_table(rows)
                     counts[key] += rows.num_rows
         finally:
+            # Closed here, never by a destructor: on S3 the close completes the upload.
             for _, writer in writers.values():
                 writer.close()
         return StagedFiles(tuple((*key, writers[key][0], counts[key]) for key in order))
@@ -224,13 +263,14 @@ class TopicWriter(DataSourceArrowWriter):
         files: dict[tuple[str, int], list[str]] = {}
         for message in messages:
             if isinstance(message, StagedFiles):
-                for topic, partition, path, _ in message.files:
-                    files.setdefault((topic, partition), []).append(path)
+                for topic, partition, uri, _ in message.files:
+                    files.setdefault((topic, partition), []).append(uri)
+        io = self.staging.io
         try:
             writer = TransactionalBatchWriter(
                 self.options.root, self.options.transactional_id, transaction_timeout_ms=self.options.transaction_timeout_ms
             )
-            result = writer.write({tp: _staged_batches(paths) for tp, paths in files.items()}, self.options.batch_id)
+            result = writer.write({tp: _staged_batches(io, uris) for tp, uris in files.items()}, self.options.batch_id)
             if result.skipped:
                 log.warning(
                     "lakelog: batch %s of %s was committed before; this write wrote nothing",
@@ -238,10 +278,22 @@ class TopicWriter(DataSourceArrowWriter):
                     self.options.transactional_id,
                 )
         finally:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            _delete_staging(self.staging)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        _delete_staging(self.staging)
+
+
+def _parquet_writer(io: FileIO, uri: str) -> pq.ParquetWriter:
+    """A streaming Parquet writer of payload rows to `uri` through the root's filesystem (S3: a multipart upload)."""
+    return pq.ParquetWriter(io.path(uri), PAYLOAD_SCHEMA, filesystem=io.filesystem)
+
+
+def _delete_staging(staging: Location) -> None:
+    try:
+        staging.io.delete_tree(staging.uri)
+    except Exception as error:  # noqa: BLE001 - a staging folder left behind is only litter; the write stands
+        log.warning("lakelog: could not delete the staging folder %s: %s", staging.uri, one_line(error))
 
 
 def _route(table: pa.Table, topic_option: str | None, count_of, partitioner: str) -> Iterator[tuple[tuple[str, int], pa.Table]]:
@@ -282,11 +334,21 @@ def _column(table: pa.Table, name: str, type_: pa.DataType) -> pa.ChunkedArray |
     return column.cast(type_)
 
 
-def _staged_batches(paths: list[str]) -> Iterator[pa.Table]:
-    for path in paths:
-        with pq.ParquetFile(path) as staged:
+def _staged_batches(io: FileIO, uris: list[str]) -> Iterator[pa.Table]:
+    for uri in uris:
+        with io.open_input(uri) as source, pq.ParquetFile(source) as staged:
             for batch in staged.iter_batches(batch_size=WRITE_BATCH_RECORDS):
                 yield pa.Table.from_batches([batch], schema=PAYLOAD_SCHEMA)
 
 
-__all__ = ["LakelogDataSource", "TopicReader", "TopicWriter"]
+__all__ = [
+    "LakelogDataSource",
+    "TableReader",
+    "TopicReader",
+    "TopicWriter",
+    "file_groups",
+    "pin_files",
+    "read_files",
+    "read_scan",
+    "scan_pieces",
+]

@@ -7,6 +7,8 @@ one-line reason, not a Java stack trace alone.
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from lakelog.log import create_topic
@@ -44,3 +46,67 @@ def test_bad_read_options_fail_with_a_lakelog_error(spark, root, tmp_path, optio
     text = str(caught.value)
     assert message in text, text
     assert "lakelog.errors." in text
+
+
+
+def closed_port() -> int:
+    """A TCP port on 127.0.0.1 where nothing listened a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def storage_options_of(s3) -> dict[str, str]:
+    """The emulator's settings as the data source's `storage.<key>` options, in mixed case as users write them."""
+    env = s3.env()
+    return {
+        "Storage.Endpoint_URL": env["AWS_ENDPOINT_URL"],
+        "storage.region": env["AWS_REGION"],
+        "storage.access_key_id": env["AWS_ACCESS_KEY_ID"],
+        "storage.secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+        "storage.AWS_ALLOW_HTTP": "true",
+    }
+
+
+def test_storage_options_given_explicitly_read_and_write_an_s3_root(spark, s3, s3_root):
+    """`storage.<key>` options name the S3 store for a read, a view read and a write; an endpoint where nothing
+    listens fails the read with KafkaStorageError although the AWS_* environment names the emulator, so the
+    options, not the environment, were used (on the driver, and on the executors through the pickled root)."""
+    from lakelog.log import open_partition, payload_table
+
+    create_topic(s3_root, "t", 2)
+    open_partition(s3_root, "t", 1).append(payload_table([b"a", b"b", b"c"]))
+    options = storage_options_of(s3)
+    read = spark.read.format("lakelog").option("root", s3_root).option("topic", "t").options(**options).load()
+    assert sorted(bytes(row.value) for row in read.collect()) == [b"a", b"b", b"c"]
+
+    data = spark.createDataFrame([("k", "d"), ("k", "e")], "key string, value string")
+    data.write.format("lakelog").mode("append").option("root", s3_root).option("topic", "t").options(**options).option(
+        "transactional.id", "explicit"
+    ).save()
+    again = spark.read.format("lakelog").option("root", s3_root).option("topic", "t").options(**options).load()
+    assert sorted(bytes(row.value) for row in again.collect()) == [b"a", b"b", b"c", b"d", b"e"]
+
+    nowhere = {**options, "Storage.Endpoint_URL": f"http://127.0.0.1:{closed_port()}", "storage.connect_timeout": "2s"}
+    with pytest.raises(Exception) as caught:
+        spark.read.format("lakelog").option("root", s3_root).option("topic", "t").options(**nowhere).load().collect()
+    assert "lakelog.errors.KafkaStorageError" in str(caught.value) and "cannot reach" in str(caught.value), str(caught.value)
+
+    empty = f"{s3_root}-nothing-here"
+    with pytest.raises(Exception, match="InvalidConfig: lakelog root s3://.* does not exist"):
+        spark.read.format("lakelog").option("root", empty).option("topic", "t").options(**options).load().collect()
+
+
+def test_an_unknown_storage_option_is_refused_naming_it(spark, root):
+    create_topic(root, "t", 1)
+    with pytest.raises(Exception) as caught:
+        spark.read.format("lakelog").option("root", root).option("topic", "t").option("storage.colour", "blue").load().collect()
+    text = str(caught.value)
+    assert "lakelog.errors.InvalidConfig: unknown option storage.colour" in text, text
+    data = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(Exception) as caught:
+        data.write.format("lakelog").mode("append").option("root", root).option("topic", "t").option(
+            "transactional.id", "x"
+        ).option("Storage.Colour", "blue").save()
+    text = str(caught.value)
+    assert "lakelog.errors.InvalidConfig: unknown option storage.colour" in text, text

@@ -16,17 +16,18 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from spark_histories import fetch_rows, random_history, spark_rows
 
 from lakelog import catalog, sql
 from lakelog.log import READ_COMMITTED, open_partition
+from lakelog.store import Location
 from pipelines import materialize_committed_view as view_job
 from pipelines.materialize_committed_view import materialize_committed_view, view_position
 from pipelines.partition_status import partition_status
+from pyspark_lakelog import read_table
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.roots("local", "s3")]
 
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = Path(__file__).resolve().parent / "spark_workers.py"
@@ -46,6 +47,8 @@ def assert_view_is_read_committed(spark, root, topic):
     rows = view_rows(spark, root, topic)
     assert len({(row[0], row[1]) for row in rows}) == len(rows), "a row is in the view twice"
     assert rows == fetch_rows(root, topic, READ_COMMITTED, end=positions)
+    # Jobs read views with read_table (Spark's Parquet reader, or file-IO tasks on S3): the same rows.
+    assert spark_rows(read_table(spark, view)) == rows
 
 
 def test_partition_status_is_the_logs_own_and_incremental(spark, root):
@@ -71,7 +74,8 @@ def test_partition_status_is_the_logs_own_and_incremental(spark, root):
     third = partition_status(spark, root, "status")
     assert third.recomputed == [1] and third.version == 2
     status = catalog.open_status(root, "status")
-    assert len(status.data_paths()) == 1 and pq.read_metadata(status.data_paths()[0]).num_rows == 3
+    assert len(status.data_paths()) == 1 and status.io.parquet_metadata(status.data_paths()[0]).num_rows == 3
+    assert sorted(row["partition"] for row in read_table(spark, status).collect()) == [0, 1, 2]
 
 
 def test_view_is_incremental_and_follows_the_lso(spark, root):
@@ -112,9 +116,15 @@ def test_a_run_that_loses_its_commit_decides_again(spark, root):
     assert inner[0].version == 1 and report.version is None
     assert_view_is_read_committed(spark, root, "race")
     view = catalog.open_view(root, "race")
-    data_files = {name for name in os.listdir(view.uri) if name.endswith(".parquet")}
-    assert data_files == {os.path.basename(path) for path in view.data_paths()}, "the loser left files behind"
+    data_files = {entry.name for entry in view.location.list() if entry.name.endswith(".parquet")}
+    assert data_files == {entry.path for entry in view.data_files()}, "the loser left files behind"
     writer.plain_batch(0)
+
+
+def written_by_a_run(view_folder: Location) -> bool:
+    """Whether a run has started writing into the view's folder: its staging folder (local roots: Spark's
+    writer), or a data file written straight into the table (S3 roots: file-IO tasks)."""
+    return any(entry.name != "_delta_log" for entry in view_folder.list())
 
 
 @pytest.mark.slow
@@ -132,14 +142,14 @@ def test_view_runs_killed_at_any_point_leave_no_duplicate_and_no_gap(spark, root
          "--root", root, "--topic", "killed"],
         cwd=tmp_path, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
-    staging = Path(root) / "views" / "killed" / view_job.STAGING_DIR
+    view_folder = Location.of(root) / "views" / "killed"
     deadline = time.monotonic() + 180
-    while not (staging.is_dir() and any(staging.iterdir())) and submit.poll() is None and time.monotonic() < deadline:
+    while not written_by_a_run(view_folder) and submit.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     # Killed the moment Spark starts writing: the kill must land mid-run, before the commit.
     os.killpg(submit.pid, signal.SIGKILL)
     assert submit.wait(60) == -signal.SIGKILL, "the spark-submit run ended before it was killed"
-    assert staging.is_dir(), "the spark-submit run never started writing"
+    assert written_by_a_run(view_folder), "the spark-submit run never started writing"
     assert catalog.open_view(root, "killed").version == 0, "the kill landed after the commit, not mid-run"
     for point in (view_job.FAULT_PLANNED, view_job.FAULT_WRITTEN, view_job.FAULT_MOVED, view_job.FAULT_COMMITTED):
         for _ in range(6):

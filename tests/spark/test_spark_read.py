@@ -2,9 +2,11 @@
 
 Each history mixes committed, aborted and still-open transactions of several
 producers over several partitions, plain batches and markers. The `lakelog`
-data source and `read_topic` (Spark's Parquet reader plus the plan as a filter)
+data source and `read_topic` (Spark's Parquet reader plus the plan as a filter
+on local roots; Spark tasks reading through lakelog's file IO on S3 roots)
 must return exactly the rows the Consumer returns, at both isolation levels,
-and exactly what PartitionLog.fetch returns for any offset range.
+and exactly what PartitionLog.fetch returns for any offset range. Every test
+runs on a local root and on an S3 root (the emulator).
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from spark_histories import (
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
 from lakelog.log.scan import plan_scan
 from lakelog.store.maintenance import compact
-from pyspark_lakelog import read_topic, scan_dataframe
+from lakelog.store import Location
+from pyspark_lakelog import read_topic, reads_natively, scan_dataframe
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.roots("local", "s3")]
 
 SEEDS = (1, 2, 3)
 
@@ -39,11 +42,13 @@ def load(spark, root, topic, **options):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_S5_2_random_histories_spark_reads_what_the_consumer_reads(spark, root, seed):
-    """Both isolation levels, both Spark paths, against the Consumer and against PartitionLog.fetch."""
+def test_S5_2_random_histories_spark_reads_what_the_consumer_reads(spark, root, root_kind, seed):
+    """Both isolation levels, both Spark paths, against the Consumer and against PartitionLog.fetch.
+
+    On S3 roots the histories are shorter (each step is a commit or two on the emulator)."""
     rng = random.Random(seed)
     topic = f"history-{seed}"
-    writer = random_history(root, topic, rng, partitions=3, steps=45)
+    writer = random_history(root, topic, rng, partitions=3, steps=45 if root_kind == "local" else 25)
     if seed % 2:
         # Compaction merges files (transactions then span files); offsets and rows stay the same.
         for log in writer.logs:
@@ -143,3 +148,18 @@ def test_the_schema_is_sparks_kafka_source_schema(spark, root):
     )
     assert load(spark, root, "schema").schema.simpleString() == kafka_source
     assert read_topic(spark, root, "schema").schema.simpleString() == kafka_source
+
+
+def test_each_root_kind_is_read_by_its_own_path(spark, root, root_kind):
+    """read_topic: Spark's Parquet reader on local roots (a FileScan in the plan), Spark tasks reading through
+    lakelog's file IO on S3 roots (MapInArrow: Spark's jars here have no s3a filesystem). The data source is
+    the Python data source on both."""
+    random_history(root, "paths", random.Random(13), partitions=2, steps=6)
+    assert reads_natively(Location.of(root)) == (root_kind == "local")
+    plan = read_topic(spark, root, "paths")._jdf.queryExecution().executedPlan().toString()
+    if root_kind == "local":
+        assert "FileScan parquet" in plan and "MapInArrow" not in plan, plan
+    else:
+        assert "MapInArrow" in plan and "FileScan" not in plan, plan
+    source = load(spark, root, "paths")._jdf.queryExecution().executedPlan().toString()
+    assert "BatchScan" in source and "FileScan" not in source, source

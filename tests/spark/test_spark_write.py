@@ -20,7 +20,7 @@ from lakelog.client.producer import partition_for
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.roots("local", "s3")]
 
 
 def frame(spark, start: int, count: int, **columns):
