@@ -54,7 +54,8 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                     spark.read.parquet(*files).write.parquet(target)
 
                 def view() -> int:
-                    shutil.rmtree(catalog.view_path(root, TOPIC), ignore_errors=True)
+                    view_location = catalog.view_path(root, TOPIC)
+                    view_location.io.delete_tree(view_location.uri)
                     return materialize_committed_view(spark, root, TOPIC).rows
 
                 copy_timing, _ = _spark.timed(copy)
