@@ -48,8 +48,14 @@ def s3() -> Iterator[S3Emulator]:
 
 @pytest.fixture
 def s3_root(s3: S3Emulator) -> str:
-    """A fresh, empty root on the S3 emulator: `s3://lakelog-tests/<unique prefix>`."""
-    return f"s3://{TEST_BUCKET}/{uuid.uuid4().hex[:12]}"
+    """A fresh, empty root on the S3 emulator, in a bucket of its own: `s3://t<unique>/lake`.
+
+    moto lists a prefix by scanning every key of its bucket, so one bucket for the whole session
+    would make every listing (each Delta commit makes some) slower as the session goes on.
+    """
+    bucket = f"t{uuid.uuid4().hex[:20]}"
+    s3.create_bucket(bucket)
+    return f"s3://{bucket}/lake"
 
 
 @pytest.fixture
