@@ -36,7 +36,6 @@ a few integer comparisons unless the commit's version is a multiple of
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import folder_listing, table_fingerprint
+from helpers import folder_listing
 from s3emulator import NoConditionalPutProxy, ProxyProcess, S3Emulator
 
 from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer, TopicPartition
