@@ -335,6 +335,9 @@ class Table:
             self._handle.create_write_transaction(actions, mode=mode, schema=schema, commit_properties=properties)
         except (CommitFailedError, DeltaError, OSError) as error:
             if not self._landed(decided_on, commit_id, error):
+                if owned:
+                    log.info("%s: version %d went to another writer; deleting this writer's %d file(s)",
+                             self.uri, decided_on + 1, len(owned))
                 for path in owned:
                     _remove_quietly(self, path)
                 raise CommitConflict(

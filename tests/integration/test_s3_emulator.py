@@ -14,7 +14,8 @@ import pytest
 from botocore.exceptions import ClientError
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
-from s3emulator import Credentials, NoConditionalPutProxy, S3Emulator
+from s3emulator import Credentials, S3Emulator
+from s3proxy import NoConditionalPutProxy
 
 BUCKET = "lake"
 SCHEMA = pa.schema([("x", pa.int64())])
