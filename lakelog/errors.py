@@ -173,6 +173,12 @@ class FatalError(KafkaException):
     fatal = True
 
 
+class PurgeQueue(RetriableError):
+    """Work still pending was dropped because the client was told to stop (librdkafka's _PURGE_QUEUE)."""
+
+    code = KafkaError._PURGE_QUEUE
+
+
 class InvalidRequest(KafkaException):
     """The request itself is malformed; nothing was done."""
 

@@ -16,13 +16,22 @@ by KIP-27's expected offset) and the last batch id committed before it (plus one
 `init_producer_id` (which finishes any earlier attempt: S4.2), the last
 committed batch is the recorded one if its row committed, else the one
 recorded before it; a batch at or below it is skipped, writing nothing.
+
+The record's value is JSON: the batch id, the rows and offsets each partition
+received, and a note of the caller's (what the batch covered), so a skipped
+retry can say where its batch landed. A retry is first checked read-only,
+before `init_producer_id`: a batch that committed is skipped without bumping
+the epoch (S8.3). Only when that check cannot tell (the record's transaction
+is still open) does the writer fence and look again.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -48,11 +57,19 @@ SINK_BATCHES_PARTITIONS = 8
 _APP_PREFIX = "lakelog.sink."
 
 TopicPartitionKey = tuple[str, int]
+# Kafka's "no producer id": what a batch skipped before `init_producer_id` reports.
+NO_PRODUCER_ID = -1
 
 
 @dataclass(frozen=True)
 class BatchWriteResult:
-    """What `write` did: `skipped` if the batch was committed before (a retry); records written per partition."""
+    """What `write` did: `skipped` if the batch was committed before (a retry); records written per partition.
+
+    `offsets` holds, per partition, the first and last offset of the batch's rows
+    there (other writers' rows may sit between them). For a skipped batch,
+    `records`, `offsets` and `note` are what its record says was written (empty
+    if the record is older than this format, or is of an earlier batch).
+    """
 
     batch_id: int | None
     skipped: bool
@@ -60,6 +77,18 @@ class BatchWriteResult:
     records: Mapping[TopicPartitionKey, int]
     producer_id: int
     producer_epoch: int
+    offsets: Mapping[TopicPartitionKey, tuple[int, int]] = field(default_factory=dict)
+    note: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommittedBatch:
+    """The last committed batch of a transactional id, as its record tells it."""
+
+    batch_id: int
+    records: Mapping[TopicPartitionKey, int]
+    offsets: Mapping[TopicPartitionKey, tuple[int, int]]
+    note: Mapping[str, Any]
 
 
 class TransactionalBatchWriter:
@@ -76,7 +105,11 @@ class TransactionalBatchWriter:
         self._coordinator = TransactionCoordinator(self.root, partition_logs=lambda *tp: self._logs.get(tp))
 
     def write(
-        self, batches: Mapping[TopicPartitionKey, Iterable[pa.Table]], batch_id: int | None = None
+        self,
+        batches: Mapping[TopicPartitionKey, Iterable[pa.Table]],
+        batch_id: int | None = None,
+        *,
+        note: Mapping[str, Any] | None = None,
     ) -> BatchWriteResult:
         """Append each partition's payload tables (PAYLOAD_SCHEMA columns) and commit them all at once.
 
@@ -86,36 +119,63 @@ class TransactionalBatchWriter:
         the error raised; if the process dies instead, the next write (or the
         coordinator sweep) aborts it.
         """
+        targets = sorted(batches)
+        return self.write_stream(targets, ((tp, payload) for tp in targets for payload in batches[tp]), batch_id, note=note)
+
+    def write_stream(
+        self,
+        partitions: Iterable[TopicPartitionKey],
+        rows: Iterable[tuple[TopicPartitionKey, pa.Table]] | Callable[[], Iterable[tuple[TopicPartitionKey, pa.Table]]],
+        batch_id: int | None = None,
+        *,
+        note: Mapping[str, Any] | None = None,
+    ) -> BatchWriteResult:
+        """`write`, for rows that arrive as a stream of (partition, payload) pairs in any order.
+
+        Every partition a pair names must be in `partitions`, which are added to
+        the transaction before the first row is appended. `rows` may be a
+        callable that makes the stream: it is called only once the batch is
+        known not to be committed, so a skipped batch never reads its source.
+        """
         if batch_id is not None and (not isinstance(batch_id, int) or isinstance(batch_id, bool) or batch_id < 0):
             raise InvalidRequest(f"batch.id must be a non-negative integer, not {batch_id!r}")
+        note = dict(note or {})
+        json.dumps(note)  # a note that is not JSON fails here, before anything is written
+        if batch_id is not None:
+            skipped = self._skip_before_init(batch_id)
+            if skipped is not None:
+                return skipped
         identity = self._coordinator.init_producer_id(self.transactional_id, self.transaction_timeout_ms)
         producer_id, producer_epoch = identity.producer_id, identity.producer_epoch
-        last_committed = self.last_committed_batch() if batch_id is not None else None
-        if batch_id is not None and last_committed is not None and batch_id <= last_committed:
-            return BatchWriteResult(batch_id, True, last_committed, {}, producer_id, producer_epoch)
-        targets = sorted(batches)
-        partitions = list(targets)
+        committed = self.committed_batch() if batch_id is not None else None
+        last_committed = committed.batch_id if committed is not None else None
+        if committed is not None and batch_id <= committed.batch_id:
+            return _skipped(batch_id, committed, producer_id, producer_epoch)
+        targets = sorted(set(partitions))
+        transaction_partitions = list(targets)
         if batch_id is not None:
-            partitions.append(self._batches_partition_key())
+            transaction_partitions.append(self._batches_partition_key())
         records: dict[TopicPartitionKey, int] = {}
-        if not partitions:
+        offsets: dict[TopicPartitionKey, tuple[int, int]] = {}
+        if not transaction_partitions:
             return BatchWriteResult(batch_id, False, last_committed, records, producer_id, producer_epoch)
         for tp in targets:
             self._log(tp)
-        self._coordinator.add_partitions(self.transactional_id, producer_id, producer_epoch, partitions)
+        self._coordinator.add_partitions(self.transactional_id, producer_id, producer_epoch, transaction_partitions)
         try:
-            for tp in targets:
-                sequence = 0
-                records[tp] = 0
-                for payload in batches[tp]:
-                    if payload.num_rows == 0:
-                        continue
-                    header = BatchHeader(producer_id, producer_epoch, sequence, is_transactional=True)
-                    _append_with_retries(self._log(tp), payload, header)
-                    sequence = next_sequence(sequence + payload.num_rows - 1)
-                    records[tp] += payload.num_rows
+            sequences = {tp: 0 for tp in targets}
+            for tp, payload in rows() if callable(rows) else rows:
+                if tp not in sequences:
+                    raise InvalidRequest(f"{tp[0]}-{tp[1]} is not among the partitions of this batch")
+                if payload.num_rows == 0:
+                    continue
+                header = BatchHeader(producer_id, producer_epoch, sequences[tp], is_transactional=True)
+                landed = _append_with_retries(self._log(tp), payload, header)
+                sequences[tp] = next_sequence(sequences[tp] + payload.num_rows - 1)
+                records[tp] = records.get(tp, 0) + payload.num_rows
+                offsets[tp] = (offsets[tp][0] if tp in offsets else landed.base_offset, landed.last_offset)
             if batch_id is not None:
-                self._record_batch(batch_id, last_committed, producer_id, producer_epoch, records)
+                self._record_batch(batch_id, last_committed, producer_id, producer_epoch, records, offsets, note)
         except BaseException:
             try:
                 self._coordinator.end_transaction(self.transactional_id, producer_id, producer_epoch, commit=False)
@@ -123,12 +183,25 @@ class TransactionalBatchWriter:
                 pass  # fenced or unreachable: whoever comes next aborts it (S4.2, S4.7)
             raise
         ended = self._coordinator.end_transaction(self.transactional_id, producer_id, producer_epoch, commit=True)
-        return BatchWriteResult(batch_id, False, last_committed, records, ended.producer_id, ended.producer_epoch)
+        return BatchWriteResult(
+            batch_id, False, last_committed, records, ended.producer_id, ended.producer_epoch, offsets, note
+        )
 
     def last_committed_batch(self) -> int | None:
         """The highest batch id of this transactional id whose transaction committed, or None.
 
-        Call after `init_producer_id`, so no earlier attempt is still open.
+        Raises ConcurrentTransactions while the transaction that wrote the last
+        record is still open: call after `init_producer_id` to be sure of an answer.
+        """
+        committed = self.committed_batch()
+        return committed.batch_id if committed is not None else None
+
+    def committed_batch(self) -> CommittedBatch | None:
+        """The last committed batch of this transactional id with what its record says, or None.
+
+        If the last record's transaction aborted, the batch committed before it is
+        returned without offsets or note (its record is not at hand). Raises
+        ConcurrentTransactions while the last record's transaction is open.
         """
         log = self._batches_log()
         log.refresh()
@@ -155,8 +228,18 @@ class TransactionalBatchWriter:
             for txn in log.aborted_transactions(offset, offset + 1)
         )
         if not aborted:
-            return recorded
-        return before if before >= 0 else None
+            return _decode_record(recorded, rows.column("value")[0].as_py())
+        return CommittedBatch(before, {}, {}, {}) if before >= 0 else None
+
+    def _skip_before_init(self, batch_id: int) -> BatchWriteResult | None:
+        """A batch already committed, told read-only before fencing anyone (S8.3); None to go on and write."""
+        try:
+            committed = self.committed_batch()
+        except ConcurrentTransactions:
+            return None  # an attempt is open: `init_producer_id` finishes it, then the check is made again
+        if committed is None or batch_id > committed.batch_id:
+            return None
+        return _skipped(batch_id, committed, NO_PRODUCER_ID, NO_PRODUCER_ID)
 
     # -- internals --------------------------------------------------------------------
 
@@ -167,13 +250,18 @@ class TransactionalBatchWriter:
         producer_id: int,
         producer_epoch: int,
         records: Mapping[TopicPartitionKey, int],
+        offsets: Mapping[TopicPartitionKey, tuple[int, int]],
+        note: Mapping[str, Any],
     ) -> None:
         log = self._batches_log()
         app = self._app_ids()
-        description = ",".join(f"{topic}:{partition}={count}" for (topic, partition), count in sorted(records.items()))
-        payload = payload_table(
-            [f"batch {batch_id}: {description}".encode()], keys=[self.transactional_id.encode()]
-        )
+        value = {
+            "batch": batch_id,
+            "records": {_tp_text(tp): count for tp, count in sorted(records.items())},
+            "offsets": {_tp_text(tp): list(span) for tp, span in sorted(offsets.items())},
+            "note": dict(note),
+        }
+        payload = payload_table([json.dumps(value, sort_keys=True).encode()], keys=[self.transactional_id.encode()])
         deadline = time.monotonic() + 60
         while True:
             expected = log.log_end_offset()
@@ -212,16 +300,49 @@ class TransactionalBatchWriter:
         return self._logs[tp]
 
 
-def _append_with_retries(log: PartitionLog, payload: pa.Table, header: BatchHeader, attempts: int = 5) -> None:
+def _skipped(batch_id: int, committed: CommittedBatch, producer_id: int, producer_epoch: int) -> BatchWriteResult:
+    return BatchWriteResult(
+        batch_id, True, committed.batch_id, committed.records, producer_id, producer_epoch, committed.offsets, committed.note
+    )
+
+
+def _tp_text(tp: TopicPartitionKey) -> str:
+    return f"{tp[0]}:{tp[1]}"
+
+
+def _tp_key(text: str) -> TopicPartitionKey:
+    topic, _, partition = text.rpartition(":")
+    return topic, int(partition)
+
+
+def _decode_record(batch_id: int, value: bytes | None) -> CommittedBatch:
+    """A batch record's value; records written before it was JSON ("batch N: t:p=n,...") carry no offsets."""
+    try:
+        decoded = json.loads(value or b"")
+    except ValueError:
+        return CommittedBatch(batch_id, {}, {}, {})
+    if not isinstance(decoded, dict):
+        return CommittedBatch(batch_id, {}, {}, {})
+    try:
+        return CommittedBatch(
+            batch_id,
+            {_tp_key(text): int(count) for text, count in decoded.get("records", {}).items()},
+            {_tp_key(text): (int(span[0]), int(span[1])) for text, span in decoded.get("offsets", {}).items()},
+            dict(decoded.get("note") or {}),
+        )
+    except (TypeError, ValueError, IndexError, AttributeError) as error:
+        raise CorruptRecord(f"{SINK_BATCHES_LOG}: the record of batch {batch_id} does not decode: {error}") from error
+
+
+def _append_with_retries(log: PartitionLog, payload: pa.Table, header: BatchHeader, attempts: int = 5):
     """Append; a storage failure is retried with the same sequence, so a batch that did land is a duplicate (S3.2)."""
     for attempt in range(attempts):
         try:
-            log.append(payload, header)
-            return
+            return log.append(payload, header)
         except KafkaStorageError:
             if attempt == attempts - 1:
                 raise
             time.sleep(0.1 * (attempt + 1))
 
 
-__all__ = ["BatchWriteResult", "SINK_BATCHES_LOG", "TransactionalBatchWriter"]
+__all__ = ["BatchWriteResult", "CommittedBatch", "NO_PRODUCER_ID", "SINK_BATCHES_LOG", "TransactionalBatchWriter"]

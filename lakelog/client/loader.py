@@ -90,16 +90,22 @@ def load(
     found = path.io.info(path.uri)
     if found is None or found.is_dir:
         raise InvalidRequest(f"source {path} is not a file")
-    suffix = "." + path.name.rsplit(".", 1)[-1] if "." in path.name else ""
-    kind = format or FORMATS.get(suffix.lower())
-    if kind not in ("parquet", "csv", "jsonl"):
-        raise InvalidRequest(f"cannot tell the format of {path.name}; pass format= parquet, csv or jsonl")
+    kind = source_format(path, format)
     if not isinstance(batch_records, int) or isinstance(batch_records, bool) or batch_records < 1:
         raise InvalidRequest(f"batch_records must be a positive integer, not {batch_records!r}")
     try:
         return _load(root, topic, path, kind, partition, key_column, batch_records, load_id, progress)
     except (pa.ArrowException, UnicodeDecodeError) as error:
         raise InvalidRequest(f"source {path.name} cannot be read as {kind}: {error}") from error
+
+
+def source_format(path: Location, format: str | None = None) -> str:
+    """`format` if given, else the format the file's suffix names; InvalidRequest if neither tells."""
+    suffix = "." + path.name.rsplit(".", 1)[-1] if "." in path.name else ""
+    kind = format or FORMATS.get(suffix.lower())
+    if kind not in ("parquet", "csv", "jsonl"):
+        raise InvalidRequest(f"cannot tell the format of {path.name}; pass format= parquet, csv or jsonl")
+    return kind
 
 
 def _load(
@@ -122,11 +128,11 @@ def _load(
         start = log.log_end_offset()
     done = log.table.app_version(rows_id) or 0
     resumed_from = done
-    total = _count_rows(path, kind)
+    total = count_rows(path, kind)
     appended = 0
     with tqdm(total=total, initial=done, unit="rec", unit_scale=True, disable=not progress, desc=f"load {topic}-{partition}") as bar:
         position = 0
-        for payload in _payloads(path, kind, key_column, batch_records):
+        for payload in source_payloads(path, kind, key_column, batch_records):
             batch_end = position + payload.num_rows
             while done < batch_end:
                 rows = payload.slice(done - position)
@@ -162,7 +168,7 @@ def _recover(log: PartitionLog, start_id: str, rows_id: str, start: int, done: i
     ) from mismatch
 
 
-def _count_rows(path: Location, kind: str) -> int:
+def count_rows(path: Location, kind: str) -> int:
     if kind == "parquet":
         return path.io.parquet_metadata(path.uri).num_rows
     with _open(path) as handle:
@@ -171,8 +177,12 @@ def _count_rows(path: Location, kind: str) -> int:
         return sum(1 for line in handle if line.strip())
 
 
-def _payloads(path: Location, kind: str, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
-    """The source as payload tables of `batch_records` rows (the last may be shorter)."""
+def source_payloads(path: Location, kind: str, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
+    """The source as payload tables of `batch_records` rows (the last may be shorter).
+
+    Parquet and CSV rows become JSON objects; JSON lines are kept as they are.
+    The key is `key_column`'s value as text, or null.
+    """
     if kind == "jsonl":
         yield from _jsonl_payloads(path, key_column, batch_records)
         return

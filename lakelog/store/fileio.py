@@ -171,6 +171,23 @@ class FileIO:
         entries = [self._status(base + entry.path[len(prefix):], entry) for entry in found]
         return sorted(entries, key=lambda entry: entry.uri)
 
+    def glob(self, pattern: str) -> list[str]:
+        """The files whose URIs match `pattern`, sorted: `*`, `?` and `[...]` within a name, `**` across folders.
+
+        A pattern without wildcards names one file: it is returned if it is a file.
+        """
+        if not _GLOB_CHARS.search(pattern):
+            found = self.info(pattern)
+            return [pattern] if found is not None and not found.is_dir else []
+        parts = pattern.split("/")
+        fixed = next(index for index, part in enumerate(parts) if _GLOB_CHARS.search(part))
+        base = "/".join(parts[:fixed]) or "/"
+        matcher = re.compile(_glob_regex(pattern))
+        recursive = fixed < len(parts) - 1 or "**" in pattern
+        return [
+            entry.uri for entry in self.list(base, recursive=recursive) if not entry.is_dir and matcher.fullmatch(entry.uri)
+        ]
+
     def delete(self, uri: str) -> bool:
         """Delete one file; False if it was not there."""
         try:
@@ -520,6 +537,38 @@ class Location:
         for entry in self.list():
             if entry.is_dir:
                 yield Location(entry.uri, self.io)
+
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def _glob_regex(pattern: str) -> str:
+    """A glob as a regular expression over whole URIs: `*` and `?` stop at `/`, `**/` spans folders."""
+    out: list[str] = []
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if pattern.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+            continue
+        if pattern.startswith("**", index):
+            out.append(".*")
+            index += 2
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and "]" in pattern[index + 2 :]:
+            end = pattern.index("]", index + 2)
+            body = pattern[index + 1 : end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            index = end
+        else:
+            out.append(re.escape(char))
+        index += 1
+    return "".join(out)
 
 
 def one_line(error: BaseException) -> str:

@@ -1,0 +1,59 @@
+"""Topic Assets: `lakelog://<root>/<topic>`, so downstream DAGs can be scheduled on committed data.
+
+A local root `/data/lake` gives `lakelog:///data/lake/orders` (no host, as in
+file:///); an S3 root `s3://bucket/prefix` gives `lakelog://bucket/prefix/orders`.
+The operators emit an event on their topic's Asset when their transaction
+commits, never before, so a DAG scheduled on it reads committed rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from typing import Any
+
+from lakelog.store import Location
+
+log = logging.getLogger(__name__)
+
+
+def topic_asset_uri(root: str | Location, topic: str, storage_options: Any = None) -> str:
+    location = Location.of(root, storage_options)
+    if location.is_local:
+        return f"lakelog://{urllib.parse.quote(location.uri)}/{urllib.parse.quote(topic)}"
+    bucket_and_prefix = location.uri.split("://", 1)[1]
+    return f"lakelog://{urllib.parse.quote(bucket_and_prefix)}/{urllib.parse.quote(topic)}"
+
+
+def topic_asset(topic: str, root: str | Location | None = None, *, lakelog_conn_id: str | None = None) -> Any:
+    """The Asset of `topic` under `root`, or under the root of connection `lakelog_conn_id` (default lakelog_default)."""
+    from airflow.sdk import Asset
+
+    if root is None:
+        from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
+
+        root = LakelogHook(lakelog_conn_id or DEFAULT_CONN_ID).root
+    return Asset(uri=topic_asset_uri(root, topic), group="lakelog")
+
+
+def parse_time_asset(topic: str, lakelog_conn_id: str) -> Any | None:
+    """The topic's Asset if the connection resolves while the DAG file is parsed, else None (logged)."""
+    if "{{" in topic:
+        return None
+    try:
+        return topic_asset(topic, lakelog_conn_id=lakelog_conn_id)
+    except Exception as error:  # a DAG must parse even when its connection is not yet defined
+        log.warning("no Asset for topic %s: connection %s does not resolve at parse time (%s)", topic, lakelog_conn_id, error)
+        return None
+
+
+def sanitize_uri(uri: urllib.parse.SplitResult) -> urllib.parse.SplitResult:
+    """Airflow's URI normaliser for the `lakelog` scheme: a topic under a root, nothing else."""
+    if uri.query or uri.fragment:
+        raise ValueError("a lakelog Asset URI has no query or fragment: lakelog://<root>/<topic>")
+    if not uri.path.strip("/") or "/" not in uri.path.strip("/") and not uri.netloc:
+        raise ValueError("a lakelog Asset URI names a root and a topic: lakelog://<root>/<topic>")
+    return uri
+
+
+__all__ = ["parse_time_asset", "sanitize_uri", "topic_asset", "topic_asset_uri"]

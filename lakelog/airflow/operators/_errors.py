@@ -1,0 +1,25 @@
+"""How lakelog's errors end an Airflow task: bad input fails at once, a retriable error is retried."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from lakelog.errors import KafkaException
+
+
+@contextlib.contextmanager
+def task_errors(what: str) -> Iterator[None]:
+    """Raise AirflowFailException (no retry) for errors a retry cannot mend, AirflowException for the rest.
+
+    The message is the error's own one line, prefixed by `what`; no engine traceback reaches the log.
+    """
+    try:
+        yield
+    except KafkaException as error:
+        line = f"{what}: {error.error.name()}: {error}"
+        if error.error.retriable() or error.error.txn_requires_abort():
+            raise AirflowException(line) from None
+        raise AirflowFailException(line) from None
