@@ -1,7 +1,8 @@
 """Topic Assets: `lakelog://<root>/<topic>`, so downstream DAGs can be scheduled on committed data.
 
-A local root `/data/lake` gives `lakelog:///data/lake/orders` (no host, as in
-file:///); an S3 root `s3://bucket/prefix` gives `lakelog://bucket/prefix/orders`.
+The root is written as its scheme, then its path: an S3 root `s3://bucket/prefix`
+gives `lakelog://s3/bucket/prefix/orders`, a local root `/data/lake` (that is,
+`file:///data/lake`) gives `lakelog://file/data/lake/orders`.
 The operators emit an event on their topic's Asset when their transaction
 commits, never before, so a DAG scheduled on it reads committed rows.
 """
@@ -20,9 +21,10 @@ log = logging.getLogger(__name__)
 def topic_asset_uri(root: str | Location, topic: str, storage_options: Any = None) -> str:
     location = Location.of(root, storage_options)
     if location.is_local:
-        return f"lakelog://{urllib.parse.quote(location.uri)}/{urllib.parse.quote(topic)}"
-    bucket_and_prefix = location.uri.split("://", 1)[1]
-    return f"lakelog://{urllib.parse.quote(bucket_and_prefix)}/{urllib.parse.quote(topic)}"
+        scheme, path = "file", location.uri
+    else:
+        scheme, path = location.uri.split("://", 1)
+    return f"lakelog://{scheme}/{urllib.parse.quote(path.strip('/'))}/{urllib.parse.quote(topic)}"
 
 
 def topic_asset(topic: str, root: str | Location | None = None, *, lakelog_conn_id: str | None = None) -> Any:
@@ -51,8 +53,8 @@ def sanitize_uri(uri: urllib.parse.SplitResult) -> urllib.parse.SplitResult:
     """Airflow's URI normaliser for the `lakelog` scheme: a topic under a root, nothing else."""
     if uri.query or uri.fragment:
         raise ValueError("a lakelog Asset URI has no query or fragment: lakelog://<root>/<topic>")
-    if not uri.path.strip("/") or "/" not in uri.path.strip("/") and not uri.netloc:
-        raise ValueError("a lakelog Asset URI names a root and a topic: lakelog://<root>/<topic>")
+    if uri.netloc not in ("file", "s3") or "/" not in uri.path.strip("/"):
+        raise ValueError("a lakelog Asset URI names a root and a topic: lakelog://file/<path>/<topic> or lakelog://s3/<bucket>/<prefix>/<topic>")
     return uri
 
 
