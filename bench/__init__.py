@@ -17,4 +17,5 @@ BENCHMARKS = (
     "spark_scan",
     "view_materialize",
     "s3_emulator",
+    "airflow_load",
 )
