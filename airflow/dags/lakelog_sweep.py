@@ -7,23 +7,18 @@ past their session or rebalance timeout. The sweep is idempotent and safe beside
 clients and other sweeps, so overlapping or retried runs do no harm; it is cheap
 when there is nothing to do.
 
-The root comes from the Airflow Variable `lakelog_root`, else $LAKELOG_ROOT.
+The root comes from the Airflow connection `lakelog_default` (type lakelog), e.g.
+
+    AIRFLOW_CONN_LAKELOG_DEFAULT='{"conn_type": "lakelog", "extra": {"root": "s3://bucket/lake"}}'
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Variable, task
+from airflow.sdk import DAG
 
-
-def lakelog_root() -> str:
-    root = Variable.get("lakelog_root", default=None) or os.environ.get("LAKELOG_ROOT")
-    if not root:
-        raise ValueError("set the Airflow Variable lakelog_root or $LAKELOG_ROOT to the lakelog root")
-    return root
-
+from lakelog.airflow import LakelogSweepOperator
 
 with DAG(
     dag_id="lakelog_sweep",
@@ -35,23 +30,4 @@ with DAG(
     default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
     tags=["lakelog"],
 ) as dag:
-
-    @task
-    def sweep_transactions() -> dict:
-        from dataclasses import asdict
-
-        from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
-
-        report = TransactionCoordinator(lakelog_root()).sweep()
-        print(f"transaction sweep: {asdict(report)}")
-        return asdict(report)
-
-    @task
-    def sweep_groups() -> list:
-        from lakelog.coordinator.group_coordinator import GroupCoordinator
-
-        removed = GroupCoordinator(lakelog_root()).sweep()
-        print(f"group sweep: removed members {removed}")
-        return [list(pair) for pair in removed]
-
-    sweep_transactions() >> sweep_groups()
+    LakelogSweepOperator(task_id="sweep")

@@ -1,7 +1,12 @@
-"""The Airflow sweep DAG, run for real with `airflow dags test` on a migrated SQLite DB (S4.7, S8.2)."""
+"""The Airflow sweep DAG, run for real with `airflow dags test` on a migrated SQLite DB (S4.7, S8.2).
+
+The DAG is LakelogSweepOperator on the `lakelog_default` connection; an S3 root's settings
+reach it through the environment (the emulator's AWS_* variables), so the extra names only the root.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,8 +29,9 @@ def airflow(args: list[str], home: Path, root: str) -> subprocess.CompletedProce
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "airflow" / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "LAKELOG_ROOT": root,
+        "AIRFLOW_CONN_LAKELOG_DEFAULT": json.dumps({"conn_type": "lakelog", "extra": {"root": root}}),
     }
+    env.pop("LAKELOG_ROOT", None)
     airflow_cli = Path(sys.executable).with_name("airflow")
     return subprocess.run([str(airflow_cli), *args], env=env, capture_output=True, text=True, timeout=300, cwd=home)
 
