@@ -1,0 +1,45 @@
+"""spark-submit jobs that fail, for tests/airflow/test_views_dag.py: each must fail its task with one line.
+
+Each failed task writes `<task_id>.json` ({"type", "message"}: its exception)
+into $LAKELOG_TEST_OUT, from Airflow's own on_failure_callback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+from airflow.sdk import DAG
+
+from lakelog.airflow import LakelogSparkSubmitOperator
+
+OUT = Path(os.environ.get("LAKELOG_TEST_OUT", "/nonexistent"))
+
+
+def record_failure(context) -> None:
+    error = context.get("exception")
+    (OUT / f"{context['ti'].task_id}.json").write_text(json.dumps({"type": type(error).__name__, "message": str(error)}))
+
+
+with DAG(
+    dag_id="lakelog_test_spark_submit",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    default_args={"retries": 0, "on_failure_callback": record_failure},
+):
+    # A lakelog error in the Python driver: the topic does not exist (not retriable).
+    LakelogSparkSubmitOperator(
+        task_id="missing_topic",
+        application="pipelines.materialize_committed_view",
+        application_args=["--topic", "missing"],
+    )
+    # A JVM error before any Python runs: spark-submit refuses the master URL.
+    LakelogSparkSubmitOperator(
+        task_id="bad_master",
+        application="pipelines.partition_status",
+        application_args=["--topic", "orders"],
+        master="bogus://nowhere",
+    )
