@@ -37,7 +37,7 @@ from typing import Any
 from airflow.sdk import DAG, AssetAny, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from lakelog.airflow import DEFAULT_CONN_ID, LakelogHook, LakelogSparkSubmitOperator, topic_asset, topic_asset_uri
+from lakelog.airflow import DEFAULT_CONN_ID, LakelogHook, LakelogSparkSubmitOperator, topic_asset
 from lakelog.catalog import user_topics
 from lakelog.errors import KafkaException
 
@@ -87,7 +87,7 @@ with DAG(
             raise AirflowFailException(f"listing the topics: {error.error.name()}: {error}") from None
         if triggering_asset_events:
             uris = {asset.uri for asset in triggering_asset_events}
-            topics = [topic for topic in topics if topic_asset_uri(root, topic) in uris]
+            topics = [topic for topic in topics if topic_asset(topic, root).uri in uris]
             log.info("asset-triggered run: topics %s", topics)
         else:
             log.info("manual run: every topic of %s: %s", root, topics)

@@ -61,6 +61,9 @@ _JVM_MAIN = re.compile(r'^Exception in thread "[^"]*" ')
 _ERROR_LINE = re.compile(r"^[\w.$]*(Error|Exception|Exit|Interrupt)\b")
 _LAKELOG_ERROR = re.compile(r"^lakelog\.errors\.(\w+):")
 _LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d ")
+# Lines spark-submit prints on every run: never the error.
+_NOISE = ("Using Spark's default log4j profile", "WARNING: Using incubator modules", "Setting Spark log level",
+          "Setting default log level", "To adjust logging level")
 
 
 def spark_submit_binary() -> str:
@@ -108,7 +111,7 @@ def last_error_line(lines: Sequence[str]) -> str | None:
     if start is not None:
         rest = list(lines[start + 1 :])
         for index, line in enumerate(rest):
-            if line.strip() and not line[:1].isspace():
+            if line.strip() and not line[:1].isspace() and not _LOG_LINE.match(line):
                 found = line.strip()
                 following = rest[index + 1].strip() if index + 1 < len(rest) else ""
                 if found.startswith("py4j.protocol.Py4JJavaError") and following.startswith(": "):
@@ -121,7 +124,7 @@ def last_error_line(lines: Sequence[str]) -> str | None:
         if _ERROR_LINE.match(line.strip()) and not line[:1].isspace():
             return _clip(line.strip())
     for line in reversed(lines):
-        if line.strip() and not line[:1].isspace() and not _LOG_LINE.match(line):
+        if line.strip() and not line[:1].isspace() and not _LOG_LINE.match(line) and not line.startswith(_NOISE):
             return _clip(line.strip())
     return None
 
@@ -173,6 +176,7 @@ class SparkSubmitHook(BaseHook):
         self.env_vars = dict(env_vars or {})
         self.spark_binary = spark_binary
         self._process: subprocess.Popen | None = None
+        self._killed = False
 
     def build_command(self, application: str, application_args: Sequence[str] = ()) -> list[str]:
         """The spark-submit command line; with a connection, `--root <root>` goes before the job's arguments."""
@@ -254,9 +258,11 @@ class SparkSubmitHook(BaseHook):
                 if isinstance(parsed, dict):
                     report = parsed
         returncode = self._process.wait()
+        if self._killed:
+            raise AirflowException(f"{what} was stopped: the task was told to stop (exit code {returncode})")
         if returncode != 0:
             how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"
-            error_line = last_error_line(list(tail)) or "it printed no error"
+            error_line = last_error_line(list(tail)) or "its output names no error (see the lines above)"
             message = f"{what} {how}: {error_line}"
             if _is_retriable(error_line):
                 raise AirflowException(message)
@@ -270,6 +276,7 @@ class SparkSubmitHook(BaseHook):
         if process is None or process.poll() is not None:
             return
         self.log.warning("stopping spark-submit (process group %d)", process.pid)
+        self._killed = True
         try:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=KILL_GRACE_S)
