@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -49,7 +49,7 @@ from lakelog.client.producer import Producer
 from lakelog.client.types import TopicPartition
 from lakelog.config import storage_options as config_storage_options
 from lakelog.config import validate_name
-from lakelog.coordinator.group import fetch_offsets
+from lakelog.coordinator.group import GroupMetadata, fetch_offsets
 from lakelog.errors import (
     FatalError,
     InvalidConfig,
@@ -99,7 +99,6 @@ class TransformResult:
     offsets: Mapping[int, int]
     transactions: int = 0
     transactional_id: str = ""
-    started_at: Mapping[int, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The operator's XCom: JSON-safe (partitions as text keys, as JSON makes them anyway)."""
@@ -229,6 +228,7 @@ class _TransformRun:
             "transactional.id": transactional_id,
         }
         self.producer: Producer | None = None
+        self.group_metadata: GroupMetadata | None = None
         self.records_in = self.records_out = self.transactions = 0
 
     def run(self) -> TransformResult:
@@ -248,7 +248,7 @@ class _TransformRun:
                         "nothing to transform: group %s is at the LSO of every partition of %s (%s); nothing written",
                         self.group_id, self.input_topic, _offsets_text(self.input_topic, committed),
                     )
-                    return self._result(committed, committed)
+                    return self._result(committed)
                 pending.append(piece)
             # Checked before the first write (S8.3): a transform whose output is wrong writes nothing.
             pending[-1].outputs = self._transformed(pending[-1])
@@ -261,12 +261,11 @@ class _TransformRun:
                 )
                 committed, pending = after_init, []
                 reader = self._plan(committed)
-        started = dict(committed)
         positions = {p: offset for p, offset in committed.items() if offset is not None}
         done = False
         while not done:
             done = self._transaction(reader, pending, committed, positions)
-        return self._result(started, committed)
+        return self._result(committed)
 
     # -- offsets and the plan ------------------------------------------------------------
 
@@ -346,9 +345,8 @@ class _TransformRun:
                 return True
             # The output goes before the offsets, as KIP-447's example does.
             producer.flush()
-            metadata = self._group_metadata()
             producer.send_offsets_to_transaction(
-                [TopicPartition(self.input_topic, p, offset) for p, offset in moved.items()], metadata
+                [TopicPartition(self.input_topic, p, offset) for p, offset in moved.items()], self._group_metadata()
             )
             self._commit(producer)
         except BaseException as error:
@@ -425,20 +423,21 @@ class _TransformRun:
         self.producer = producer
         log.info("%s: %s took over the transactional id, fencing earlier attempts (S4.1, S4.2)", why, self.transactional_id)
 
-    def _group_metadata(self) -> Any:
+    def _group_metadata(self) -> GroupMetadata:
         """A consumer's group metadata outside the group protocol: a simple commit, no member (S6.4)."""
-        consumer = Consumer({"lakelog.root": self.location, "group.id": self.group_id, "enable.auto.commit": False})
-        try:
-            return consumer.consumer_group_metadata()
-        finally:
-            consumer.close()
+        if self.group_metadata is None:
+            consumer = Consumer({"lakelog.root": self.location, "group.id": self.group_id, "enable.auto.commit": False})
+            try:
+                self.group_metadata = consumer.consumer_group_metadata()
+            finally:
+                consumer.close()
+        return self.group_metadata
 
-    def _result(self, started: Mapping[int, int | None], committed: Mapping[int, int | None]) -> TransformResult:
+    def _result(self, committed: Mapping[int, int | None]) -> TransformResult:
         return TransformResult(
             self.input_topic, self.output_topic, self.group_id, self.records_in, self.records_out,
             {p: offset for p, offset in committed.items() if offset is not None},
             self.transactions, self.transactional_id,
-            {p: offset for p, offset in started.items() if offset is not None},
         )
 
 
