@@ -12,6 +12,7 @@ BENCHMARKS = (
     "conditional_append",
     "read_committed",
     "transactional_produce",
+    "contention",
     "coordinator_recovery",
     "group_commit",
     "spark_scan",

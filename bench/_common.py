@@ -72,18 +72,23 @@ def _format(value: object) -> str:
 
 @dataclass
 class Ratio:
+    """A measured ratio and its target: at most the target, or at least it when `higher_is_better`."""
+
     name: str
     value: float
     target: float | None = None
+    higher_is_better: bool = False
 
     @property
     def verdict(self) -> str:
         if self.target is None:
             return "INFO"
-        return "PASS" if self.value <= self.target else "MISS"
+        met = self.value >= self.target if self.higher_is_better else self.value <= self.target
+        return "PASS" if met else "MISS"
 
     def line(self) -> str:
-        target = f" (target <= {self.target:g})" if self.target is not None else " (no target)"
+        bound = ">=" if self.higher_is_better else "<="
+        target = f" (target {bound} {self.target:g})" if self.target is not None else " (no target)"
         return f"ratio {self.name}: {self.value:.3f}{target} {self.verdict}"
 
 
@@ -92,8 +97,8 @@ class Result:
     benchmark: str
     ratios: list[Ratio] = field(default_factory=list)
 
-    def add(self, name: str, value: float, target: float | None = None) -> Ratio:
-        ratio = Ratio(name, value, target)
+    def add(self, name: str, value: float, target: float | None = None, *, higher_is_better: bool = False) -> Ratio:
+        ratio = Ratio(name, value, target, higher_is_better)
         self.ratios.append(ratio)
         print(ratio.line())
         sys.stdout.flush()
