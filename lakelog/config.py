@@ -115,6 +115,8 @@ STRING = Key(_str)
 OPTIONAL_ID = Key(_optional_name)
 ROOT = Key(_root)
 COMPRESSION = Key(_str, choices=("none", "snappy", "gzip", "lz4", "zstd"))
+# retry.backoff.ms and retry.backoff.max.ms (KIP-580); together also checked by `_check_together`.
+BACKOFF = Key(_int, low=1, high=300_000)
 
 SCHEMA: dict[str, dict[str, Key]] = {
     "producer": {
@@ -129,7 +131,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "partitioner": Key(_str, choices=("consistent_random", "consistent", "random", "murmur2_random")),
         "compression.type": COMPRESSION,
         "retries": NON_NEGATIVE,
-        "retry.backoff.ms": Key(_int, low=1, high=300_000),
+        "retry.backoff.ms": BACKOFF,
+        "retry.backoff.max.ms": BACKOFF,
         "message.timeout.ms": NON_NEGATIVE,
         "transactional.id": OPTIONAL_ID,
         "transaction.timeout.ms": Key(_int, low=1000, high=2_147_483_647),
@@ -153,12 +156,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "heartbeat.interval.ms": Key(_int, low=1, high=3_600_000),
         "max.poll.interval.ms": Key(_int, low=1, high=86_400_000),
         "group.remote.assignor": Key(_str, choices=("", "uniform", "range")),
-        "retry.backoff.ms": Key(_int, low=1, high=300_000),
+        "retry.backoff.ms": BACKOFF,
+        "retry.backoff.max.ms": BACKOFF,
     },
     "admin": {
         "lakelog.root": ROOT,
         "client.id": STRING,
         "request.timeout.ms": NON_NEGATIVE,
+        "retry.backoff.ms": BACKOFF,
+        "retry.backoff.max.ms": BACKOFF,
     },
     "topic": {
         "num.partitions": Key(_int, low=1, high=100_000),
@@ -230,6 +236,7 @@ def defaults(kind: str) -> dict[str, Any]:
     if key not in _defaults_cache:
         path = folder / f"{kind}.properties"
         _defaults_cache[key] = _validate(kind, read_properties(path), source=str(path))
+        _check_together(_defaults_cache[key], _defaults_cache[key])
     return dict(_defaults_cache[key])
 
 
@@ -240,8 +247,25 @@ def load(kind: str, conf: Mapping[str, Any] | None = None) -> Config:
     if conf is not None and not isinstance(conf, Mapping):
         raise InvalidConfig(f"{kind} config must be a dict, not {type(conf).__name__}", key=None)
     values = defaults(kind)
-    values.update(_validate(kind, dict(conf or {}), source=f"{kind} config"))
+    given = _validate(kind, dict(conf or {}), source=f"{kind} config")
+    values.update(given)
+    _check_together(values, given)
     return Config(kind, values)
+
+
+def _check_together(values: dict[str, Any], given: Mapping[str, Any]) -> None:
+    """Rules between keys: the backoff's max is at least its base (lakelog.store.retry).
+
+    A max that was not given follows a larger base given alone, so `retry.backoff.ms=2000`
+    by itself waits up to 2 s every time (Kafka would warn and wait its default max, 1 s);
+    a max given below the base is refused.
+    """
+    if "retry.backoff.ms" in values and "retry.backoff.max.ms" in values:
+        from lakelog.store.retry import check_backoff_bounds
+
+        if "retry.backoff.max.ms" not in given:
+            values["retry.backoff.max.ms"] = max(values["retry.backoff.max.ms"], values["retry.backoff.ms"])
+        check_backoff_bounds(values["retry.backoff.ms"], values["retry.backoff.max.ms"])
 
 
 def _validate(kind: str, raw: Mapping[str, Any], *, source: str) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from lakelog.errors import (
 )
 from lakelog.log import open_partition, topic_config
 from lakelog.store import check_root
+from lakelog.store.retry import RetryPolicy
 
 SOURCE_HEADER = "lakelog.source"
 # Errors that say "you are a zombie": counted as fencings in the events.
@@ -248,6 +249,8 @@ def _offsets_to_send(consumer: Consumer, messages: list[Message], sent: dict[tup
 
 
 def _commit(producer: Producer) -> None:
+    """Commit, retrying a retriable failure after the producer's own backoff (retry.backoff.ms, .max.ms)."""
+    backoff = RetryPolicy.from_config(producer.config).start(None)
     for attempt in range(END_RETRIES):
         try:
             producer.commit_transaction()
@@ -255,7 +258,7 @@ def _commit(producer: Producer) -> None:
         except KafkaException as error:
             if not error.args[0].retriable() or attempt == END_RETRIES - 1:
                 raise
-            time.sleep(0.1 * (attempt + 1))
+            backoff.wait()
 
 
 # -- the supervisor -------------------------------------------------------------------------

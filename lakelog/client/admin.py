@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 from lakelog import config
@@ -24,6 +25,7 @@ from lakelog.log import create_topic, list_topics, open_partition, topic_config
 from lakelog.log.topics import validate_new_topic
 from lakelog.config import storage_options
 from lakelog.store import check_root
+from lakelog.store.retry import RetryPolicy
 
 
 def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
@@ -72,6 +74,8 @@ class AdminClient:
         values, _ = split_callbacks(conf, ("error_cb",))
         self.config = config.load("admin", values)
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
+        # retry.backoff.ms / retry.backoff.max.ms: the retries of the writes admin operations make.
+        self._retry = RetryPolicy.from_config(self.config)
 
     def create_topics(self, new_topics: list[NewTopic], validate_only: bool = False, **_timeouts: Any) -> dict[str, Future]:
         """Create each topic; a future per topic resolves to None or raises (TopicAlreadyExists, ...)."""
@@ -133,7 +137,8 @@ class AdminClient:
         if not isinstance(partition, TopicPartition) or not isinstance(producer_id, int):
             raise InvalidRequest("abort_transaction takes a TopicPartition and a producer id")
         return _call(
-            transaction_admin.abort_hanging_transaction, self._root, partition.topic, partition.partition, producer_id
+            partial(transaction_admin.abort_hanging_transaction, retry=self._retry),
+            self._root, partition.topic, partition.partition, producer_id,
         )
 
 
@@ -180,7 +185,7 @@ class AdminClient:
         _check_group_requests(requests, "alter_consumer_group_offsets", offsets=True)
         return {
             request.group_id: _call(
-                group_admin.alter_offsets,
+                partial(group_admin.alter_offsets, retry=self._retry),
                 self._root,
                 request.group_id,
                 {(p.topic, p.partition): (p.offset, p.metadata or "") for p in request.topic_partitions},
@@ -193,7 +198,8 @@ class AdminClient:
         (GroupIdNotFound, NonEmptyGroup)."""
         if not isinstance(group_ids, (list, tuple)) or not all(isinstance(g, str) for g in group_ids):
             raise InvalidRequest("delete_consumer_groups takes a list of group ids")
-        return {group_id: _call(group_admin.delete_group, self._root, group_id) for group_id in group_ids}
+        delete = partial(group_admin.delete_group, retry=self._retry)
+        return {group_id: _call(delete, self._root, group_id) for group_id in group_ids}
 
 
 def _check_group_requests(requests: Any, call: str, offsets: bool) -> None:

@@ -28,7 +28,6 @@ is still open) does the writer fence and look again.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,12 +46,17 @@ from lakelog.errors import (
     OffsetMismatch,
 )
 from lakelog.log import READ_UNCOMMITTED, BatchHeader, PartitionLog, open_partition, payload_table
+from lakelog.log.partition import APPEND_TIMEOUT_S
 from lakelog.log.records import next_sequence
 from lakelog.log.topics import open_internal_partition
 from lakelog.store import check_root
+from lakelog.store.retry import Backoff, RetryPolicy
 
 SINK_BATCHES_LOG = "__sink_batches"
 SINK_BATCHES_PARTITIONS = 8
+# How long a batch's record keeps trying for its offset, and how often an append meets a storage failure.
+RECORD_TIMEOUT_S = 60.0
+STORAGE_ATTEMPTS = 5
 # The `txn` app ids that record a transactional id's last batch in its __sink_batches partition.
 _APP_PREFIX = "lakelog.sink."
 
@@ -101,8 +105,11 @@ class TransactionalBatchWriter:
         self.transactional_id = transactional_id
         defaults = config.load("producer", {"lakelog.root": self.root})
         self.transaction_timeout_ms = transaction_timeout_ms or defaults["transaction.timeout.ms"]
+        self.retry = RetryPolicy.from_config(defaults)
         self._logs: dict[TopicPartitionKey, PartitionLog] = {}
-        self._coordinator = TransactionCoordinator(self.root, partition_logs=lambda *tp: self._logs.get(tp))
+        self._coordinator = TransactionCoordinator(
+            self.root, partition_logs=lambda *tp: self._logs.get(tp), retry=self.retry
+        )
 
     def write(
         self,
@@ -170,7 +177,7 @@ class TransactionalBatchWriter:
                 if payload.num_rows == 0:
                     continue
                 header = BatchHeader(producer_id, producer_epoch, sequences[tp], is_transactional=True)
-                landed = _append_with_retries(self._log(tp), payload, header)
+                landed = _append_with_retries(self._log(tp), payload, header, self.retry.start(APPEND_TIMEOUT_S))
                 sequences[tp] = next_sequence(sequences[tp] + payload.num_rows - 1)
                 records[tp] = records.get(tp, 0) + payload.num_rows
                 offsets[tp] = (offsets[tp][0] if tp in offsets else landed.base_offset, landed.last_offset)
@@ -262,7 +269,7 @@ class TransactionalBatchWriter:
             "note": dict(note),
         }
         payload = payload_table([json.dumps(value, sort_keys=True).encode()], keys=[self.transactional_id.encode()])
-        deadline = time.monotonic() + 60
+        backoff = self.retry.start(RECORD_TIMEOUT_S)
         while True:
             expected = log.log_end_offset()
             header = BatchHeader(producer_id, producer_epoch, 0, is_transactional=True, expected_offset=expected)
@@ -272,11 +279,12 @@ class TransactionalBatchWriter:
                 app["before"]: 0 if last_committed is None else last_committed + 1,
             }
             try:
-                log.append(payload, header, app_versions=versions)
+                # A lost commit race waits in there, on this record's backoff, before the append decides again.
+                log.append(payload, header, app_versions=versions, backoff=backoff)
                 return
             except OffsetMismatch:
                 # Another id's record took the offset first: nothing was written, decide again.
-                if time.monotonic() > deadline:
+                if backoff.expired():
                     raise
                 log.refresh()
 
@@ -334,15 +342,18 @@ def _decode_record(batch_id: int, value: bytes | None) -> CommittedBatch:
         raise CorruptRecord(f"{SINK_BATCHES_LOG}: the record of batch {batch_id} does not decode: {error}") from error
 
 
-def _append_with_retries(log: PartitionLog, payload: pa.Table, header: BatchHeader, attempts: int = 5):
-    """Append; a storage failure is retried with the same sequence, so a batch that did land is a duplicate (S3.2)."""
+def _append_with_retries(
+    log: PartitionLog, payload: pa.Table, header: BatchHeader, backoff: Backoff, attempts: int = STORAGE_ATTEMPTS
+):
+    """Append; a storage failure is retried with the same sequence, so a batch that did land is a duplicate (S3.2).
+
+    Lost races and storage failures wait on the same `backoff`."""
     for attempt in range(attempts):
         try:
-            return log.append(payload, header)
+            return log.append(payload, header, backoff=backoff)
         except KafkaStorageError:
-            if attempt == attempts - 1:
+            if attempt == attempts - 1 or not backoff.wait():
                 raise
-            time.sleep(0.1 * (attempt + 1))
 
 
 __all__ = ["BatchWriteResult", "CommittedBatch", "NO_PRODUCER_ID", "SINK_BATCHES_LOG", "TransactionalBatchWriter"]

@@ -14,8 +14,9 @@ With `group.id`, `subscribe()` makes the consumer a member of a KIP-848 group:
 the smaller owned set is reported at once so the member epoch moves on, S6.2) and
 then assign what it gives (`on_assign`). A new partition starts at the group's
 committed offset, fetched as a stable offset in read_committed (S7.3: while a
-transaction holds pending offsets for it, the fetch is retried every
-`retry.backoff.ms`), else by `auto.offset.reset`. After a revocation the consumer
+transaction holds pending offsets for it, the fetch is retried after a backoff
+growing from `retry.backoff.ms` to `retry.backoff.max.ms`), else by
+`auto.offset.reset`. After a revocation the consumer
 commits nothing until its member epoch has moved past the revocation epoch
 (S6.6), except inside `on_revoke`, where the coordinator holds the bump. A member
 the coordinator fenced (UnknownMemberId, FencedMemberEpoch) loses its partitions
@@ -70,6 +71,7 @@ from lakelog.errors import (
 from lakelog.log import READ_COMMITTED, PartitionLog, open_partition
 from lakelog.config import storage_options
 from lakelog.store import check_root
+from lakelog.store.retry import RetryPolicy
 
 CALLBACK_KEYS = ("on_commit", "error_cb")
 # How long poll() sleeps between looks at a partition that has nothing new.
@@ -91,8 +93,9 @@ class _Assigned:
     buffer: list[Message] = field(default_factory=list)
     # The offset of the last partition-EOF event: one event per offset the end is reached at, as librdkafka.
     eof_offset: int | None = None
-    # When to ask for the committed offset again after a pending transaction held it (S7.3).
+    # When to ask for the committed offset again after a pending transaction held it (S7.3), and how often it did.
     resolve_after: float = 0.0
+    resolve_retries: int = 0
 
 
 @dataclass
@@ -126,6 +129,8 @@ class Consumer:
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
         self.config = config.load("consumer", values)
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
+        # retry.backoff.ms / retry.backoff.max.ms: every retry of this consumer and of the coordinator it calls.
+        self._retry = RetryPolicy.from_config(self.config)
         self._group_id: str | None = self.config["group.id"]
         self._instance_id: str | None = self.config["group.instance.id"]
         if self._instance_id is not None and self._group_id is None:
@@ -294,6 +299,7 @@ class Consumer:
         state.buffer.clear()
         state.eof_offset = None
         state.resolve_after = 0.0
+        state.resolve_retries = 0
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """The offset of the next message each partition will return (OFFSET_INVALID if not known yet)."""
@@ -370,15 +376,14 @@ class Consumer:
         self._check_open()
         group_id = self._require_group("committed")
         keys = [(tp.topic, tp.partition) for tp in _partition_list(partitions)]
-        deadline = time.monotonic() + (FOREVER_S if timeout is None or timeout < 0 else timeout)
+        backoff = self._retry.start(FOREVER_S if timeout is None or timeout < 0 else timeout)
         while True:
             try:
                 records = self._coordinator().fetch_offsets(group_id, keys, require_stable=self._require_stable)
                 break
             except UnstableOffsetCommit:
-                if time.monotonic() + self._retry_backoff_s > deadline:
+                if not backoff.wait():
                     raise
-                time.sleep(self._retry_backoff_s)
         return [_committed_partition(key, records.get(key)) for key in keys]
 
     def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
@@ -433,7 +438,7 @@ class Consumer:
 
     def _coordinator(self) -> GroupCoordinator:
         if self._groups is None:
-            self._groups = GroupCoordinator(self._root, assignor=self.config["group.remote.assignor"])
+            self._groups = GroupCoordinator(self._root, assignor=self.config["group.remote.assignor"], retry=self._retry)
         return self._groups
 
     def _poll_group(self, force: bool = False) -> None:
@@ -572,10 +577,6 @@ class Consumer:
     def _require_stable(self) -> bool:
         return self.config["isolation.level"] == READ_COMMITTED
 
-    @property
-    def _retry_backoff_s(self) -> float:
-        return self.config["retry.backoff.ms"] / 1000
-
     def _commit_offsets(self, offsets: dict[TopicPartitionKey, tuple[int, str | None]]) -> list[TopicPartition]:
         """Commit as this member (or, assigned by hand, from outside the group protocol) after S6.6's check."""
         group_id = self._require_group("commit")
@@ -644,7 +645,9 @@ class Consumer:
             held = {tuple(tp) for tp in getattr(error, "partitions", wanted)}
             for tp in wanted:
                 if tp in held:
-                    self._assigned[tp].resolve_after = now + self._retry_backoff_s
+                    state = self._assigned[tp]
+                    state.resolve_after = now + self._retry.delay_s(state.resolve_retries)
+                    state.resolve_retries += 1
             rest = [tp for tp in wanted if tp not in held]
             if not rest:
                 return

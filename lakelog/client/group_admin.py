@@ -24,6 +24,7 @@ from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoo
 from lakelog.errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, KafkaException, NonEmptyGroup, UnknownTopicOrPartition
 from lakelog.log import open_partition, topic_config
 from lakelog.log.topics import existing_internal_partitions
+from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 RESET_STRATEGIES = ("to-earliest", "to-latest", "to-current", "to-offset", "shift-by")
 
@@ -247,7 +248,9 @@ def plan_reset(
     return plan
 
 
-def alter_offsets(root: str, group_id: str, offsets: Mapping[TopicPartitionKey, tuple[int, str]]) -> ConsumerGroupTopicPartitions:
+def alter_offsets(
+    root: str, group_id: str, offsets: Mapping[TopicPartitionKey, tuple[int, str]], *, retry: RetryPolicy = DEFAULT_POLICY
+) -> ConsumerGroupTopicPartitions:
     """Commit `offsets` for a group with no members (NonEmptyGroup otherwise), all or nothing."""
     group = read_group(root, group_id)
     if group is not None and not group.is_empty():
@@ -262,16 +265,16 @@ def alter_offsets(root: str, group_id: str, offsets: Mapping[TopicPartitionKey, 
             raise InvalidRequest(f"metadata for {topic}-{partition} must be a string, not {metadata!r}")
         open_partition(root, topic, partition)  # UnknownTopicOrPartition before anything is written
     # No member, epoch -1: the coordinator accepts it only while the group is still empty (S6.4).
-    GroupCoordinator(root).commit_offsets(group_id, "", NO_MEMBER_EPOCH, dict(offsets))
+    GroupCoordinator(root, retry=retry).commit_offsets(group_id, "", NO_MEMBER_EPOCH, dict(offsets))
     return ConsumerGroupTopicPartitions(
         group_id, [TopicPartition(t, p, offset, metadata or None) for (t, p), (offset, metadata) in sorted(offsets.items())]
     )
 
 
-def delete_group(root: str, group_id: str) -> None:
+def delete_group(root: str, group_id: str, *, retry: RetryPolicy = DEFAULT_POLICY) -> None:
     """Delete an empty group and its committed offsets (GroupIdNotFound, NonEmptyGroup)."""
     _existing(root, group_id)
-    GroupCoordinator(root).delete_group(group_id)
+    GroupCoordinator(root, retry=retry).delete_group(group_id)
 
 
 def _existing(root: str, group_id: str) -> Group:

@@ -38,6 +38,7 @@ from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_pa
 from lakelog.log.records import next_sequence
 from lakelog.config import storage_options
 from lakelog.store import check_root
+from lakelog.store.retry import Backoff, RetryPolicy
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 CALLBACK_KEYS = ("on_delivery", "error_cb")
@@ -171,6 +172,8 @@ class Producer:
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
         self.config = config.load("producer", values)
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
+        # retry.backoff.ms / retry.backoff.max.ms: every retry of this producer and of the coordinators it calls.
+        self._retry = RetryPolicy.from_config(self.config)
         self._default_on_delivery: DeliveryCallback | None = callbacks.get("on_delivery")
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._num_partitions: dict[str, int] = {}
@@ -338,7 +341,7 @@ class Producer:
             return
         if self._groups is None:
             # Kept: the coordinator replays __consumer_offsets incrementally from where it last read.
-            self._groups = GroupCoordinator(self._root)
+            self._groups = GroupCoordinator(self._root, retry=self._retry)
         groups = self._groups
         offsets_partition = groups.offsets_partition(group_metadata.group_id)
         if offsets_partition not in self._transaction_partitions:
@@ -377,7 +380,7 @@ class Producer:
         if self._coordinator is None:
             from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 
-            self._coordinator = TransactionCoordinator(self._root, partition_logs=self._lend_log)
+            self._coordinator = TransactionCoordinator(self._root, partition_logs=self._lend_log, retry=self._retry)
         try:
             return request(self._coordinator)
         except FatalError as error:
@@ -444,7 +447,7 @@ class Producer:
         if not self.config["enable.idempotence"]:
             return BatchHeader(expected_offset=expected_offset)
         if self._producer_id is None:
-            self._producer_id = allocate_producer_id(self._root, self.config["client.id"])
+            self._producer_id = allocate_producer_id(self._root, self.config["client.id"], retry=self._retry)
         return BatchHeader(
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
@@ -476,10 +479,11 @@ class Producer:
         try:
             if self._transactional_id is not None:
                 self._add_to_transaction(tp)
+            # One backoff for the whole send: lost races and storage failures grow the same wait.
+            backoff = self._retry.start(self.config["message.timeout.ms"] / 1000)
             # Allocating a producer id is safe to retry: an id lost to a failure is only a gap in the ids.
-            deadline = time.monotonic() + self.config["message.timeout.ms"] / 1000
-            header = self._retrying(tp, len(messages), lambda: self._header(tp, batch.expected_offset), deadline)
-            base_offset = self._append_with_retries(tp, payload, header)
+            header = self._retrying(tp, len(messages), lambda: self._header(tp, batch.expected_offset), backoff)
+            base_offset = self._append_with_retries(tp, payload, header, backoff)
             if header.is_idempotent:
                 self._sequences[tp] = next_sequence(header.base_sequence + len(messages) - 1)
         except KafkaException as exception:
@@ -524,21 +528,20 @@ class Producer:
         )
         self._transaction_partitions |= wanted
 
-    def _append_with_retries(self, tp: tuple[str, int], payload: pa.Table, header: BatchHeader) -> int:
+    def _append_with_retries(self, tp: tuple[str, int], payload: pa.Table, header: BatchHeader, backoff: Backoff) -> int:
         """Append, retrying a storage failure with the same sequence: a retry that
         finds its batch already in the log gets the original offsets (S3.2)."""
-        deadline = time.monotonic() + self.config["message.timeout.ms"] / 1000
         # Without a producer id an ambiguous storage failure cannot be retried safely.
         return self._retrying(
             tp,
             payload.num_rows,
-            lambda: self._log(tp).append(payload, header, timeout_s=max(deadline - time.monotonic(), 0.0)).base_offset,
-            deadline,
+            lambda: self._log(tp).append(payload, header, backoff=backoff).base_offset,
+            backoff,
             retry_storage_errors=header.is_idempotent,
         )
 
-    def _retrying(self, tp: tuple[str, int], count: int, call, deadline: float, *, retry_storage_errors: bool = True):
-        """`call()`, again after `retry.backoff.ms` on a retriable error, up to `retries` times or `deadline`."""
+    def _retrying(self, tp: tuple[str, int], count: int, call, backoff: Backoff, *, retry_storage_errors: bool = True):
+        """`call()`, again after the backoff's wait on a retriable error, up to `retries` times or its deadline."""
         attempts = 0
         while True:
             try:
@@ -546,13 +549,14 @@ class Producer:
             except RetriableError as error:
                 attempts += 1
                 retry_allowed = retry_storage_errors or not isinstance(error, KafkaStorageError)
-                if attempts > self.config["retries"] or time.monotonic() >= deadline or not retry_allowed:
+                if attempts > self.config["retries"] or backoff.expired() or not retry_allowed:
                     raise
                 log.warning(
                     "%s-%d: retrying a batch of %d (attempt %d) after %s: %s",
                     tp[0], tp[1], count, attempts + 1, error.error.name(), error,
                 )
-                time.sleep(self.config["retry.backoff.ms"] / 1000)
+                if not backoff.wait():
+                    raise
 
     def _serve_reports(self) -> int:
         served = 0

@@ -17,8 +17,9 @@ from lakelog.coordinator import TransactionMetadata, TxnState
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.errors import InvalidTxnState, UnknownProducerId
 from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, topic_config
-from lakelog.log.partition import wall_clock_ms
+from lakelog.log.partition import APPEND_TIMEOUT_S, wall_clock_ms
 from lakelog.log.records import MAX_EPOCH
+from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,9 @@ def find_hanging_transactions(root: str, topic: str | None = None, now_ms: int |
     return hanging
 
 
-def abort_hanging_transaction(root: str, topic: str, partition: int, producer_id: int) -> int:
+def abort_hanging_transaction(
+    root: str, topic: str, partition: int, producer_id: int, *, retry: RetryPolicy = DEFAULT_POLICY
+) -> int:
     """Close a hanging transaction with an ABORT marker one epoch above the partition's (KIP-664).
 
     Refused (InvalidTxnState) if the coordinator still covers the transaction:
@@ -184,7 +187,9 @@ def abort_hanging_transaction(root: str, topic: str, partition: int, producer_id
     entry = log.producer_entry(producer_id)
     if entry is None or entry.producer_epoch >= MAX_EPOCH:
         raise UnknownProducerId(f"{topic}-{partition} has no usable epoch for producer id {producer_id}", producer_id=producer_id)
-    return log.append_marker(producer_id, entry.producer_epoch + 1, ControlType.ABORT).base_offset
+    return log.append_marker(
+        producer_id, entry.producer_epoch + 1, ControlType.ABORT, backoff=retry.start(APPEND_TIMEOUT_S)
+    ).base_offset
 
 
 def _producer_ids(log: PartitionLog) -> list[int]:

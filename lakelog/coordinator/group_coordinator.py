@@ -31,6 +31,7 @@ from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import PartitionLog, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
+from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 CONSUMER_OFFSETS_LOG = "__consumer_offsets"
 
@@ -46,10 +47,12 @@ class GroupCoordinator:
         assignor: str | None = None,
         group_config: GroupConfig | None = None,
         clock: Clock = wall_clock_ms,
+        retry: RetryPolicy = DEFAULT_POLICY,
     ) -> None:
         """Settings come from the broker config (`lakelog/conf/broker.properties`), with the `assignor` a
-        member asked for; `group_config` replaces them all (tests)."""
+        member asked for; `group_config` replaces them all (tests). `retry` times the retries of lost races."""
         self.root = root
+        self.retry = retry
         broker = config_module.load("broker", broker_config)
         self._requested_partitions = broker["offsets.topic.num.partitions"]
         self.group_config = group_config or GroupConfig.from_broker_config(broker, assignor)
@@ -199,6 +202,7 @@ class GroupCoordinator:
                 handlers.record_key,
                 apply_marker=handlers.replay_marker,
                 codec=StateCodec(handlers.snapshot_of, handlers.state_from_snapshot),
+                retry=self.retry,
             )
         return self._logs[partition]
 

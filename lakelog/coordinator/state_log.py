@@ -7,7 +7,9 @@ outcome's records as one batch whose expected offset is that log end offset
 (KIP-27's conditional append, S2.1). If anyone appended in between, for this
 key or another one of the same partition, the append is refused with
 `OffsetMismatch`, the new records are replayed and the request is decided
-again: no decision is ever committed on a stale state.
+again: no decision is ever committed on a stale state. A lost commit race
+waits out the retry policy's backoff (lakelog.store.retry) first, one backoff
+per request.
 
 A record is one row: key = the coordinator key (a transactional.id, a group id),
 value = the record as JSON. Replay is incremental: only rows past the last
@@ -27,7 +29,6 @@ missing, unreadable or does not fit is skipped, and replay starts earlier.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -36,6 +37,7 @@ import pyarrow as pa
 
 from lakelog.errors import CorruptRecord, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, ControlType, PartitionLog, payload_table
+from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 from lakelog.store.sidecar import read_snapshots, write_snapshot
 
 S = TypeVar("S")
@@ -70,7 +72,7 @@ class CoordinatorLog(Generic[S]):
 
     `key_of(record)` names a record's key; `decode(key, row)` turns a stored row
     back into a record; `apply(state, record)` folds one record into the state
-    (in place) and returns it.
+    (in place) and returns it; `retry` times the retries of lost races.
     """
 
     def __init__(
@@ -82,8 +84,10 @@ class CoordinatorLog(Generic[S]):
         key_of: Callable[[Any], str],
         apply_marker: Callable[[S, int, int, ControlType], S] | None = None,
         codec: StateCodec[S] | None = None,
+        retry: RetryPolicy = DEFAULT_POLICY,
     ) -> None:
         self.log = log
+        self.retry = retry
         self.state = state
         self._decode = decode
         self._apply = apply
@@ -138,7 +142,7 @@ class CoordinatorLog(Generic[S]):
         request is decided again after catching up). An answer without records
         (a refusal, a verification) is only returned once it holds on the latest state.
         """
-        deadline = time.monotonic() + timeout_s
+        backoff = self.retry.start(timeout_s)
         caught_up = False
         if self.log.log_end_offset() > self.position:
             # Rows the handle in hand already holds (a marker written through it): replay, no reload.
@@ -155,9 +159,10 @@ class CoordinatorLog(Generic[S]):
                 caught_up = True
                 continue
             try:
-                self.log.append(self._encode(outcome.records), BatchHeader(expected_offset=self.position))
+                # A lost commit race waits in there, on this request's backoff, before the append decides again.
+                self.log.append(self._encode(outcome.records), BatchHeader(expected_offset=self.position), backoff=backoff)
             except OffsetMismatch:
-                if time.monotonic() > deadline:
+                if backoff.expired():
                     raise KafkaTimeout(
                         f"{self.log.topic}-{self.log.partition}: gave up after {timeout_s:g} s of lost races"
                     ) from None

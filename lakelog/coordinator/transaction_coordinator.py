@@ -14,7 +14,6 @@ processes may do it at once), then record `Complete*`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,12 +33,11 @@ from lakelog.coordinator.transaction import (
 )
 from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout
 from lakelog.log import PartitionLog, allocate_producer_id, open_partition
-from lakelog.log.partition import Clock, wall_clock_ms
+from lakelog.log.partition import APPEND_TIMEOUT_S, Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
+from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 TRANSACTION_STATE_LOG = "__transaction_state"
-# How long init_producer_id waits between looks at a transaction someone else is finishing.
-RETRY_BACKOFF_S = 0.05
 # Fault points, in the order `finish` meets them (tests kill a process at one of them).
 FAULT_AFTER_DECISION = "after_decision"
 FAULT_AFTER_MARKER = "after_marker"
@@ -74,11 +72,14 @@ class TransactionCoordinator:
         clock: Clock = wall_clock_ms,
         fault: FaultHook | None = None,
         partition_logs: Callable[[str, int], PartitionLog | None] | None = None,
+        retry: RetryPolicy = DEFAULT_POLICY,
     ) -> None:
         """`partition_logs(topic, partition)` lends the caller's open partition logs for markers (None:
         open one here): the producer's own handle already holds the snapshot its data made, so its
-        marker needs no reload, and the next write on that handle does not lose a race to the marker."""
+        marker needs no reload, and the next write on that handle does not lose a race to the marker.
+        `retry` times every retry: lost races on the logs, and waits for another process's finish."""
         self.root = root
+        self.retry = retry
         broker = config_module.load("broker", broker_config)
         self.config = TransactionConfig.from_broker_config(broker)
         self._requested_partitions = broker["transaction.state.log.num.partitions"]
@@ -105,14 +106,14 @@ class TransactionCoordinator:
         timeout_error = txn.check_transaction_timeout(transaction_timeout_ms, self.config)
         if timeout_error is not None:
             raise timeout_error
-        deadline = time.monotonic() + timeout_s
+        backoff = self.retry.start(timeout_s)
         allocated: list[int] = []
 
         def new_producer_id(current: TransactionMetadata | None) -> int | None:
             if not txn.init_needs_producer_id(current):
                 return None
             if not allocated:
-                allocated.append(allocate_producer_id(self.root, transactional_id))
+                allocated.append(allocate_producer_id(self.root, transactional_id, retry=self.retry))
             return allocated[0]
 
         while True:
@@ -132,11 +133,10 @@ class TransactionCoordinator:
             if not isinstance(outcome.error, ConcurrentTransactions):
                 raise outcome.error
             self.finish(transactional_id)
-            if time.monotonic() > deadline:
+            if not backoff.wait():
                 raise KafkaTimeout(
                     f"init of transactional.id {transactional_id!r} waited {timeout_s:g} s for its last transaction to finish"
                 ) from outcome.error
-            time.sleep(RETRY_BACKOFF_S)
 
     def add_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartitionKey]
@@ -175,7 +175,7 @@ class TransactionCoordinator:
             if not txn.end_needs_producer_id(current):
                 return None
             if not allocated:
-                allocated.append(allocate_producer_id(self.root, transactional_id))
+                allocated.append(allocate_producer_id(self.root, transactional_id, retry=self.retry))
             return allocated[0]
 
         result = self._run(
@@ -195,7 +195,9 @@ class TransactionCoordinator:
         if markers is None:
             return current
         for index, (topic, partition) in enumerate(markers.partitions):
-            self._partition(topic, partition).append_marker(markers.producer_id, markers.producer_epoch, markers.control)
+            self._partition(topic, partition).append_marker(
+                markers.producer_id, markers.producer_epoch, markers.control, backoff=self.retry.start(APPEND_TIMEOUT_S)
+            )
             self._hit(FAULT_AFTER_MARKER, transactional_id=transactional_id, index=index, topic=topic, partition=partition)
         self._hit(FAULT_BEFORE_COMPLETE, transactional_id=transactional_id)
         outcome = self._log_of(transactional_id).run(
@@ -275,6 +277,7 @@ class TransactionCoordinator:
                 txn.replay,
                 lambda record: record.transactional_id,
                 codec=StateCodec(txn.snapshot_of, txn.state_from_snapshot),
+                retry=self.retry,
             )
         return self._logs[partition]
 

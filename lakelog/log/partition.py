@@ -1,9 +1,10 @@
 """A topic-partition log on one Delta table: append (S1, S2, S3), fetch and isolation (S5).
 
 Every append is decided on the snapshot in hand (LEO, the producer's entry, the
-topic config) and committed as exactly the next version. A lost race reloads the
-snapshot and decides again; a refusal is only returned once it holds on the
-latest snapshot, so nothing is ever refused on stale state either.
+topic config) and committed as exactly the next version. A lost race waits out the
+retry policy's backoff (lakelog.store.retry), reloads the snapshot and decides
+again; a refusal is only returned once it holds on the latest snapshot, so nothing
+is ever refused on stale state either.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.store import FileEntry, Table
 from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, refresh_if_stale
+from lakelog.store.retry import DEFAULT_POLICY, Backoff
 
 LOG_END_OFFSET_APP_ID = "lakelog.log_end_offset"
+# How long an append keeps retrying lost commit races by default.
+APPEND_TIMEOUT_S = 300.0
 Clock = Callable[[], int]
 
 
@@ -143,19 +147,23 @@ class PartitionLog:
         header: BatchHeader = BatchHeader(),
         *,
         app_versions: Mapping[str, int] | None = None,
-        timeout_s: float = 300.0,
+        timeout_s: float = APPEND_TIMEOUT_S,
+        backoff: Backoff | None = None,
     ) -> AppendResult:
         """Append a batch atomically as one commit with dense offsets, or refuse it whole.
 
+        A lost commit race waits `backoff` (the caller's, whose deadline then replaces
+        `timeout_s`; else the package's retry policy) before it decides again.
         Raises OffsetMismatch (S2.1), PolicyViolation (S2.3), OutOfOrderSequence,
-        UnknownProducerId, InvalidProducerEpoch (S3); a refused batch writes nothing.
+        UnknownProducerId, InvalidProducerEpoch (S3); a refused batch writes nothing;
+        KafkaTimeout once the deadline passed in lost races.
         """
         if not isinstance(header, BatchHeader):
             raise InvalidRequest(f"header must be a BatchHeader, not {type(header).__name__}")
         payload = conform_payload(payload)
         if payload.num_rows == 0:
             raise PolicyViolation("a batch must hold at least one record")
-        deadline = time.monotonic() + timeout_s
+        backoff = backoff or DEFAULT_POLICY.start(timeout_s)
         while True:
             refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
             now_ms = self._clock()
@@ -178,13 +186,19 @@ class PartitionLog:
                 versions.update(known.app_versions())
                 if set(known.app_versions()) & set(app_versions or {}):
                     known = None  # app_versions rewrote this producer's entry: read it back when needed
-            version = self._commit(rows, new_leo, versions, known, deadline, timeout_s)
+            version = self._commit(rows, new_leo, versions, known, backoff)
             if version is None:
                 continue
             return AppendResult(decision.base_offset, new_leo - 1, version)
 
     def append_marker(
-        self, producer_id: int, producer_epoch: int, control: ControlType, *, timeout_s: float = 300.0
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        control: ControlType,
+        *,
+        timeout_s: float = APPEND_TIMEOUT_S,
+        backoff: Backoff | None = None,
     ) -> AppendResult:
         """Write the COMMIT/ABORT marker of `producer_id`'s transaction as one control row (S4.5, S4.6).
 
@@ -194,7 +208,7 @@ class PartitionLog:
         Idempotent: if the partition already saw `producer_epoch` (or a newer one)
         for this producer id, the marker was written before and nothing is
         appended (`duplicate=True`, offsets -1). Never refused for a missing
-        expected offset: markers are not the producer's batches.
+        expected offset: markers are not the producer's batches. Lost races wait as in `append`.
         """
         if not isinstance(control, ControlType):
             raise InvalidRequest(f"control must be a ControlType, not {control!r}")
@@ -203,7 +217,7 @@ class PartitionLog:
         if not header.is_idempotent:
             raise InvalidRequest(f"a marker needs a producer id, not {producer_id}")
         payload = conform_payload(pa.table({"value": pa.array([None], pa.binary())}))
-        deadline = time.monotonic() + timeout_s
+        backoff = backoff or DEFAULT_POLICY.start(timeout_s)
         while True:
             refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
             entry = self.producer_entry(producer_id)
@@ -214,7 +228,7 @@ class PartitionLog:
             marked = ProducerEntry(producer_id, producer_epoch, NO_SEQUENCE, now_ms)
             rows = stamp(payload, leo, header, now_ms * 1000, control)
             versions = {LOG_END_OFFSET_APP_ID: leo + 1, **marked.app_versions()}
-            version = self._commit(rows, leo + 1, versions, marked, deadline, timeout_s)
+            version = self._commit(rows, leo + 1, versions, marked, backoff)
             if version is None:
                 continue
             return AppendResult(leo, leo, version)
@@ -225,22 +239,24 @@ class PartitionLog:
         new_leo: int,
         versions: Mapping[str, int],
         known: ProducerEntry | None,
-        deadline: float,
-        timeout_s: float,
+        backoff: Backoff,
     ) -> int | None:
         """Commit `rows` as exactly the next version, then maintain the table; returns the version.
 
-        None if another writer took that version (the caller decides again on the
-        reloaded snapshot); KafkaTimeout once `deadline` has passed. `known` is the
-        producer entry this commit records, kept so the next decision needs no lookup.
+        None if another writer took that version: after the backoff's wait the
+        snapshot is reloaded, and the caller decides again on it. KafkaTimeout once
+        the backoff's deadline has passed. `known` is the producer entry this commit
+        records, kept so the next decision needs no lookup.
         """
         try:
             version = self.table.append(rows, app_versions=versions, compression=self.config.compression_type)
         except CommitConflict:
-            if time.monotonic() > deadline:
+            if not backoff.wait():
                 raise KafkaTimeout(
-                    f"{self.topic}-{self.partition}: gave up after {timeout_s:g} s of lost commit races"
+                    f"{self.topic}-{self.partition}: gave up at its deadline after {backoff.retries + 1} lost commit races"
                 ) from None
+            # Others committed while this writer waited: decide on what they left, not on what it lost to.
+            self.refresh()
             return None
         self._leo = (version, new_leo)
         self._producers_version = version

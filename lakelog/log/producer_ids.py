@@ -2,7 +2,8 @@
 
 `<root>/__producer_ids/` is a Delta table with one row per allocated id; the next
 free id is a `txn` action of the same commit, so allocation is O(1) and two
-processes racing for an id get different ones (the loser reloads and takes the next).
+processes racing for an id get different ones (the loser waits out the retry
+policy's backoff, reloads and takes the next).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pyarrow as pa
 
 from lakelog.errors import CommitConflict
 from lakelog.store import Table, check_root
+from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 PRODUCER_IDS_DIR = "__producer_ids"
 NEXT_ID_APP_ID = "lakelog.next_producer_id"
@@ -25,9 +27,10 @@ SCHEMA = pa.schema(
 )
 
 
-def allocate_producer_id(root: str, client_id: str = "") -> int:
-    """Allocate a producer id unique across every process using this root."""
+def allocate_producer_id(root: str, client_id: str = "", *, retry: RetryPolicy = DEFAULT_POLICY) -> int:
+    """Allocate a producer id unique across every process using this root; lost races back off by `retry`."""
     table, _ = Table.create(check_root(root) / PRODUCER_IDS_DIR, SCHEMA, {})
+    backoff = retry.start(None)
     while True:
         producer_id = table.app_version(NEXT_ID_APP_ID) or 0
         row = pa.table(
@@ -42,4 +45,5 @@ def allocate_producer_id(root: str, client_id: str = "") -> int:
             table.append(row, app_versions={NEXT_ID_APP_ID: producer_id + 1})
             return producer_id
         except CommitConflict:
-            continue
+            backoff.wait()
+            table.refresh()
