@@ -11,7 +11,10 @@ two faulty tries (usually tries 1 and 2):
   call (S4.1).
 A second run after new input transforms only the new rows. After each run the
 output (read_committed) holds every input row exactly once, and the group's
-committed offsets are at the input's LSO.
+committed offsets are at the input's LSO. Then the example DAG
+(airflow/dags/lakelog_transform.py) runs once with its params pointed at the
+same input: its output holds each input row once, and the output topic's Asset
+gets its event through the DAG's AssetAlias.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from tests.airflow.scheduler import Airflow
 
 pytestmark = [pytest.mark.slow]
 DAG_FILE = Path(__file__).parent / "dags" / "lakelog_test_transform.py"
+EXAMPLE_DAG_FILE = Path(__file__).parents[2] / "airflow" / "dags" / "lakelog_transform.py"
 DAG_ID = "lakelog_test_transform"
+EXAMPLE_DAG_ID = "lakelog_transform"
 PARTITIONS = 3
 HEARTBEAT_TIMEOUT_S = 10
 TRANSACTIONAL_ID = "lakelog.transform.lakelog_test_transform.transform.-1"
@@ -47,13 +52,13 @@ def produce(root: str, ids: range) -> None:
     producer.flush()
 
 
-def output(root: str, isolation_level: str = READ_COMMITTED) -> Counter:
-    ids: Counter = Counter()
+def output(root: str, isolation_level: str = READ_COMMITTED, topic: str = "events-tagged", field: str = "id") -> Counter:
+    found: Counter = Counter()
     for partition in range(PARTITIONS):
-        rows = open_partition(root, "events-tagged", partition).fetch(0, max_records=1_000_000, isolation_level=isolation_level).rows
+        rows = open_partition(root, topic, partition).fetch(0, max_records=1_000_000, isolation_level=isolation_level).rows
         rows = rows.filter(rows.column("control").is_null())
-        ids.update(json.loads(value)["id"] for value in rows.column("value").to_pylist())
-    return ids
+        found.update(json.loads(value)[field] for value in rows.column("value").to_pylist())
+    return found
 
 
 def offsets_at_the_lso(root: str) -> tuple[dict[int, int], dict[int, int]]:
@@ -80,13 +85,18 @@ def gone(pid: int) -> bool:
 
 @pytest.fixture
 def scheduler(tmp_path):
-    """An Airflow whose DAGs folder holds only the transform test DAG, on a fresh local root."""
+    """An Airflow whose DAGs folder holds the transform test DAG and the example DAG, on a fresh local root."""
     dags = tmp_path / "dags"
     dags.mkdir()
-    shutil.copy(DAG_FILE, dags / DAG_FILE.name)
+    for dag_file in (DAG_FILE, EXAMPLE_DAG_FILE):
+        shutil.copy(dag_file, dags / dag_file.name)
     root = str(tmp_path / "lake")
+    # orders and orders-enriched are the example DAG's defaults: its cron runs find nothing to do and write nothing.
     AdminClient({"lakelog.root": root}).create_topics(
-        [NewTopic("events", num_partitions=PARTITIONS), NewTopic("events-tagged", num_partitions=PARTITIONS)]
+        [
+            NewTopic(name, num_partitions=PARTITIONS)
+            for name in ("events", "events-tagged", "events-enriched", "orders", "orders-enriched")
+        ]
     )
     faults = tmp_path / "faults"
     faults.mkdir()
@@ -98,7 +108,7 @@ def scheduler(tmp_path):
         extra_env={"LAKELOG_TEST_FAULTS": str(faults)},
     )
     try:
-        airflow.start([DAG_ID])
+        airflow.start([DAG_ID, EXAMPLE_DAG_ID])
         airflow.wait(lambda: api_ready(airflow), 120, "the API server to answer")
         yield airflow, root, faults
     finally:
@@ -153,7 +163,8 @@ def test_S4_1_S4_2_S7_1_a_retry_after_a_partial_write_and_a_zombie_leave_each_ro
     def log_of(run: str, attempt: int) -> str:
         return next(text for path, text in logs.items() if f"run_id={run}" in path and f"attempt={attempt}." in path)
 
-    # The retry went on from where the zombie's last committed transaction left the group.
+    # The killed try had committed its first transaction; the retry went on from where the zombie's left the group.
+    assert f"transaction 1 of {TRANSACTIONAL_ID} committed: 60 records in, 60 out; offsets events-0 none->60" in log_of("run-1", killed)
     assert f"transaction 1 of {TRANSACTIONAL_ID} committed: 60 records in, 60 out; offsets events-1 20->80" in log_of("run-1", retry)
     assert "PRODUCER_FENCED" in log_of("run-1", stopped["try"])
     assert "transformed 150 records of events into 150 of events-tagged" in log_of("run-2", 1)
@@ -163,3 +174,21 @@ def test_S4_1_S4_2_S7_1_a_retry_after_a_partial_write_and_a_zombie_leave_each_ro
         topic_asset_uri(root, "events-tagged"),
     )
     assert events[0][0] == 2, events
+
+    # The example DAG, pointed by its params at the same input with a group of its own.
+    params = {"input_topic": "events", "output_topic": "events-enriched", "group_id": "enricher"}
+    airflow.trigger(EXAMPLE_DAG_ID, "example-1", conf=params)
+    state = airflow.wait(
+        lambda: airflow.runs(EXAMPLE_DAG_ID).get("example-1", {}).get("state") in ("success", "failed")
+        and airflow.runs(EXAMPLE_DAG_ID)["example-1"]["state"],
+        300,
+        "the example DAG's run to end",
+    )
+    assert state == "success", "\n".join(airflow.task_logs(EXAMPLE_DAG_ID, "enrich").values())[-3000:]
+    sources = output(root, topic="events-enriched", field="source")
+    assert len(sources) == 450 and set(sources.values()) == {1}
+    events = airflow.query(
+        "SELECT count(*) FROM asset_event JOIN asset ON asset.id = asset_event.asset_id WHERE asset.uri = ?",
+        topic_asset_uri(root, "events-enriched"),
+    )
+    assert events[0][0] == 1, events
