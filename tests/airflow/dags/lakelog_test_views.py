@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG
@@ -30,7 +30,9 @@ def record_failure(context) -> None:
 
 
 with DAG(dag_id="lakelog_test_orders_load", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
-    LakelogLoadOperator(task_id="load_orders", topic="orders", source=SOURCE, unit="orders-batch-1")
+    LakelogLoadOperator(
+        task_id="load_orders", topic="orders", source=SOURCE, unit="orders-batch-1", retries=2, retry_delay=timedelta(seconds=5)
+    )
 
 
 with DAG(
