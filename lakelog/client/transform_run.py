@@ -35,7 +35,6 @@ offsets: that one is aborted first, since no offset can be read past it.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +61,7 @@ from lakelog.errors import (
 from lakelog.log import READ_COMMITTED, open_partition, topic_config
 from lakelog.log.scan import KAFKA_SCHEMA, LATEST, PartitionScan, plan_scan
 from lakelog.store import Location, check_root
+from lakelog.store.retry import RetryPolicy
 
 log = logging.getLogger("lakelog.transform")
 
@@ -271,8 +271,8 @@ class _TransformRun:
 
     def _committed(self, wait: bool) -> dict[int, int | None] | None:
         """The group's committed offset of each input partition (None: none), read only; None if a transaction holds one
-        (then, with `wait`, asked again until `stable_offsets_timeout_s`, S7.3)."""
-        deadline = time.monotonic() + self.stable_timeout_s
+        (then, with `wait`, asked again after the producer's backoff until `stable_offsets_timeout_s`, S7.3)."""
+        backoff = RetryPolicy.from_config(self.producer.config).start(self.stable_timeout_s) if wait and self.producer else None
         wanted = [(self.input_topic, p) for p in range(self.input_partitions)]
         while True:
             group = read_group(self.location, self.group_id)
@@ -286,14 +286,13 @@ class _TransformRun:
                 return {tp[1]: None if record is None else record.offset for tp, record in outcome.response.items()}
             if not isinstance(outcome.error, UnstableOffsetCommit):
                 raise outcome.error
-            if not wait:
+            if backoff is None:
                 return None
-            if time.monotonic() > deadline:
+            if not backoff.wait():
                 raise UnstableOffsetCommit(
                     f"another transaction held group {self.group_id!r}'s offsets of {self.input_topic} for "
                     f"{self.stable_timeout_s:g} s; retry once it has ended or the sweep has aborted it"
                 )
-            time.sleep(0.2)
 
     def _plan(self, committed: Mapping[int, int | None]) -> _Reader:
         """Scans of every input partition from the committed offset (the log start if none or below it) to the LSO now."""
@@ -393,6 +392,8 @@ class _TransformRun:
             producer.produce(self.output_topic, value=value, key=key, headers=header, timestamp=timestamp or 0)
 
     def _commit(self, producer: Producer) -> None:
+        """Commit, trying a retriable failure again after the producer's backoff (retry.backoff.ms, .max.ms)."""
+        backoff = RetryPolicy.from_config(producer.config).start(None)
         for attempt in range(COMMIT_RETRIES):
             try:
                 producer.commit_transaction()
@@ -401,7 +402,7 @@ class _TransformRun:
                 if not error.error.retriable() or attempt == COMMIT_RETRIES - 1:
                     raise
                 log.warning("commit of %s failed (%s), trying again: %s", self.transactional_id, error.error.name(), error)
-                time.sleep(0.1 * (attempt + 1))
+                backoff.wait()
 
     def _abort(self, producer: Producer, error: BaseException) -> None:
         """Abort the open transaction; if this producer was fenced meanwhile, say so (S4.1) rather than the error."""
