@@ -52,14 +52,14 @@ class LoadResult:
 def default_load_id(source: Location | str) -> str:
     """A load is named by its source's bytes, so a touched or re-copied file resumes the same load."""
     digest = hashlib.sha256()
-    with _open(Location.of(source, what="source")) as handle:
+    with open_source(Location.of(source, what="source")) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:16]
 
 
 @contextlib.contextmanager
-def _open(source: Location) -> Iterator[BinaryIO]:
+def open_source(source: Location) -> Iterator[BinaryIO]:
     """The source's bytes, buffered (line iteration works), through the file-IO layer of its scheme."""
     with source.io.open_input(source.uri) as raw:
         yield io.BufferedReader(raw, 1 << 20)
@@ -171,7 +171,7 @@ def _recover(log: PartitionLog, start_id: str, rows_id: str, start: int, done: i
 def count_rows(path: Location, kind: str) -> int:
     if kind == "parquet":
         return path.io.parquet_metadata(path.uri).num_rows
-    with _open(path) as handle:
+    with open_source(path) as handle:
         if kind == "csv":
             return sum(batch.num_rows for batch in pacsv.open_csv(handle))
         return sum(1 for line in handle if line.strip())
@@ -186,7 +186,7 @@ def source_payloads(path: Location, kind: str, key_column: str | None, batch_rec
     if kind == "jsonl":
         yield from _jsonl_payloads(path, key_column, batch_records)
         return
-    with _open(path) as handle:
+    with open_source(path) as handle:
         if kind == "parquet":
             batches = pq.ParquetFile(handle).iter_batches(batch_size=batch_records)
         else:
@@ -216,7 +216,7 @@ def _rows_payload(rows: list[dict], key_column: str | None) -> pa.Table:
 def _jsonl_payloads(path: Location, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
     values: list[bytes] = []
     keys: list[bytes | None] = []
-    with _open(path) as handle:
+    with open_source(path) as handle:
         for number, line in enumerate(handle, start=1):
             line = line.strip()
             if not line:

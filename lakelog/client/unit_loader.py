@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from lakelog import config
 from lakelog.client.batch_writer import TransactionalBatchWriter
-from lakelog.client.loader import count_rows, source_format, source_payloads
+from lakelog.client.loader import count_rows, open_source, source_format, source_payloads
 from lakelog.client.producer import partition_for
 from lakelog.errors import InvalidRequest, PurgeQueue
 from lakelog.log import topic_config
@@ -173,12 +173,8 @@ def _probe(path: Location, kind: str, key_column: str | None) -> None:
             with path.io.open_input(path.uri) as handle:
                 names = pacsv.open_csv(handle).schema.names
         else:
-            with path.io.open_input(path.uri) as handle:
-                first = b""
-                for line in iter(lambda: handle.readline(), b""):
-                    if line.strip():
-                        first = line
-                        break
+            with open_source(path) as handle:
+                first = next((line for line in handle if line.strip()), b"")
             record = json.loads(first) if first else {}
             if not isinstance(record, dict):
                 raise ValueError("a line is not a JSON object")

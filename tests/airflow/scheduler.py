@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,15 @@ class Airflow:
                 start_new_session=True,
             )
         self.wait(lambda: all(self.dag_parsed(dag_id) for dag_id in dag_ids), timeout_s, f"DAGs {dag_ids} to be parsed")
+        # A task started before the API server answers cannot report, and its supervisor kills it unstarted.
+        self.wait(lambda: self.api_answers(), timeout_s, "the API server to answer")
+
+    def api_answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/execution/health", timeout=5) as response:
+                return response.status == 200
+        except OSError:
+            return False
 
     def stop(self) -> None:
         if self.process is None:

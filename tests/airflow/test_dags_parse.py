@@ -22,4 +22,4 @@ def test_the_shipped_dags_parse(monkeypatch, tmp_path, connection):
     bag = DagBag(str(DAGS))
     assert bag.import_errors == {}
     assert SHIPPED <= set(bag.dag_ids)
-    assert bag.get_dag("lakelog_daily_backfill").get_task("load_day").topic == "events"
+    assert bag.dags["lakelog_daily_backfill"].get_task("load_day").topic == "events"

@@ -76,6 +76,20 @@ def test_S2_4_a_unit_loads_once_and_a_repeat_appends_nothing_and_says_where_it_i
     assert set(first.as_dict()) == {"topic", "unit", "loaded", "rows", "offsets"}
 
 
+def test_csv_and_json_lines_sources_load_with_their_keys(lake, make_topic, sources):
+    topic = make_topic(partitions=PARTITIONS)
+    sources.io.write((sources / "a.csv").uri, b"id,amount\ne1,1\ne2,2\n")
+    sources.io.write((sources / "b.jsonl").uri, b'{"id": "e3", "amount": 3}\n\n{"id": "e4", "amount": 4}\n')
+    result = load_unit(lake, topic, [(sources / "a.csv").uri, (sources / "b.jsonl").uri], "mixed", key_column="id")
+    assert result.loaded and result.rows == 4
+    assert committed_ids(lake, topic) == Counter({"e1": 1, "e2": 1, "e3": 1, "e4": 1})
+    keys = set()
+    for partition in range(PARTITIONS):
+        rows = open_partition(lake, topic, partition).fetch(0, max_records=100, isolation_level=READ_COMMITTED).rows
+        keys.update(rows.column("key").to_pylist())
+    assert keys == {b"e1", b"e2", b"e3", b"e4"}
+
+
 def test_S4_2_an_attempt_that_died_halfway_is_aborted_and_the_next_loads_the_unit_once(lake, make_topic, sources):
     topic = make_topic(partitions=PARTITIONS)
     source = write_parquet(sources, "day.parquet", [f"b{i}" for i in range(200)])
