@@ -28,7 +28,7 @@ from lakelog.store import table as table_module
 
 WRITERS = 8
 BATCHES = 120
-BATCHES_QUICK = 25
+BATCHES_QUICK = 40
 ROUNDS = 3
 ROUNDS_QUICK = 1
 TARGET = 0.8
