@@ -19,4 +19,5 @@ BENCHMARKS = (
     "view_materialize",
     "s3_emulator",
     "airflow_load",
+    "short_lived_producers",
 )
