@@ -53,6 +53,7 @@ from lakelog.errors import CommitConflict
 from lakelog.log import READ_COMMITTED, topic_config
 from lakelog.log.scan import LATEST, PartitionScan, plan_scan
 from lakelog.store import Location, Table, check_root
+from pipelines._args import storage_option_pairs
 from lakelog.store.fileio import one_line
 from lakelog.store.maintenance import vacuum
 
@@ -233,12 +234,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True)
     parser.add_argument("--topic", required=True)
+    parser.add_argument(
+        "--storage-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a storage setting of the root (lakelog.storage.<key>), over the AWS_* environment; repeatable",
+    )
     args = parser.parse_args(argv)
+    root = Location.of(args.root, storage_option_pairs(parser, args.storage_option))
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName(f"lakelog materialize_committed_view {args.topic}").getOrCreate()
     started = time.monotonic()
-    report = materialize_committed_view(spark, args.root, args.topic)
+    report = materialize_committed_view(spark, root, args.topic)
     print(json.dumps({**report.__dict__, "seconds": round(time.monotonic() - started, 3)}))
     return 0
 

@@ -92,3 +92,22 @@ def test_importing_the_provider_package_does_not_import_airflow():
 
     code = "import sys, lakelog.airflow; lakelog.airflow.get_provider_info(); print('airflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_spark_jobs_get_secrets_in_their_environment_and_the_other_storage_options_as_arguments(monkeypatch):
+    from lakelog.airflow.hooks.spark_submit import SparkSubmitHook
+
+    connection = {
+        "conn_type": "lakelog",
+        "login": "AKEY",
+        "password": "SECRET",
+        "extra": {"root": "s3://bucket/lake", "storage_options": {"endpoint_url": "http://127.0.0.1:9", "timeout": "5s"}},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_LAKELOG_DEFAULT", json.dumps(connection))
+    hook = SparkSubmitHook()
+    command = hook.build_command("pipelines.partition_status", ["--topic", "orders"])
+    environment = hook.build_environment("pipelines.partition_status")
+    assert command[-6:] == ["--root", "s3://bucket/lake", "--topic", "orders", "--storage-option", "timeout=5s"]
+    assert "SECRET" not in " ".join(command) and "AKEY" not in " ".join(command)
+    assert (environment["AWS_ACCESS_KEY_ID"], environment["AWS_SECRET_ACCESS_KEY"]) == ("AKEY", "SECRET")
+    assert environment["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9"

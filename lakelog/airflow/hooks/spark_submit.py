@@ -17,7 +17,9 @@ The application is a module name (found with importlib, so an installed
 package works) or a `.py` path. With a `lakelog_conn_id`, the job gets the
 connection's root as `--root` and its storage options as the `AWS_*`
 environment variables lakelog's file IO reads (the environment, not the
-command line, which is logged and visible to `ps`). The Python driver and
+command line, which is logged and visible to `ps`); the few options no
+variable carries (timeouts and retries, never a secret) go as
+`--storage-option KEY=VALUE`, which lakelog's Spark jobs take. The Python driver and
 workers run this interpreter (`PYSPARK_PYTHON`, `PYSPARK_DRIVER_PYTHON`).
 """
 
@@ -190,6 +192,9 @@ class SparkSubmitHook(BaseHook):
         arguments = [str(argument) for argument in application_args]
         if self.lakelog_conn_id is not None and "--root" not in arguments:
             arguments = ["--root", LakelogHook(self.lakelog_conn_id).root, *arguments]
+            # Settings without an AWS_* variable (timeouts, retries; never secrets, which all have one).
+            for key, value in self._storage_arguments().items():
+                arguments += ["--storage-option", f"{key}={value}"]
         return [*command, path, *arguments]
 
     def build_environment(self, application: str) -> dict[str, str]:
@@ -212,14 +217,18 @@ class SparkSubmitHook(BaseHook):
         for raw_key, value in LakelogHook(self.lakelog_conn_id).storage_options.items():
             key = storage_key(raw_key)
             variable = S3_KEYS[key]
-            if variable is None:
-                self.log.warning(
-                    "storage option %s has no AWS_* variable, so the Spark job does not get it and uses its default",
-                    key,
-                )
-                continue
-            variables[variable] = str(value)
+            if variable is not None:
+                variables[variable] = str(value)
         return variables
+
+    def _storage_arguments(self) -> dict[str, str]:
+        """The connection's storage options that no AWS_* variable carries: given to the job as --storage-option."""
+        options = {}
+        for raw_key, value in LakelogHook(self.lakelog_conn_id).storage_options.items():
+            key = storage_key(raw_key)
+            if S3_KEYS[key] is None:  # never a secret: every one of SECRET_KEYS has its variable
+                options[key] = str(value)
+        return options
 
     def submit(self, application: str, application_args: Sequence[str] = ()) -> dict[str, Any] | None:
         """Run the job to its end, its output streamed into the task log line by line.
