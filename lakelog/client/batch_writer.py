@@ -28,7 +28,8 @@ is still open) does the writer fence and look again.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,8 @@ from lakelog.log.records import next_sequence
 from lakelog.log.topics import open_internal_partition
 from lakelog.store import check_root
 from lakelog.store.retry import Backoff, RetryPolicy
+
+logger = logging.getLogger(__name__)
 
 SINK_BATCHES_LOG = "__sink_batches"
 SINK_BATCHES_PARTITIONS = 8
@@ -98,14 +101,23 @@ class CommittedBatch:
 class TransactionalBatchWriter:
     """Writes batches of rows to many partitions, each batch as one transaction of `transactional_id`."""
 
-    def __init__(self, root: str, transactional_id: str, *, transaction_timeout_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        transactional_id: str,
+        *,
+        transaction_timeout_ms: int | None = None,
+        producer_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`producer_config`: producer configs (`transaction.timeout.ms`, `retry.backoff.ms`, `partitioner`, ...)
+        over the shipped defaults, validated; `transaction_timeout_ms` overrides its timeout."""
         self.root = check_root(root)
         if not isinstance(transactional_id, str) or not transactional_id:
             raise InvalidRequest(f"transactional.id must be a non-empty string, not {transactional_id!r}")
         self.transactional_id = transactional_id
-        defaults = config.load("producer", {"lakelog.root": self.root})
-        self.transaction_timeout_ms = transaction_timeout_ms or defaults["transaction.timeout.ms"]
-        self.retry = RetryPolicy.from_config(defaults)
+        self.config = config.load("producer", {**(producer_config or {}), "lakelog.root": self.root})
+        self.transaction_timeout_ms = transaction_timeout_ms or self.config["transaction.timeout.ms"]
+        self.retry = RetryPolicy.from_config(self.config)
         self._logs: dict[TopicPartitionKey, PartitionLog] = {}
         self._coordinator = TransactionCoordinator(
             self.root, partition_logs=lambda *tp: self._logs.get(tp), retry=self.retry
@@ -132,7 +144,7 @@ class TransactionalBatchWriter:
     def write_stream(
         self,
         partitions: Iterable[TopicPartitionKey],
-        rows: Iterable[tuple[TopicPartitionKey, pa.Table]] | Callable[[], Iterable[tuple[TopicPartitionKey, pa.Table]]],
+        rows: Iterable[tuple[TopicPartitionKey, pa.Table]],
         batch_id: int | None = None,
         *,
         note: Mapping[str, Any] | None = None,
@@ -140,9 +152,9 @@ class TransactionalBatchWriter:
         """`write`, for rows that arrive as a stream of (partition, payload) pairs in any order.
 
         Every partition a pair names must be in `partitions`, which are added to
-        the transaction before the first row is appended. `rows` may be a
-        callable that makes the stream: it is called only once the batch is
-        known not to be committed, so a skipped batch never reads its source.
+        the transaction before the first row is appended. `rows` is iterated only
+        once the batch is known not to be committed: given a generator, a skipped
+        batch never reads its source.
         """
         if batch_id is not None and (not isinstance(batch_id, int) or isinstance(batch_id, bool) or batch_id < 0):
             raise InvalidRequest(f"batch.id must be a non-negative integer, not {batch_id!r}")
@@ -171,7 +183,7 @@ class TransactionalBatchWriter:
         self._coordinator.add_partitions(self.transactional_id, producer_id, producer_epoch, transaction_partitions)
         try:
             sequences = {tp: 0 for tp in targets}
-            for tp, payload in rows() if callable(rows) else rows:
+            for tp, payload in rows:
                 if tp not in sequences:
                     raise InvalidRequest(f"{tp[0]}-{tp[1]} is not among the partitions of this batch")
                 if payload.num_rows == 0:
@@ -186,8 +198,16 @@ class TransactionalBatchWriter:
         except BaseException:
             try:
                 self._coordinator.end_transaction(self.transactional_id, producer_id, producer_epoch, commit=False)
-            except KafkaException:
-                pass  # fenced or unreachable: whoever comes next aborts it (S4.2, S4.7)
+                logger.warning("batch %s of %s failed; its transaction was aborted", batch_id, self.transactional_id)
+            except KafkaException as error:
+                # Fenced or unreachable: whoever comes next aborts it (S4.2, S4.7).
+                logger.warning(
+                    "batch %s of %s failed and its transaction could not be aborted (%s); the next attempt or the "
+                    "sweep aborts it",
+                    batch_id,
+                    self.transactional_id,
+                    error,
+                )
             raise
         ended = self._coordinator.end_transaction(self.transactional_id, producer_id, producer_epoch, commit=True)
         return BatchWriteResult(

@@ -36,7 +36,6 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from lakelog import config
 from lakelog.client.batch_writer import TransactionalBatchWriter
 from lakelog.client.loader import count_rows, open_source, source_format, source_payloads
 from lakelog.client.producer import partition_for
@@ -124,12 +123,9 @@ def load_unit(
     if not isinstance(batch_records, int) or isinstance(batch_records, bool) or batch_records < 1:
         raise InvalidRequest(f"batch_records must be a positive integer, not {batch_records!r}")
     location = check_root(root, storage_options)
-    settings = config.load("producer", {**(producer_config or {}), "lakelog.root": location})
     partitions = topic_config(location, topic).num_partitions
     transactional_id = unit_transactional_id(unit)
-    writer = TransactionalBatchWriter(
-        location, transactional_id, transaction_timeout_ms=settings["transaction.timeout.ms"]
-    )
+    writer = TransactionalBatchWriter(location, transactional_id, producer_config=producer_config)
     files = resolve_sources(location, source)
     kinds = [(path, source_format(path, format)) for path in files]
     for path, kind in kinds:
@@ -145,14 +141,14 @@ def load_unit(
                     for payload in source_payloads(path, kind, key_column, batch_records):
                         if should_stop is not None and should_stop():
                             raise PurgeQueue(f"the load of unit {unit} was stopped; its transaction is aborted")
-                        for partition, part in _spread(payload, partitions, settings["partitioner"]):
+                        for partition, part in _spread(payload, partitions, writer.config["partitioner"]):
                             yield (topic, partition), part
                         bar.update(payload.num_rows)
                 except (pa.ArrowException, UnicodeDecodeError) as error:
                     raise InvalidRequest(f"source {path.name} cannot be read as {kind}: {error}") from error
 
     note = {"unit": unit, "topic": topic, "files": names}
-    result = writer.write_stream([(topic, p) for p in range(partitions)], rows, UNIT_BATCH, note=note)
+    result = writer.write_stream([(topic, p) for p in range(partitions)], rows(), UNIT_BATCH, note=note)
     offsets = {partition: span for (name, partition), span in result.offsets.items() if name == topic}
     rows_written = sum(count for (name, _), count in result.records.items() if name == topic)
     if result.skipped:
