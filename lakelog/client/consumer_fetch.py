@@ -1,0 +1,244 @@
+"""Where a `Consumer` reads: the assigned partitions, each with a position and a buffer of fetched rows.
+
+A position starts at the offset given to `assign`/`seek`, at the group's committed
+offset (resolved before the first fetch, `consumer_offsets`), or by
+`auto.offset.reset`. A fetch reads up to the last stable offset in read_committed
+and up to the high watermark in read_uncommitted; control rows take offsets but
+are never returned (S5.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.client.types import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_INVALID,
+    OFFSET_STORED,
+    TIMESTAMP_CREATE_TIME,
+    Message,
+    TopicPartition,
+)
+from lakelog.errors import InvalidRequest, KafkaError, KafkaException, OffsetOutOfRange
+from lakelog.log import READ_COMMITTED, PartitionLog, open_partition
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass
+class _Assigned:
+    log: PartitionLog
+    # None: not known yet; taken from the group's committed offset before the first fetch.
+    position: int | None
+    buffer: list[Message] = field(default_factory=list)
+    # The offset of the last partition-EOF event: one event per offset the end is reached at, as librdkafka.
+    eof_offset: int | None = None
+    # When to ask for the committed offset again after a pending transaction held it (S7.3), and how often it did.
+    resolve_after: float = 0.0
+    resolve_retries: int = 0
+
+
+class _Fetching:
+    """`Consumer`'s assignment, positions and fetches, over its `config`, `_root`, `_group_id`,
+    `_assigned`, `_stored` and `_turn`."""
+
+    # -- assignment ----------------------------------------------------------------
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        """Replace the assignment; each partition starts at its offset, the committed offset, or by auto.offset.reset."""
+        self._check_open()
+        self._check_manual("assign")
+        partitions = _partition_list(partitions)
+        self._assigned = {}
+        self._stored = {}
+        self._add(partitions)
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self._check_open()
+        self._check_manual("incremental_assign")
+        self._add(_partition_list(partitions))
+
+    def unassign(self) -> None:
+        self._check_open()
+        self._check_manual("unassign")
+        self._assigned = {}
+        self._stored = {}
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        self._check_open()
+        self._check_manual("incremental_unassign")
+        for tp in _partition_list(partitions):
+            self._assigned.pop((tp.topic, tp.partition), None)
+            self._stored.pop((tp.topic, tp.partition), None)
+
+    def assignment(self) -> list[TopicPartition]:
+        self._check_open()
+        return [TopicPartition(topic, partition) for topic, partition in self._assigned]
+
+    # -- positions -------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition) -> None:
+        """Move a partition's position; the next message read is at that offset (or after).
+
+        `OFFSET_STORED` / `OFFSET_INVALID` go back to the group's committed offset.
+        """
+        self._check_open()
+        state = self._assigned.get((partition.topic, partition.partition))
+        if state is None:
+            raise _state_error(f"{partition.topic}-{partition.partition} is not assigned")
+        state.position = self._start_offset(state.log, partition.offset)
+        state.buffer.clear()
+        state.eof_offset = None
+        state.resolve_after = 0.0
+        state.resolve_retries = 0
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The offset of the next message each partition will return (OFFSET_INVALID if not known yet)."""
+        self._check_open()
+        result = []
+        for tp in _partition_list(partitions):
+            state = self._assigned.get((tp.topic, tp.partition))
+            offset = OFFSET_INVALID
+            if state is not None and state.position is not None:
+                offset = state.buffer[0].offset() if state.buffer else state.position
+            result.append(TopicPartition(tp.topic, tp.partition, offset))
+        return result
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]:
+        """(low, high): the log start offset, and the end this consumer reads to.
+
+        The end is the last stable offset in read_committed and the high
+        watermark in read_uncommitted, as librdkafka reports it (S5.1).
+        """
+        self._check_open()
+        state = self._assigned.get((partition.topic, partition.partition))
+        log = state.log if state is not None else open_partition(self._root, partition.topic, partition.partition)
+        if not cached:
+            log.refresh()
+        return log.log_start_offset(), self._end_offset(log)
+
+    # -- internals: positions and fetches ------------------------------------------------
+
+    def _position_of(self, tp: TopicPartitionKey) -> int:
+        state = self._assigned.get(tp)
+        if state is None or state.position is None:
+            return OFFSET_INVALID
+        return state.buffer[0].offset() if state.buffer else state.position
+
+    def _add(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            log = open_partition(self._root, tp.topic, tp.partition)
+            self._assigned[(tp.topic, tp.partition)] = _Assigned(log, self._start_offset(log, tp.offset))
+
+    def _in_turn(self) -> list[_Assigned]:
+        states = list(self._assigned.values())
+        if not states:
+            return []
+        self._turn = (self._turn + 1) % len(states)
+        return states[self._turn :] + states[: self._turn]
+
+    def _start_offset(self, log: PartitionLog, offset: int) -> int | None:
+        """Where reading starts; None (with group.id) for the committed offset, resolved before the first fetch."""
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise InvalidRequest(f"offset must be an integer, not {offset!r}")
+        if offset in (OFFSET_STORED, OFFSET_INVALID) and self._group_id is not None:
+            return None
+        log.refresh()
+        low = log.log_start_offset()
+        if offset == OFFSET_BEGINNING:
+            return low
+        if offset == OFFSET_END:
+            return self._end_offset(log)
+        if offset in (OFFSET_STORED, OFFSET_INVALID):
+            return self._reset(log)
+        if offset < 0:
+            raise InvalidRequest(f"offset {offset} is neither a real offset nor a logical one (-1, -2, -1000, -1001)")
+        # Between the LSO and the high watermark is a valid position: it waits for the transactions to end.
+        if not low <= offset <= log.high_watermark():
+            return self._reset(log)
+        return offset
+
+    def _reset(self, log: PartitionLog) -> int:
+        policy = self.config["auto.offset.reset"]
+        if policy in ("earliest", "smallest", "beginning"):
+            return log.log_start_offset()
+        if policy in ("latest", "largest", "end"):
+            return self._end_offset(log)
+        raise OffsetOutOfRange(
+            f"{log.topic}-{log.partition} has no valid position and auto.offset.reset=error",
+            log_start_offset=log.log_start_offset(),
+            log_end_offset=log.log_end_offset(),
+        )
+
+    def _end_offset(self, log: PartitionLog) -> int:
+        """Where reading ends for now: the LSO in read_committed, the high watermark in read_uncommitted."""
+        if self.config["isolation.level"] == READ_COMMITTED:
+            return log.last_stable_offset()
+        return log.high_watermark()
+
+    def _fill(self, state: _Assigned) -> None:
+        if state.buffer or state.position is None:
+            return
+        log = state.log
+        if state.position >= self._end_offset(log):
+            log.refresh()
+        end = self._end_offset(log)
+        # Every fetch moves the position forward, but in read_committed it may return nothing (all aborted).
+        while state.position < end and not state.buffer:
+            try:
+                fetched = log.fetch(
+                    state.position,
+                    max_records=self.config["max.poll.records"],
+                    max_bytes=self.config["max.partition.fetch.bytes"],
+                    isolation_level=self.config["isolation.level"],
+                )
+            except OffsetOutOfRange:
+                state.position = self._reset(log)
+                return
+            state.position = fetched.next_offset
+            state.buffer.extend(_messages(log.topic, log.partition, fetched.rows))
+        if not state.buffer and self.config["enable.partition.eof"] and state.eof_offset != state.position:
+            state.eof_offset = state.position
+            eof = KafkaError(KafkaError._PARTITION_EOF, "partition EOF")
+            state.buffer.append(Message(log.topic, log.partition, state.position, error=eof))
+
+
+def _messages(topic: str, partition: int, rows: pa.Table) -> list[Message]:
+    """Data rows as Messages; control rows are skipped (they only take offsets)."""
+    columns = rows.select(["offset", "key", "value", "headers", "control"]).to_pydict()
+    timestamps_ms = pc.divide(rows.column("timestamp").cast(pa.int64()), 1000).to_pylist()
+    out = []
+    for offset, timestamp, key, value, headers, control in zip(
+        columns["offset"], timestamps_ms, columns["key"], columns["value"], columns["headers"], columns["control"]
+    ):
+        if control is not None:
+            continue
+        out.append(
+            Message(
+                topic,
+                partition,
+                offset,
+                key,
+                value,
+                None if headers is None else [(h["key"], h["value"]) for h in headers],
+                (TIMESTAMP_CREATE_TIME, timestamp),
+            )
+        )
+    return out
+
+
+def _partition_list(partitions: Any) -> list[TopicPartition]:
+    if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
+        raise InvalidRequest("partitions must be a list of TopicPartition")
+    return list(partitions)
+
+
+def _state_error(reason: str) -> KafkaException:
+    return KafkaException(KafkaError(KafkaError._STATE, reason))

@@ -1,0 +1,261 @@
+"""A `Consumer` as a member of a KIP-848 group (S6): subscribe, heartbeat, reconcile, lose, leave.
+
+The client's half of the protocol: `_Membership` is what the member knows of
+itself, and each heartbeat's response is reconciled, revoking first and then
+assigning (S6.2). The coordinator's half is `lakelog.coordinator.group`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
+
+from lakelog.client.consumer_fetch import TopicPartitionKey, _state_error
+from lakelog.client.types import TopicPartition
+from lakelog.config import validate_name
+from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, GroupMetadata, Heartbeat
+from lakelog.errors import (
+    FencedInstanceId,
+    FencedMemberEpoch,
+    InvalidRequest,
+    KafkaException,
+    RetriableError,
+    UnknownMemberId,
+)
+
+if TYPE_CHECKING:
+    from lakelog.client.consumer import Consumer
+
+# Heartbeats one poll may send in a row to finish a revocation (each reports a smaller owned set).
+MAX_HEARTBEATS_PER_POLL = 4
+
+RebalanceCallback: TypeAlias = Callable[["Consumer", list[TopicPartition]], None]
+
+
+@dataclass
+class _Membership:
+    """What a subscribed consumer knows of its membership (KIP-848's client-side member state)."""
+
+    topics: tuple[str, ...]
+    on_assign: RebalanceCallback | None
+    on_revoke: RebalanceCallback | None
+    on_lost: RebalanceCallback | None
+    member_id: str = ""
+    member_epoch: int = 0
+    # S6.6: the member epoch partitions were last revoked at; None until a revocation.
+    revocation_epoch: int | None = None
+    next_heartbeat: float = 0.0
+    # Inside a rebalance callback (on_revoke may commit: the coordinator holds the bump meanwhile).
+    in_callback: str | None = None
+    # Inside a heartbeat and what follows from it (no second heartbeat may start meanwhile).
+    busy: bool = False
+    # An error that showed this member fenced (from a commit); handled by the next poll.
+    fenced: KafkaException | None = None
+
+    def on_revocation_epoch(self) -> bool:
+        return self.revocation_epoch is not None and self.member_epoch <= self.revocation_epoch
+
+
+class _GroupMembership:
+    """`Consumer`'s group membership, over its `config`, `_group_id`, `_instance_id`, `_membership`,
+    `_assigned`, `_stored` and `_error_cb`."""
+
+    # -- group membership (S6) -----------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: list[str],
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        on_lost: RebalanceCallback | None = None,
+    ) -> None:
+        """Join (or change the subscription of) the group `group.id`; partitions come through `poll()`.
+
+        Callbacks get `(consumer, [TopicPartition])` for the partitions added,
+        revoked, or lost (fenced; `on_revoke` is called if `on_lost` is not set).
+        """
+        self._check_open()
+        self._require_group("subscribe")
+        if not isinstance(topics, (list, tuple)) or not topics:
+            raise InvalidRequest("subscribe takes a non-empty list of topic names")
+        for name in topics:
+            validate_name(name)
+        for name, callback in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
+            if callback is not None and not callable(callback):
+                raise InvalidRequest(f"{name} must be callable, not {callback!r}")
+        if self._membership is None and self._assigned:
+            raise _state_error("subscribe() while partitions are assigned by assign(): unassign() first")
+        subscribed = tuple(sorted(set(topics)))
+        if self._membership is None:
+            self._membership = _Membership(subscribed, on_assign, on_revoke, on_lost)
+        else:
+            membership = self._membership
+            membership.topics, membership.next_heartbeat = subscribed, 0.0
+            membership.on_assign, membership.on_revoke, membership.on_lost = on_assign, on_revoke, on_lost
+
+    def unsubscribe(self) -> None:
+        """Revoke every partition (`on_revoke`) and leave the group (member epoch -1)."""
+        self._check_open()
+        if self._membership is not None:
+            self._leave(LEAVE_GROUP_EPOCH)
+
+    def consumer_group_metadata(self) -> GroupMetadata:
+        """Who commits, at which member epoch (KIP-447): pass it to `Producer.send_offsets_to_transaction`.
+
+        If partitions were revoked and the coordinator has not yet moved the
+        member epoch past that revocation, the revocation is reported first, so
+        a transaction never sends offsets at a revocation epoch (S6.6).
+        """
+        self._check_open()
+        group_id = self._require_group("consumer_group_metadata")
+        membership = self._membership
+        if membership is None:
+            return GroupMetadata(group_id)
+        if membership.on_revocation_epoch() and not membership.busy:
+            self._poll_group(force=True)
+        return GroupMetadata(group_id, membership.member_id, membership.member_epoch, self._instance_id)
+
+    # -- internals: the group protocol -------------------------------------------------
+
+    def _poll_group(self, force: bool = False) -> None:
+        """Heartbeat when due (or `force`), and once more at once after every revocation, so the member
+        epoch moves past the revocation before poll returns (S6.2, S6.6)."""
+        membership = self._membership
+        if membership is None or membership.busy:
+            return
+        membership.busy = True
+        try:
+            if membership.fenced is not None:
+                self._lose(membership.fenced)
+                force = True
+            for _ in range(MAX_HEARTBEATS_PER_POLL):
+                if not force and time.monotonic() < membership.next_heartbeat:
+                    return
+                force = self._heartbeat(membership)
+        finally:
+            membership.busy = False
+
+    def _heartbeat(self, membership: _Membership) -> bool:
+        """One heartbeat and what follows from its response; True if another one should follow at once."""
+        request = Heartbeat(
+            self._group_id,
+            membership.member_id,
+            membership.member_epoch,
+            membership.topics,
+            frozenset(self._assigned),
+            self._instance_id,
+            self.config["session.timeout.ms"],
+            self.config["max.poll.interval.ms"],
+        )
+        membership.next_heartbeat = time.monotonic() + self.config["heartbeat.interval.ms"] / 1000
+        try:
+            response = self._coordinator().heartbeat(request)
+        except (UnknownMemberId, FencedMemberEpoch) as error:
+            self._lose(error)
+            return True
+        except FencedInstanceId:
+            self._assigned, self._stored, self._membership = {}, {}, None
+            raise
+        except RetriableError as error:
+            if self._error_cb is not None:
+                self._error_cb(error.error)
+            return False
+        membership.member_id, membership.member_epoch = response.member_id, response.member_epoch
+        return self._reconcile(membership, response.assignment)
+
+    def _reconcile(self, membership: _Membership, target: frozenset[TopicPartitionKey]) -> bool:
+        """Revoke first, then assign (S6.2); True if partitions were revoked (to be reported at once)."""
+        revoked = sorted(set(self._assigned) - target)
+        if revoked:
+            membership.next_heartbeat = 0.0
+            # S6.6: no commit outside on_revoke until the member epoch moves past this one.
+            membership.revocation_epoch = membership.member_epoch
+            partitions = [TopicPartition(*tp, self._position_of(tp)) for tp in revoked]
+            try:
+                # Like a commit inside on_revoke: the coordinator holds the epoch bump until the report.
+                membership.in_callback = "on_revoke"
+                try:
+                    self._auto_commit(revoked)
+                finally:
+                    membership.in_callback = None
+                self._callback(membership, "on_revoke", membership.on_revoke, partitions)
+            finally:
+                for tp in revoked:
+                    self._assigned.pop(tp, None)
+                    self._stored.pop(tp, None)
+        added = sorted(target - set(self._assigned))
+        if added:
+            partitions = [TopicPartition(*tp) for tp in added]
+            try:
+                self._callback(membership, "on_assign", membership.on_assign, partitions)
+            finally:
+                self._add([tp for tp in partitions if (tp.topic, tp.partition) not in self._assigned])
+        return bool(revoked)
+
+    def _lose(self, error: KafkaException) -> None:
+        """The coordinator fenced this member: its partitions are lost (`on_lost`, else `on_revoke`), and it
+        joins again as a new member with epoch 0."""
+        membership = self._membership
+        assert membership is not None
+        if isinstance(error, FencedMemberEpoch) and membership.member_id:
+            # The member is still in the group under its old id: leave, so its partitions move on now.
+            self._send_leave(membership, LEAVE_GROUP_EPOCH)
+        lost = [TopicPartition(*tp, self._position_of(tp)) for tp in sorted(self._assigned)]
+        membership.member_id, membership.member_epoch = "", 0
+        membership.revocation_epoch, membership.fenced, membership.next_heartbeat = None, None, 0.0
+        try:
+            if lost:
+                callback = membership.on_lost if membership.on_lost is not None else membership.on_revoke
+                self._callback(membership, "on_lost", callback, lost)
+        finally:
+            self._assigned, self._stored = {}, {}
+
+    def _leave(self, epoch: int) -> None:
+        membership = self._membership
+        assert membership is not None
+        try:
+            if self._assigned:
+                self._auto_commit(list(self._assigned))
+                if membership.member_id:
+                    membership.revocation_epoch = membership.member_epoch
+                revoked = [TopicPartition(*tp, self._position_of(tp)) for tp in sorted(self._assigned)]
+                self._callback(membership, "on_revoke", membership.on_revoke, revoked)
+        finally:
+            self._assigned, self._stored = {}, {}
+            if membership.member_id:
+                self._send_leave(membership, epoch)
+            self._membership = None
+
+    def _send_leave(self, membership: _Membership, epoch: int) -> None:
+        request = Heartbeat(
+            self._group_id, membership.member_id, epoch, membership.topics, frozenset(), self._instance_id,
+            self.config["session.timeout.ms"], self.config["max.poll.interval.ms"],
+        )
+        try:
+            self._coordinator().heartbeat(request)
+        except (UnknownMemberId, FencedMemberEpoch, FencedInstanceId, RetriableError):
+            pass  # already out of the group, or the session timeout will remove it
+
+    def _callback(
+        self, membership: _Membership, name: str, callback: RebalanceCallback | None, partitions: list[TopicPartition]
+    ) -> None:
+        if callback is None:
+            return
+        membership.in_callback = name
+        try:
+            callback(self, partitions)
+        finally:
+            membership.in_callback = None
+
+    def _check_manual(self, call: str) -> None:
+        """In a group the coordinator assigns: only the rebalance callbacks may change the assignment."""
+        membership = self._membership
+        if membership is None:
+            return
+        if membership.in_callback is None or not call.startswith("incremental_"):
+            raise _state_error(
+                f"{call}() is not allowed while subscribed: the group assigns partitions "
+                "(incremental_assign/incremental_unassign only inside on_assign/on_revoke/on_lost)"
+            )

@@ -1,0 +1,222 @@
+"""A `Consumer`'s offsets in its group: commit, committed, store_offsets, auto-commit, and the
+committed offset a newly assigned partition starts at (S6.1, S6.4, S6.6, S7.3)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from lakelog.client.consumer_fetch import TopicPartitionKey, _partition_list, _state_error
+from lakelog.client.types import OFFSET_INVALID, Message, TopicPartition
+from lakelog.coordinator.group import NO_MEMBER_EPOCH, OffsetRecord
+from lakelog.errors import (
+    InvalidRequest,
+    KafkaError,
+    KafkaException,
+    StaleMemberEpoch,
+    UnknownMemberId,
+    UnstableOffsetCommit,
+)
+from lakelog.log import READ_COMMITTED, PartitionLog
+
+# confluent-kafka's "no timeout" for blocking calls, capped so that nothing waits forever.
+FOREVER_S = 86_400.0
+
+
+class _OffsetCommits:
+    """`Consumer`'s offset commits and committed offsets, over its `config`, `_retry`, `_group_id`,
+    `_instance_id`, `_membership`, `_assigned`, `_stored`, `_last_committed`, `_commit_reports`,
+    `_next_auto_commit` and `_on_commit`."""
+
+    # -- offsets (S6.1, S6.4, S6.6, S7.3) ---------------------------------------------
+
+    def commit(
+        self, message: Message | None = None, offsets: list[TopicPartition] | None = None, asynchronous: bool = True
+    ) -> list[TopicPartition] | None:
+        """Commit `message.offset() + 1`, or `offsets` as given, or else the stored offsets of the assignment.
+
+        Synchronous: returns the committed partitions or raises (StaleMemberEpoch,
+        UnknownMemberId, ...). Asynchronous: returns None; the result (error or
+        None, partitions) goes to `on_commit`, served by the next poll.
+        """
+        self._check_open()
+        self._require_group("commit")
+        if message is not None and offsets is not None:
+            raise InvalidRequest("commit takes a message or offsets, not both")
+        if message is not None:
+            if not isinstance(message, Message) or message.error() is not None or message.offset() is None:
+                raise InvalidRequest("commit(message=...) takes a Message that poll() returned without an error")
+            wanted = {(message.topic(), message.partition()): (message.offset() + 1, None)}
+        elif offsets is not None:
+            wanted = {}
+            for tp in _partition_list(offsets):
+                if not isinstance(tp.offset, int) or isinstance(tp.offset, bool) or tp.offset < 0:
+                    raise InvalidRequest(f"offset for {tp.topic}-{tp.partition} must be >= 0, not {tp.offset!r}")
+                wanted[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
+        else:
+            wanted = {tp: stored for tp, stored in self._stored.items() if tp in self._assigned}
+        try:
+            if not wanted:
+                raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no stored offsets to commit"))
+            committed = self._commit_offsets(wanted)
+        except KafkaException as error:
+            if not asynchronous:
+                raise
+            self._commit_reports.append((error.error, _topic_partitions(wanted)))
+            return None
+        if asynchronous:
+            self._commit_reports.append((None, committed))
+            return None
+        return committed
+
+    def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
+        """The group's committed offsets (OFFSET_INVALID where none). In read_committed the fetch asks for
+        stable offsets and retries while a transaction holds pending ones, up to `timeout`; then it
+        raises UnstableOffsetCommit (S7.3)."""
+        self._check_open()
+        group_id = self._require_group("committed")
+        keys = [(tp.topic, tp.partition) for tp in _partition_list(partitions)]
+        backoff = self._retry.start(FOREVER_S if timeout is None or timeout < 0 else timeout)
+        while True:
+            try:
+                records = self._coordinator().fetch_offsets(group_id, keys, require_stable=self._require_stable)
+                break
+            except UnstableOffsetCommit:
+                if not backoff.wait():
+                    raise
+        return [_committed_partition(key, records.get(key)) for key in keys]
+
+    def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
+        """Store `message.offset() + 1` (or `offsets`) for the next commit; needs enable.auto.offset.store=false."""
+        self._check_open()
+        if self.config["enable.auto.offset.store"]:
+            raise KafkaException(
+                KafkaError(KafkaError._INVALID_ARG, "store_offsets() needs enable.auto.offset.store=false")
+            )
+        if (message is None) == (offsets is None):
+            raise InvalidRequest("store_offsets takes a message or offsets")
+        if message is not None:
+            if not isinstance(message, Message) or message.error() is not None or message.offset() is None:
+                raise InvalidRequest("store_offsets(message=...) takes a Message that poll() returned without an error")
+            wanted = {(message.topic(), message.partition()): (message.offset() + 1, None)}
+        else:
+            wanted = {}
+            for tp in _partition_list(offsets):
+                if not isinstance(tp.offset, int) or isinstance(tp.offset, bool) or tp.offset < 0:
+                    raise InvalidRequest(f"offset for {tp.topic}-{tp.partition} must be >= 0, not {tp.offset!r}")
+                wanted[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
+        missing = sorted(tp for tp in wanted if tp not in self._assigned)
+        if missing:
+            raise _state_error(f"cannot store offsets of partitions that are not assigned: {_names(missing)}")
+        self._stored.update(wanted)
+
+    # -- internals: offsets --------------------------------------------------------------
+
+    @property
+    def _require_stable(self) -> bool:
+        return self.config["isolation.level"] == READ_COMMITTED
+
+    def _commit_offsets(self, offsets: dict[TopicPartitionKey, tuple[int, str | None]]) -> list[TopicPartition]:
+        """Commit as this member (or, assigned by hand, from outside the group protocol) after S6.6's check."""
+        group_id = self._require_group("commit")
+        membership = self._membership
+        member_id, member_epoch = "", NO_MEMBER_EPOCH
+        if membership is not None:
+            if membership.on_revocation_epoch() and membership.in_callback != "on_revoke":
+                if not membership.busy:
+                    self._poll_group(force=True)  # report the revocation: the coordinator moves the epoch past it
+                if membership.on_revocation_epoch():
+                    raise StaleMemberEpoch(
+                        f"not committed: partitions were revoked at member epoch {membership.revocation_epoch} and "
+                        "the coordinator has not moved the member past it yet (S6.6); poll, then commit again",
+                        member_epoch=membership.member_epoch,
+                    )
+            member_id, member_epoch = membership.member_id, membership.member_epoch
+        request = {tp: (offset, metadata or "") for tp, (offset, metadata) in offsets.items()}
+        try:
+            self._coordinator().commit_offsets(group_id, member_id, member_epoch, request, self._instance_id)
+        except UnknownMemberId as error:
+            if membership is not None and member_id:
+                membership.fenced = error
+            raise
+        for tp, (offset, _) in offsets.items():
+            self._last_committed[tp] = offset
+        return _topic_partitions(offsets)
+
+    def _maybe_auto_commit(self) -> None:
+        if time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self.config["auto.commit.interval.ms"] / 1000
+        self._auto_commit(list(self._assigned))
+
+    def _auto_commit(self, partitions: list[TopicPartitionKey]) -> None:
+        """enable.auto.commit: commit the stored offsets of `partitions` that moved; the result goes to on_commit."""
+        if not self.config["enable.auto.commit"] or self._group_id is None:
+            return
+        wanted = {
+            tp: self._stored[tp]
+            for tp in partitions
+            if tp in self._stored and self._last_committed.get(tp) != self._stored[tp][0]
+        }
+        if not wanted:
+            return
+        try:
+            self._commit_reports.append((None, self._commit_offsets(wanted)))
+        except KafkaException as error:
+            self._commit_reports.append((error.error, _topic_partitions(wanted)))
+
+    def _serve_commit_reports(self) -> None:
+        while self._commit_reports:
+            error, partitions = self._commit_reports.popleft()
+            if self._on_commit is not None:
+                self._on_commit(error, partitions)
+
+    def _resolve_positions(self) -> None:
+        """Start partitions without a position at the group's committed offset; in read_committed the
+        fetch is stable, and partitions a pending transaction holds are asked again later (S7.3)."""
+        now = time.monotonic()
+        wanted = [tp for tp, state in self._assigned.items() if state.position is None and state.resolve_after <= now]
+        if not wanted or self._group_id is None:
+            return
+        try:
+            records = self._coordinator().fetch_offsets(self._group_id, wanted, require_stable=self._require_stable)
+        except UnstableOffsetCommit as error:
+            held = {tuple(tp) for tp in getattr(error, "partitions", wanted)}
+            for tp in wanted:
+                if tp in held:
+                    state = self._assigned[tp]
+                    state.resolve_after = now + self._retry.delay_s(state.resolve_retries)
+                    state.resolve_retries += 1
+            rest = [tp for tp in wanted if tp not in held]
+            if not rest:
+                return
+            try:
+                records = self._coordinator().fetch_offsets(self._group_id, rest, require_stable=self._require_stable)
+            except UnstableOffsetCommit:
+                return  # another transaction got there in between: next round
+        for tp, record in records.items():
+            state = self._assigned.get(tp)
+            if state is not None and state.position is None:
+                state.position = self._committed_start(state.log, record)
+
+    def _committed_start(self, log: PartitionLog, record: OffsetRecord | None) -> int:
+        if record is None:
+            return self._reset(log)
+        log.refresh()
+        if not log.log_start_offset() <= record.offset <= log.high_watermark():
+            return self._reset(log)
+        return record.offset
+
+
+def _topic_partitions(offsets: Mapping[TopicPartitionKey, tuple[int, str | None]]) -> list[TopicPartition]:
+    return [TopicPartition(topic, partition, offset, metadata) for (topic, partition), (offset, metadata) in sorted(offsets.items())]
+
+
+def _committed_partition(tp: TopicPartitionKey, record: OffsetRecord | None) -> TopicPartition:
+    if record is None:
+        return TopicPartition(*tp, OFFSET_INVALID)
+    return TopicPartition(*tp, record.offset, record.metadata or None)
+
+
+def _names(partitions: list[TopicPartitionKey]) -> str:
+    return ", ".join(f"{topic}-{partition}" for topic, partition in partitions)
