@@ -42,7 +42,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.client.consumer import Consumer
 from lakelog.client.group_admin import read_group
 from lakelog.client.producer import Producer
 from lakelog.client.types import TopicPartition
@@ -55,11 +54,12 @@ from lakelog.errors import (
     InvalidRequest,
     KafkaException,
     NonEmptyGroup,
+    OffsetOutOfRange,
     PurgeQueue,
     UnstableOffsetCommit,
 )
 from lakelog.log import READ_COMMITTED, open_partition, topic_config
-from lakelog.log.scan import KAFKA_SCHEMA, LATEST, PartitionScan, plan_scan
+from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, PartitionScan, plan_scan
 from lakelog.store import Location, check_root
 from lakelog.store.retry import RetryPolicy
 
@@ -156,14 +156,70 @@ def run_transform(
     fenced this one (S4.1); UnstableOffsetCommit if another transaction holds the
     group's offsets past `stable_offsets_timeout_s`.
     """
-    run = _TransformRun(
-        root, input_topic, output_topic, group_id, transform, transactional_id, max_records_per_transaction,
-        storage_options, producer_config, should_stop, stable_offsets_timeout_s,
+    if not callable(transform):
+        raise InvalidRequest(f"transform must be a callable taking a pyarrow Table, not {transform!r}")
+    max_records = max_records_per_transaction
+    if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
+        raise InvalidRequest(f"max_records_per_transaction must be a positive integer, not {max_records!r}")
+    validate_name(input_topic)
+    validate_name(output_topic)
+    validate_name(group_id, what="group.id")
+    validate_name(transactional_id, what="transactional.id")
+    if input_topic == output_topic:
+        raise InvalidRequest(f"input and output are both {input_topic!r}: a transform must not read what it writes")
+    config = dict(producer_config or {})
+    if config.get("transactional.id") not in (None, "", transactional_id):
+        raise InvalidConfig(
+            f"transactional.id is {transactional_id!r} for this transform, not {config['transactional.id']!r}",
+            key="transactional.id",
+        )
+    # A client config from a connection names the root and its storage options too: those are the same root.
+    config.pop("lakelog.root", None)
+    location = check_root(root, {**config_storage_options(config), **(storage_options or {})})
+    input_partitions = topic_config(location, input_topic).num_partitions
+    topic_config(location, output_topic)  # UnknownTopicOrPartition before anything is written
+    job = _Job(
+        location=location,
+        input_topic=input_topic,
+        output_topic=output_topic,
+        group_id=group_id,
+        transform=transform,
+        transactional_id=transactional_id,
+        max_records=max_records,
+        # One append per output partition per transaction, unless the caller asks for smaller batches.
+        producer_config={
+            "linger.ms": 600_000,
+            "batch.num.messages": min(max_records, 1_000_000),
+            "batch.size": 1 << 30,
+            **config,
+            "lakelog.root": location,
+            "transactional.id": transactional_id,
+        },
+        should_stop=should_stop or (lambda: False),
+        stable_offsets_timeout_s=stable_offsets_timeout_s,
+        input_partitions=input_partitions,
     )
-    return run.run()
+    return _TransformRun(job).run()
 
 
 # -- the run ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Job:
+    """The arguments of `run_transform`, checked: the root as a Location, the producer's whole config."""
+
+    location: Location
+    input_topic: str
+    output_topic: str
+    group_id: str
+    transform: Transform
+    transactional_id: str
+    max_records: int
+    producer_config: Mapping[str, Any]
+    should_stop: Callable[[], bool]
+    stable_offsets_timeout_s: float
+    input_partitions: int
 
 
 @dataclass
@@ -177,58 +233,11 @@ class _Slice:
 
 
 class _TransformRun:
-    def __init__(
-        self,
-        root: str | Location,
-        input_topic: str,
-        output_topic: str,
-        group_id: str,
-        transform: Transform,
-        transactional_id: str,
-        max_records: int,
-        storage_options: Mapping[str, Any] | None,
-        producer_config: Mapping[str, Any] | None,
-        should_stop: Callable[[], bool] | None,
-        stable_timeout_s: float,
-    ) -> None:
-        if not callable(transform):
-            raise InvalidRequest(f"transform must be a callable taking a pyarrow Table, not {transform!r}")
-        if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
-            raise InvalidRequest(f"max_records_per_transaction must be a positive integer, not {max_records!r}")
-        validate_name(input_topic)
-        validate_name(output_topic)
-        validate_name(group_id, what="group.id")
-        validate_name(transactional_id, what="transactional.id")
-        if input_topic == output_topic:
-            raise InvalidRequest(f"input and output are both {input_topic!r}: a transform must not read what it writes")
-        config = dict(producer_config or {})
-        if config.get("transactional.id") not in (None, "", transactional_id):
-            raise InvalidConfig(
-                f"transactional.id is {transactional_id!r} for this transform, not {config['transactional.id']!r}",
-                key="transactional.id",
-            )
-        # A client config from a connection names the root and its storage options too: those are the same root.
-        config.pop("lakelog.root", None)
-        self.location = check_root(root, {**config_storage_options(config), **(storage_options or {})})
-        self.input_topic, self.output_topic, self.group_id = input_topic, output_topic, group_id
-        self.transform = transform
-        self.transactional_id = transactional_id
-        self.max_records = max_records
-        self.should_stop = should_stop or (lambda: False)
-        self.stable_timeout_s = stable_timeout_s
-        self.input_partitions = topic_config(self.location, input_topic).num_partitions
-        topic_config(self.location, output_topic)  # UnknownTopicOrPartition before anything is written
-        # One append per output partition per transaction, unless the caller asks for smaller batches.
-        self.producer_config = {
-            "linger.ms": 600_000,
-            "batch.num.messages": min(max_records, 1_000_000),
-            "batch.size": 1 << 30,
-            **config,
-            "lakelog.root": self.location,
-            "transactional.id": transactional_id,
-        }
+    """One run of a job: its producer once it has taken over the transactional id, and what it did so far."""
+
+    def __init__(self, job: _Job) -> None:
+        self.job = job
         self.producer: Producer | None = None
-        self.group_metadata: GroupMetadata | None = None
         self.records_in = self.records_out = self.transactions = 0
 
     def run(self) -> TransformResult:
@@ -242,11 +251,11 @@ class _TransformRun:
         if self.producer is None:
             # Up to the first rows: partitions passed on the way hold no data (empty, or only markers and aborted rows).
             while not pending or pending[-1].rows is None:
-                piece = self._next_slice(reader, self.max_records)
+                piece = self._next_slice(reader, self.job.max_records)
                 if piece is None:
                     log.info(
                         "nothing to transform: group %s is at the LSO of every partition of %s (%s); nothing written",
-                        self.group_id, self.input_topic, _offsets_text(self.input_topic, committed),
+                        self.job.group_id, self.job.input_topic, _offsets_text(self.job.input_topic, committed),
                     )
                     return self._result(committed)
                 pending.append(piece)
@@ -257,7 +266,7 @@ class _TransformRun:
             if after_init != committed:
                 log.info(
                     "the group's offsets moved before this attempt fenced the last one (%s, not %s): planning again",
-                    _offsets_text(self.input_topic, after_init), _offsets_text(self.input_topic, committed),
+                    _offsets_text(self.job.input_topic, after_init), _offsets_text(self.job.input_topic, committed),
                 )
                 committed, pending = after_init, []
                 reader = self._plan(committed)
@@ -272,13 +281,16 @@ class _TransformRun:
     def _committed(self, wait: bool) -> dict[int, int | None] | None:
         """The group's committed offset of each input partition (None: none), read only; None if a transaction holds one
         (then, with `wait`, asked again after the producer's backoff until `stable_offsets_timeout_s`, S7.3)."""
-        backoff = RetryPolicy.from_config(self.producer.config).start(self.stable_timeout_s) if wait and self.producer else None
-        wanted = [(self.input_topic, p) for p in range(self.input_partitions)]
+        job = self.job
+        backoff = None
+        if wait and self.producer is not None:
+            backoff = RetryPolicy.from_config(self.producer.config).start(job.stable_offsets_timeout_s)
+        wanted = [(job.input_topic, p) for p in range(job.input_partitions)]
         while True:
-            group = read_group(self.location, self.group_id)
+            group = read_group(job.location, job.group_id)
             if group is not None and not group.is_empty():
                 raise NonEmptyGroup(
-                    f"group {self.group_id!r} has {len(group.members)} member(s); a transform commits as a simple "
+                    f"group {job.group_id!r} has {len(group.members)} member(s); a transform commits as a simple "
                     f"consumer, which the coordinator accepts only for a group without members: give it a group of its own"
                 )
             outcome = fetch_offsets(group, wanted, require_stable=True)
@@ -290,28 +302,46 @@ class _TransformRun:
                 return None
             if not backoff.wait():
                 raise UnstableOffsetCommit(
-                    f"another transaction held group {self.group_id!r}'s offsets of {self.input_topic} for "
-                    f"{self.stable_timeout_s:g} s; retry once it has ended or the sweep has aborted it"
+                    f"another transaction held group {job.group_id!r}'s offsets of {job.input_topic} for "
+                    f"{job.stable_offsets_timeout_s:g} s; retry once it has ended or the sweep has aborted it"
                 )
 
     def _plan(self, committed: Mapping[int, int | None]) -> _Reader:
-        """Scans of every input partition from the committed offset (the log start if none or below it) to the LSO now."""
-        starts = {}
-        for partition, offset in committed.items():
-            log_start = open_partition(self.location, self.input_topic, partition).log_start_offset()
-            if offset is not None and offset < log_start:
-                log.warning(
-                    "%s-%d: the group's offset %d is below the log start %d (retention removed those rows): starting there",
-                    self.input_topic, partition, offset, log_start,
-                )
-            starts[partition] = log_start if offset is None or offset < log_start else offset
-        scans = plan_scan(self.location, self.input_topic, READ_COMMITTED, starts, LATEST)
+        """Scans of every input partition from the committed offset (the log start if none) to the LSO now.
+
+        Each scan pins the snapshot it was planned on, and every batch of the run is read from it."""
+        job = self.job
+        starts = {partition: EARLIEST if offset is None else offset for partition, offset in committed.items()}
+        while True:
+            try:
+                scans = plan_scan(job.location, job.input_topic, READ_COMMITTED, starts, LATEST)
+                break
+            except OffsetOutOfRange:
+                behind = self._behind_log_start(starts)
+                if not behind:
+                    raise
+                starts.update(dict.fromkeys(behind, EARLIEST))
         log.info(
             "plan: %s from the group's offsets to the LSO seen now (%s)",
-            self.input_topic,
-            ", ".join(f"{self.input_topic}-{s.partition} [{s.start_offset}, {s.end_offset})" for s in scans),
+            job.input_topic,
+            ", ".join(f"{job.input_topic}-{s.partition} [{s.start_offset}, {s.end_offset})" for s in scans),
         )
         return _Reader(scans)
+
+    def _behind_log_start(self, starts: Mapping[int, int]) -> list[int]:
+        """Partitions whose start is below the log start: retention removed rows the group had not read (S9.1)."""
+        behind = []
+        for partition, offset in starts.items():
+            if offset == EARLIEST:
+                continue
+            log_start = open_partition(self.job.location, self.job.input_topic, partition).log_start_offset()
+            if offset < log_start:
+                log.warning(
+                    "%s-%d: the group's offset %d is below the log start %d (retention removed those rows): starting there",
+                    self.job.input_topic, partition, offset, log_start,
+                )
+                behind.append(partition)
+        return behind
 
     # -- one transaction -----------------------------------------------------------------
 
@@ -325,8 +355,8 @@ class _TransformRun:
         done = False
         producer.begin_transaction()
         try:
-            while records_in < self.max_records:
-                piece = pending.pop(0) if pending else self._next_slice(reader, self.max_records - records_in)
+            while records_in < self.job.max_records:
+                piece = pending.pop(0) if pending else self._next_slice(reader, self.job.max_records - records_in)
                 if piece is None:
                     done = True
                     break
@@ -344,9 +374,9 @@ class _TransformRun:
                 return True
             # The output goes before the offsets, as KIP-447's example does.
             producer.flush()
-            producer.send_offsets_to_transaction(
-                [TopicPartition(self.input_topic, p, offset) for p, offset in moved.items()], self._group_metadata()
-            )
+            offsets = [TopicPartition(self.job.input_topic, p, offset) for p, offset in moved.items()]
+            # A simple consumer's commit, outside the group protocol: no member, no member epoch (S6.4).
+            producer.send_offsets_to_transaction(offsets, GroupMetadata(self.job.group_id))
             self._commit(producer)
         except BaseException as error:
             self._abort(producer, error)
@@ -356,8 +386,8 @@ class _TransformRun:
         self.records_out += records_out
         log.info(
             "transaction %d of %s committed: %d records in, %d out; offsets %s",
-            self.transactions, self.transactional_id, records_in, records_out,
-            ", ".join(f"{self.input_topic}-{p} {_text(committed.get(p))}->{offset}" for p, offset in moved.items()),
+            self.transactions, self.job.transactional_id, records_in, records_out,
+            ", ".join(f"{self.job.input_topic}-{p} {_text(committed.get(p))}->{offset}" for p, offset in moved.items()),
         )
         committed.update(moved)
         return done
@@ -367,13 +397,13 @@ class _TransformRun:
         return reader.next_slice(limit)
 
     def _check_stop(self, where: str) -> None:
-        if self.should_stop():
-            raise PurgeQueue(f"the transform of {self.input_topic} was told to stop {where}; its open transaction is aborted")
+        if self.job.should_stop():
+            raise PurgeQueue(f"the transform of {self.job.input_topic} was told to stop {where}; its open transaction is aborted")
 
     def _transformed(self, piece: _Slice) -> list[pa.Table]:
         assert piece.rows is not None
-        where = f"{self.input_topic}-{piece.partition} offsets {_span(piece.rows)}"
-        return [check_output(output, where) for output in _outputs(self.transform(piece.rows), where)]
+        where = f"{self.job.input_topic}-{piece.partition} offsets {_span(piece.rows)}"
+        return [check_output(output, where) for output in _outputs(self.job.transform(piece.rows), where)]
 
     def _produce(self, producer: Producer, output: pa.Table) -> None:
         count = output.num_rows
@@ -389,7 +419,7 @@ class _TransformRun:
         )
         timestamps = _milliseconds(output.column("timestamp")) if "timestamp" in names else [0] * count
         for value, key, header, timestamp in zip(values, keys, headers, timestamps):
-            producer.produce(self.output_topic, value=value, key=key, headers=header, timestamp=timestamp or 0)
+            producer.produce(self.job.output_topic, value=value, key=key, headers=header, timestamp=timestamp or 0)
 
     def _commit(self, producer: Producer) -> None:
         """Commit, trying a retriable failure again after the producer's backoff (retry.backoff.ms, .max.ms)."""
@@ -401,44 +431,41 @@ class _TransformRun:
             except KafkaException as error:
                 if not error.error.retriable() or attempt == COMMIT_RETRIES - 1:
                     raise
-                log.warning("commit of %s failed (%s), trying again: %s", self.transactional_id, error.error.name(), error)
+                log.warning("commit of %s failed (%s), trying again: %s", self.job.transactional_id, error.error.name(), error)
                 backoff.wait()
 
     def _abort(self, producer: Producer, error: BaseException) -> None:
         """Abort the open transaction; if this producer was fenced meanwhile, say so (S4.1) rather than the error."""
+        transactional_id = self.job.transactional_id
         try:
             producer.abort_transaction()
-            log.warning("transaction of %s aborted: %s", self.transactional_id, error)
         except FatalError as fenced:
+            # Fenced (S4.1): the newer attempt's init_transactions aborts what this one left open (S4.2).
+            log.warning(
+                "transaction of %s left to the attempt that fenced this one (%s: %s); it was open because: %s",
+                transactional_id, fenced.error.name(), fenced, error,
+            )
             if fenced is not error:
                 raise fenced from error
         except KafkaException as abort_error:
             # The next attempt's init or the coordinator sweep aborts it (S4.2, S4.7).
-            log.warning("transaction of %s could not be aborted (%s): %s", self.transactional_id, abort_error, error)
+            log.warning("transaction of %s could not be aborted (%s): %s", transactional_id, abort_error, error)
+        else:
+            log.warning("transaction of %s aborted: %s", transactional_id, error)
 
     # -- clients -------------------------------------------------------------------------
 
     def _init_producer(self, why: str) -> None:
-        producer = Producer(self.producer_config)
+        producer = Producer(self.job.producer_config)
         producer.init_transactions()
         self.producer = producer
-        log.info("%s: %s took over the transactional id, fencing earlier attempts (S4.1, S4.2)", why, self.transactional_id)
-
-    def _group_metadata(self) -> GroupMetadata:
-        """A consumer's group metadata outside the group protocol: a simple commit, no member (S6.4)."""
-        if self.group_metadata is None:
-            consumer = Consumer({"lakelog.root": self.location, "group.id": self.group_id, "enable.auto.commit": False})
-            try:
-                self.group_metadata = consumer.consumer_group_metadata()
-            finally:
-                consumer.close()
-        return self.group_metadata
+        log.info("%s: %s took over the transactional id, fencing earlier attempts (S4.1, S4.2)", why, self.job.transactional_id)
 
     def _result(self, committed: Mapping[int, int | None]) -> TransformResult:
         return TransformResult(
-            self.input_topic, self.output_topic, self.group_id, self.records_in, self.records_out,
+            self.job.input_topic, self.job.output_topic, self.job.group_id, self.records_in, self.records_out,
             {p: offset for p, offset in committed.items() if offset is not None},
-            self.transactions, self.transactional_id,
+            self.transactions, self.job.transactional_id,
         )
 
 

@@ -3,8 +3,10 @@
 What the Airflow operator's repeats come down to, without Airflow: runs with
 new input between them, an attempt fenced by a newer one (S4.1), an attempt
 that left its offsets pending in an open transaction (S4.2, S7.3), a stop
-between batches, and bad input refused before anything is written (S8.3).
-Output rows and input offsets commit in one transaction (S7.1). The runs with
+between batches, a group offset that retention left behind (S9.1), and bad
+input refused before anything is written (S8.3).
+Output rows and input offsets commit in one transaction (S7.1), so each input
+row is in the output once (S7.4). The runs with
 new input also run on an S3 root; the rest only on a local one (each
 transaction is about ten commits, some seconds on the S3 emulator).
 """
@@ -12,6 +14,7 @@ transaction is about ten commits, some seconds on the S3 emulator).
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 
 import pyarrow as pa
@@ -23,7 +26,7 @@ from lakelog.client.group_admin import list_offsets
 from lakelog.client.producer import partition_for
 from lakelog.client.transform_run import run_transform
 from lakelog.errors import InvalidRequest, NonEmptyGroup, ProducerFenced, PurgeQueue, UnknownTopicOrPartition
-from lakelog.log import READ_COMMITTED, open_partition
+from lakelog.log import READ_COMMITTED, PartitionLog, open_partition
 
 INPUT_PARTITIONS = 3
 OUTPUT_PARTITIONS = 2
@@ -72,7 +75,7 @@ def topics(make_topic) -> tuple[str, str]:
 
 
 @pytest.mark.roots("local", "s3")
-def test_S7_1_runs_with_new_input_between_them_transform_each_row_once(lake, topics):
+def test_S7_1_S7_4_runs_with_new_input_between_them_transform_each_row_once(lake, topics):
     source, target = topics
     produce(lake, source, range(150))
     batches: list[pa.Table] = []
@@ -147,7 +150,8 @@ def test_S8_3_a_missing_topic_is_refused_before_anything_is_written(lake, topics
     assert table_fingerprint(lake) == before
 
 
-def test_S4_1_an_attempt_fenced_by_a_newer_one_leaves_each_row_once(lake, topics):
+def test_S4_1_an_attempt_fenced_by_a_newer_one_leaves_each_row_once(lake, topics, caplog):
+    caplog.set_level(logging.INFO, logger="lakelog.transform")
     source, target = topics
     produce(lake, source, range(120))
     asked = {"n": 0}
@@ -166,6 +170,10 @@ def test_S4_1_an_attempt_fenced_by_a_newer_one_leaves_each_row_once(lake, topics
         )
     assert output_ids(lake, target) == Counter({i: 1 for i in range(120)})
     assert committed_offsets(lake, "g", source) == input_lso(lake, source)
+    # The newer attempt says it fenced, the fenced one says what it left open.
+    messages = [record.getMessage() for record in caplog.records if record.name == "lakelog.transform"]
+    assert any(f"{TID} took over the transactional id, fencing earlier attempts" in m for m in messages), messages
+    assert any(f"transaction of {TID} left to the attempt that fenced this one (PRODUCER_FENCED" in m for m in messages), messages
 
 
 def test_S4_2_S7_3_offsets_left_pending_by_a_dead_attempt_are_aborted_and_the_run_goes_on(lake, topics):
@@ -186,7 +194,8 @@ def test_S4_2_S7_3_offsets_left_pending_by_a_dead_attempt_are_aborted_and_the_ru
     assert committed_offsets(lake, "g", source) == input_lso(lake, source)
 
 
-def test_a_run_told_to_stop_aborts_its_transaction_and_the_next_run_finishes(lake, topics):
+def test_S4_5_a_run_told_to_stop_aborts_its_transaction_and_the_next_run_finishes(lake, topics, caplog):
+    caplog.set_level(logging.INFO, logger="lakelog.transform")
     source, target = topics
     produce(lake, source, range(90))
     asked = {"n": 0}
@@ -205,6 +214,11 @@ def test_a_run_told_to_stop_aborts_its_transaction_and_the_next_run_finishes(lak
     for partition in range(OUTPUT_PARTITIONS):
         log = open_partition(lake, target, partition)
         assert log.last_stable_offset() == log.high_watermark()  # aborted, not left open
+    assert any(
+        record.levelno == logging.WARNING and record.getMessage().startswith(f"transaction of {TID} aborted: ")
+        and "told to stop before its next batch" in record.getMessage()
+        for record in caplog.records
+    ), caplog.text
     run_transform(lake, source, target, "g", tag, transactional_id=TID, max_records_per_transaction=20)
     assert output_ids(lake, target) == Counter({i: 1 for i in range(90)})
 
@@ -221,3 +235,22 @@ def test_S6_4_a_group_with_members_is_refused(lake, topics):
     finally:
         member.close()
     assert output_ids(lake, target) == Counter()
+
+
+def test_S9_1_a_group_offset_below_the_log_start_starts_there(lake, topics, monkeypatch, caplog):
+    source, target = topics
+    produce(lake, source, range(30))
+    run_transform(lake, source, target, "g", tag, transactional_id=TID)
+    produce(lake, source, range(30, 60))
+    # Retention removed offsets 10-14 of partition 0 (ids 30, 33, ..., 42) before the group read them.
+    log_start = PartitionLog.log_start_offset
+    monkeypatch.setattr(
+        PartitionLog, "log_start_offset", lambda log: 15 if (log.topic, log.partition) == (source, 0) else log_start(log)
+    )
+    caplog.set_level(logging.WARNING, logger="lakelog.transform")
+    result = run_transform(lake, source, target, "g", tag, transactional_id=TID)
+    removed = set(range(30, 45, 3))
+    assert result.records_in == 30 - len(removed)
+    assert output_ids(lake, target) == Counter({i: 1 for i in range(60) if i not in removed})
+    assert committed_offsets(lake, "g", source) == input_lso(lake, source) == {0: 20, 1: 20, 2: 20}
+    assert f"{source}-0: the group's offset 10 is below the log start 15" in caplog.text
