@@ -1,4 +1,4 @@
-"""LakelogTransformOperator under a real Airflow scheduler: each input row in the output once (S4.1, S4.2, S7.1).
+"""LakelogTransformOperator under a real Airflow scheduler: each input row in the output once (S4.1, S4.2, S7.1, S7.4).
 
 `airflow standalone` (LocalExecutor, SQLite) runs tests/airflow/dags/lakelog_test_transform.py
 (topic `events` into `events-tagged`, 60 records a transaction). Its first run
@@ -115,7 +115,7 @@ def scheduler(tmp_path):
         airflow.stop()
 
 
-def test_S4_1_S4_2_S7_1_a_retry_after_a_partial_write_and_a_zombie_leave_each_row_once(scheduler):
+def test_S4_1_S4_2_S7_1_S7_4_a_retry_after_a_partial_write_and_a_zombie_leave_each_row_once(scheduler):
     airflow, root, faults = scheduler
     produce(root, range(300))
     # The 6th should_stop question is the second transaction's commit: both tries have written rows by then.
@@ -167,6 +167,11 @@ def test_S4_1_S4_2_S7_1_a_retry_after_a_partial_write_and_a_zombie_leave_each_ro
     assert f"transaction 1 of {TRANSACTIONAL_ID} committed: 60 records in, 60 out; offsets events-0 none->60" in log_of("run-1", killed)
     assert f"transaction 1 of {TRANSACTIONAL_ID} committed: 60 records in, 60 out; offsets events-1 20->80" in log_of("run-1", retry)
     assert "PRODUCER_FENCED" in log_of("run-1", stopped["try"])
+    # The retry says it fenced the earlier tries; the resumed zombie says it was fenced with a transaction open.
+    assert f"{TRANSACTIONAL_ID} took over the transactional id, fencing earlier attempts" in log_of("run-1", retry)
+    assert f"transaction of {TRANSACTIONAL_ID} left to the attempt that fenced this one (PRODUCER_FENCED" in log_of(
+        "run-1", stopped["try"]
+    )
     assert "transformed 150 records of events into 150 of events-tagged" in log_of("run-2", 1)
     # Each successful run emitted an event on the output topic's Asset.
     events = airflow.query(

@@ -24,7 +24,6 @@ mapped task needs one group per map index.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,8 +34,6 @@ from lakelog.airflow.assets import parse_time_asset, topic_asset
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.airflow.operators._errors import task_errors
 from lakelog.client.transform_run import Transform, TransformResult, run_transform, transform_transactional_id
-
-log = logging.getLogger(__name__)
 
 
 class LakelogTransformOperator(BaseOperator):
@@ -148,7 +145,8 @@ class LakelogTransformOperator(BaseOperator):
                 elif isinstance(outlet, Asset) and outlet.uri == output.uri:
                     events[outlet].extra = extra
             except (KeyError, TypeError, AttributeError) as error:
-                log.debug("no event extra on %s: %s", outlet, error)
+                # The run's result stands; only the Asset event goes without it.
+                self.log.warning("no event for %s on outlet %s: %s", output.uri, outlet, error)
 
 
 def _offsets(result: TransformResult) -> str:
