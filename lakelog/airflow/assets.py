@@ -49,6 +49,29 @@ def parse_time_asset(topic: str, lakelog_conn_id: str) -> Any | None:
         return None
 
 
+def emit_topic_event(operator: Any, context: Any, topic: str, root: str, extra: dict[str, Any]) -> None:
+    """Put `extra` (the task's result) on the event of `topic`'s Asset among the operator's outlets.
+
+    An outlet that is that Asset gets `extra`; an AssetAlias gets the Asset added
+    (so a templated topic, unknown at parse time, still gets its event). A failure
+    here leaves the committed result standing: it is logged, not raised.
+    """
+    from airflow.sdk import Asset, AssetAlias
+
+    events = context.get("outlet_events")
+    if events is None:
+        return
+    asset = topic_asset(topic, root)
+    for outlet in operator.outlets:
+        try:
+            if isinstance(outlet, AssetAlias):
+                events[outlet].add(asset, extra=extra)
+            elif isinstance(outlet, Asset) and outlet.uri == asset.uri:
+                events[outlet].extra = extra
+        except (KeyError, TypeError, AttributeError) as error:
+            operator.log.warning("no event for %s on outlet %s: %s", asset.uri, outlet, error)
+
+
 def sanitize_uri(uri: urllib.parse.SplitResult) -> urllib.parse.SplitResult:
     """Airflow's URI normaliser for the `lakelog` scheme: a topic under a root, nothing else."""
     if uri.query or uri.fragment:
@@ -58,4 +81,4 @@ def sanitize_uri(uri: urllib.parse.SplitResult) -> urllib.parse.SplitResult:
     return uri
 
 
-__all__ = ["parse_time_asset", "sanitize_uri", "topic_asset", "topic_asset_uri"]
+__all__ = ["emit_topic_event", "parse_time_asset", "sanitize_uri", "topic_asset", "topic_asset_uri"]

@@ -18,7 +18,6 @@ The rows and the unit's record commit in one transaction
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,13 +25,10 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from lakelog.airflow.assets import parse_time_asset
+from lakelog.airflow.assets import emit_topic_event, parse_time_asset
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.airflow.operators._errors import task_errors
 from lakelog.client.unit_loader import load_unit
-
-log = logging.getLogger(__name__)
-
 
 def unit_of(context: Mapping[str, Any]) -> str:
     """The unit a task instance covers: dag.task.map_index.<partition key or data interval>."""
@@ -125,7 +121,7 @@ class LakelogLoadOperator(BaseOperator):
                 unit,
                 result.describe(),
             )
-        _annotate_outlets(self, context, result.as_dict())
+        emit_topic_event(self, context, self.topic, connection.root, result.as_dict())
         return result.as_dict()
 
     def should_stop(self) -> bool:
@@ -135,18 +131,6 @@ class LakelogLoadOperator(BaseOperator):
     def on_kill(self) -> None:
         self.log.warning("asked to stop: the load stops before its next batch and its transaction is aborted")
         self._stop.set()
-
-
-def _annotate_outlets(operator: BaseOperator, context: Any, extra: dict[str, Any]) -> None:
-    """Put the result on the topic Asset's event, so a downstream DAG sees what was committed."""
-    events = context.get("outlet_events")
-    if events is None:
-        return
-    for outlet in operator.outlets:
-        try:
-            events[outlet].extra = extra
-        except (KeyError, TypeError, AttributeError) as error:
-            log.debug("no event extra on %s: %s", outlet, error)
 
 
 __all__ = ["LakelogLoadOperator", "unit_of"]

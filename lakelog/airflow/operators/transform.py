@@ -28,9 +28,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow.sdk import Asset, AssetAlias, BaseOperator
+from airflow.sdk import BaseOperator
 
-from lakelog.airflow.assets import parse_time_asset, topic_asset
+from lakelog.airflow.assets import emit_topic_event, parse_time_asset
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.airflow.operators._errors import task_errors
 from lakelog.client.transform_run import Transform, TransformResult, run_transform, transform_transactional_id
@@ -120,7 +120,7 @@ class LakelogTransformOperator(BaseOperator):
                 "nothing to transform: group %s was at the end of %s (%s); this attempt wrote nothing",
                 self.group_id, self.input_topic, _offsets(result),
             )
-        self._emit_output_asset(context, connection.root, result)
+        emit_topic_event(self, context, self.output_topic, connection.root, result.as_dict())
         return result.as_dict()
 
     def should_stop(self) -> bool:
@@ -130,23 +130,6 @@ class LakelogTransformOperator(BaseOperator):
     def on_kill(self) -> None:
         self.log.warning("asked to stop: the transform stops before its next batch and its open transaction is aborted")
         self._stop.set()
-
-    def _emit_output_asset(self, context: Any, root: str, result: TransformResult) -> None:
-        """Put the result on the output topic's Asset event; through an AssetAlias, name that Asset."""
-        events = context.get("outlet_events")
-        if events is None:
-            return
-        extra = result.as_dict()
-        output = topic_asset(self.output_topic, root)
-        for outlet in self.outlets:
-            try:
-                if isinstance(outlet, AssetAlias):
-                    events[outlet].add(output, extra=extra)
-                elif isinstance(outlet, Asset) and outlet.uri == output.uri:
-                    events[outlet].extra = extra
-            except (KeyError, TypeError, AttributeError) as error:
-                # The run's result stands; only the Asset event goes without it.
-                self.log.warning("no event for %s on outlet %s: %s", output.uri, outlet, error)
 
 
 def _offsets(result: TransformResult) -> str:
