@@ -35,15 +35,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG, AssetAny, task
-from airflow.sdk.exceptions import AirflowFailException
 
 from lakelog.airflow import DEFAULT_CONN_ID, LakelogHook, LakelogSparkSubmitOperator, topic_asset
+from lakelog.airflow.operators._errors import task_errors
 from lakelog.catalog import user_topics
-from lakelog.errors import KafkaException
 
 log = logging.getLogger(__name__)
 
 LAKELOG_CONN_ID = DEFAULT_CONN_ID
+# The Spark jobs run for each topic: task id -> application.
+JOBS = {
+    "partition_status": "pipelines.partition_status",
+    "committed_view": "pipelines.materialize_committed_view",
+}
 
 
 def parse_time_topics(conn_id: str) -> tuple[Any, list[str]]:
@@ -80,11 +84,10 @@ with DAG(
     @task
     def topics_to_refresh(triggering_asset_events: Any = None) -> list[str]:
         """The topics whose Asset events triggered this run, or every user topic of the root for a manual run."""
-        try:
+        # Bad connection: fails at once; store unreachable: retried.
+        with task_errors("listing the topics"):
             root = LakelogHook(LAKELOG_CONN_ID).location()
             topics = user_topics(root)
-        except KafkaException as error:
-            raise AirflowFailException(f"listing the topics: {error.error.name()}: {error}") from None
         if triggering_asset_events:
             uris = {asset.uri for asset in triggering_asset_events}
             topics = [topic for topic in topics if topic_asset(topic, root).uri in uris]
@@ -95,16 +98,10 @@ with DAG(
 
     topic_args = topics_to_refresh().map(topic_arguments)
 
-    LakelogSparkSubmitOperator.partial(
-        task_id="partition_status",
-        application="pipelines.partition_status",
-        lakelog_conn_id=LAKELOG_CONN_ID,
-        map_index_template="{{ task.application_args[-1] }}",
-    ).expand(application_args=topic_args)
-
-    LakelogSparkSubmitOperator.partial(
-        task_id="committed_view",
-        application="pipelines.materialize_committed_view",
-        lakelog_conn_id=LAKELOG_CONN_ID,
-        map_index_template="{{ task.application_args[-1] }}",
-    ).expand(application_args=topic_args)
+    for task_id, application in JOBS.items():
+        LakelogSparkSubmitOperator.partial(
+            task_id=task_id,
+            application=application,
+            lakelog_conn_id=LAKELOG_CONN_ID,
+            map_index_template="{{ task.application_args[-1] }}",
+        ).expand(application_args=topic_args)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakelog.errors import InvalidRequest, UnknownTopicOrPartition
-from lakelog.log import open_partition, topic_config
+from lakelog.log import open_partition
 from lakelog.log.partition import PartitionLog
 from lakelog.store import Location, check_root
 
@@ -164,15 +164,10 @@ class CommittedWait:
 
     def _open(self) -> dict[int, PartitionLog]:
         location = check_root(self.root, self.storage_options)
-        num_partitions = topic_config(location, self.topic).num_partitions
-        partitions = sorted(self.targets) if self.targets is not None else list(range(num_partitions))
-        unknown = [p for p in partitions if not 0 <= p < num_partitions]
-        if unknown:
-            raise UnknownTopicOrPartition(
-                f"topic {self.topic} has partitions 0-{num_partitions - 1}: no partition {unknown[0]} to wait on",
-                topic=self.topic,
-            )
-        return {p: open_partition(location, self.topic, p) for p in partitions}
+        # Partition 0 tells a missing topic and carries the partition count; open_partition refuses any other.
+        first = open_partition(location, self.topic, 0)
+        partitions = sorted(self.targets) if self.targets is not None else range(first.config.num_partitions)
+        return {p: first if p == 0 else open_partition(location, self.topic, p) for p in partitions}
 
     def check(self) -> CommittedCheck:
         if self._logs is None:
@@ -190,11 +185,4 @@ class CommittedWait:
         return CommittedCheck(self.topic, tuple(waits))
 
 
-def check_committed(
-    root: str | Location, topic: str, offsets: Any = None, storage_options: Mapping[str, Any] | None = None
-) -> CommittedCheck:
-    """One check, opening the partitions afresh."""
-    return CommittedWait(root, topic, offsets, storage_options).check()
-
-
-__all__ = ["CommittedCheck", "CommittedWait", "PartitionWait", "check_committed", "parse_offsets"]
+__all__ = ["CommittedCheck", "CommittedWait", "PartitionWait", "parse_offsets"]

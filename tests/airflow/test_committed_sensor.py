@@ -66,6 +66,33 @@ def test_S5_1_wait_holds_while_a_transaction_is_open_and_reports_who_holds_it(ro
     assert upto.check().last_stable_offsets == {0: 2}
 
 
+def test_S5_1_wait_opens_each_partition_once_and_refuses_a_missing_topic_or_partition(tmp_path, monkeypatch):
+    import lakelog.client.committed_wait as committed_wait
+
+    root = str(tmp_path / "lake")
+    AdminClient({"lakelog.root": root}).create_topics([NewTopic("events", num_partitions=2)])
+    opened: list[int] = []
+
+    def counting_open(location, topic, partition):
+        opened.append(partition)
+        return open_partition(location, topic, partition)
+
+    monkeypatch.setattr(committed_wait, "open_partition", counting_open)
+    wait = CommittedWait(root, "events")
+    assert wait.check().done and wait.check().done
+    producer = Producer({"lakelog.root": root})
+    producer.produce("events", value="one", partition=1)
+    producer.flush()
+    after = wait.check()
+    assert after.done and after.last_stable_offsets == {0: 0, 1: 1}  # the refresh saw the new record
+    assert opened == [0, 1]  # later checks refresh the logs in hand
+
+    with pytest.raises(UnknownTopicOrPartition, match="topic absent does not exist"):
+        CommittedWait(root, "absent", {}).check()
+    with pytest.raises(UnknownTopicOrPartition, match="has partitions 0-1, not 2"):
+        CommittedWait(root, "events", {1: 0, 2: 0}).check()
+
+
 def test_S5_1_offsets_are_parsed_from_what_templates_and_xcoms_give():
     assert parse_offsets("t", None) is None and parse_offsets("t", "None") is None
     assert parse_offsets("t", {0: 5, "1": "7"}) == {0: 5, 1: 7}
@@ -80,7 +107,7 @@ def test_S5_1_offsets_are_parsed_from_what_templates_and_xcoms_give():
         parse_offsets("t", {"x": 1})
 
 
-def test_S5_1_trigger_fires_when_the_sweep_aborts_the_hanging_transaction(tmp_path):
+def test_S4_7_S5_1_trigger_fires_when_the_sweep_aborts_the_hanging_transaction(tmp_path):
     from lakelog.airflow import LakelogCommittedTrigger
 
     root = str(tmp_path / "lake")

@@ -52,6 +52,8 @@ DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.session.timeZone": "UTC",
 }
+DEFAULT_MASTER = "local[2]"
+DEFAULT_DRIVER_MEMORY = "1g"
 # How many of the job's last output lines are kept to find its error in.
 TAIL_LINES = 400
 MAX_ERROR_CHARS = 1000
@@ -161,8 +163,8 @@ class SparkSubmitHook(BaseHook):
         self,
         *,
         lakelog_conn_id: str | None = DEFAULT_CONN_ID,
-        master: str = "local[2]",
-        driver_memory: str = "1g",
+        master: str = DEFAULT_MASTER,
+        driver_memory: str = DEFAULT_DRIVER_MEMORY,
         conf: Mapping[str, Any] | None = None,
         name: str | None = None,
         env_vars: Mapping[str, str] | None = None,
@@ -171,6 +173,8 @@ class SparkSubmitHook(BaseHook):
     ) -> None:
         super().__init__(**kwargs)
         self.lakelog_conn_id = lakelog_conn_id
+        # One connection lookup per hook: the command line and the environment both read it.
+        self._lakelog = LakelogHook(lakelog_conn_id) if lakelog_conn_id is not None else None
         self.master = master
         self.driver_memory = driver_memory
         self.conf = {**DEFAULT_CONF, **{str(key): str(value) for key, value in (conf or {}).items()}}
@@ -190,10 +194,10 @@ class SparkSubmitHook(BaseHook):
         for key, value in self.conf.items():
             command += ["--conf", f"{key}={value}"]
         arguments = [str(argument) for argument in application_args]
-        if self.lakelog_conn_id is not None and "--root" not in arguments:
-            arguments = ["--root", LakelogHook(self.lakelog_conn_id).root, *arguments]
-            # Settings without an AWS_* variable (timeouts, retries; never secrets, which all have one).
-            for key, value in self._storage_arguments().items():
+        if self._lakelog is not None and "--root" not in arguments:
+            arguments = ["--root", self._lakelog.root, *arguments]
+            _, options = self._storage_settings()
+            for key, value in options.items():
                 arguments += ["--storage-option", f"{key}={value}"]
         return [*command, path, *arguments]
 
@@ -206,29 +210,29 @@ class SparkSubmitHook(BaseHook):
         if import_root is not None:
             paths = [import_root, *filter(None, environment.get("PYTHONPATH", "").split(os.pathsep))]
             environment["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-        if self.lakelog_conn_id is not None:
-            environment.update(self._storage_environment())
+        if self._lakelog is not None:
+            variables, _ = self._storage_settings()
+            environment.update(variables)
         environment.update(self.env_vars)
         return environment
 
-    def _storage_environment(self) -> dict[str, str]:
-        """The connection's storage options as the AWS_* variables lakelog's file IO reads."""
-        variables = {}
-        for raw_key, value in LakelogHook(self.lakelog_conn_id).storage_options.items():
+    def _storage_settings(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The connection's storage options split: AWS_* variables lakelog's file IO reads, and the rest by key.
+
+        The rest (timeouts, retries) goes on the command line as --storage-option; never a secret, since every
+        one of SECRET_KEYS has its variable.
+        """
+        assert self._lakelog is not None
+        variables: dict[str, str] = {}
+        options: dict[str, str] = {}
+        for raw_key, value in self._lakelog.storage_options.items():
             key = storage_key(raw_key)
             variable = S3_KEYS[key]
             if variable is not None:
                 variables[variable] = str(value)
-        return variables
-
-    def _storage_arguments(self) -> dict[str, str]:
-        """The connection's storage options that no AWS_* variable carries: given to the job as --storage-option."""
-        options = {}
-        for raw_key, value in LakelogHook(self.lakelog_conn_id).storage_options.items():
-            key = storage_key(raw_key)
-            if S3_KEYS[key] is None:  # never a secret: every one of SECRET_KEYS has its variable
+            else:
                 options[key] = str(value)
-        return options
+        return variables, options
 
     def submit(self, application: str, application_args: Sequence[str] = ()) -> dict[str, Any] | None:
         """Run the job to its end, its output streamed into the task log line by line.
@@ -298,4 +302,12 @@ class SparkSubmitHook(BaseHook):
             pass
 
 
-__all__ = ["DEFAULT_CONF", "SparkSubmitHook", "application_file", "last_error_line", "spark_submit_binary"]
+__all__ = [
+    "DEFAULT_CONF",
+    "DEFAULT_DRIVER_MEMORY",
+    "DEFAULT_MASTER",
+    "SparkSubmitHook",
+    "application_file",
+    "last_error_line",
+    "spark_submit_binary",
+]

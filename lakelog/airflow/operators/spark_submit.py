@@ -22,7 +22,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID
-from lakelog.airflow.hooks.spark_submit import SparkSubmitHook
+from lakelog.airflow.hooks.spark_submit import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, SparkSubmitHook
 from lakelog.airflow.operators._errors import task_errors
 
 
@@ -50,8 +50,8 @@ class LakelogSparkSubmitOperator(BaseOperator):
         application_args: Sequence[str] | None = None,
         lakelog_conn_id: str | None = DEFAULT_CONN_ID,
         conf: Mapping[str, Any] | None = None,
-        master: str = "local[2]",
-        driver_memory: str = "1g",
+        master: str = DEFAULT_MASTER,
+        driver_memory: str = DEFAULT_DRIVER_MEMORY,
         name: str | None = None,
         env_vars: Mapping[str, str] | None = None,
         spark_binary: str | None = None,

@@ -68,6 +68,7 @@ class LakelogCommittedTrigger(BaseTrigger):
             except KafkaException as error:
                 line = f"wait for committed offsets of {self.topic}: {error.error.name()}: {error}"
                 if not error.error.retriable():
+                    self.log.error("%s; the wait ends failed", line)
                     yield TriggerEvent({"status": "error", "message": line})
                     return
                 self.log.warning("%s; polling again in %s s", line, self.poke_interval)
