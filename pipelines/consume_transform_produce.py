@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -55,6 +56,8 @@ from lakelog.errors import (
 from lakelog.log import open_partition, topic_config
 from lakelog.store import check_root
 from lakelog.store.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
 
 SOURCE_HEADER = "lakelog.source"
 # Errors that say "you are a zombie": counted as fencings in the events.
@@ -256,8 +259,12 @@ def _commit(producer: Producer) -> None:
             producer.commit_transaction()
             return
         except KafkaException as error:
-            if not error.args[0].retriable() or attempt == END_RETRIES - 1:
+            if not error.args[0].retriable():
                 raise
+            if attempt == END_RETRIES - 1:
+                log.warning("commit failed %d times, the last with %s; giving up: %s", END_RETRIES, error.error.name(), error)
+                raise
+            log.warning("commit failed with %s, trying again: %s", error.error.name(), error)
             backoff.wait()
 
 

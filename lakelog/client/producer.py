@@ -549,14 +549,17 @@ class Producer:
             except RetriableError as error:
                 attempts += 1
                 retry_allowed = retry_storage_errors or not isinstance(error, KafkaStorageError)
-                if attempts > self.config["retries"] or backoff.expired() or not retry_allowed:
+                if attempts > self.config["retries"] or not retry_allowed or not backoff.wait():
+                    log.warning(
+                        "%s-%d: giving up on a batch of %d after %d attempt(s)%s: %s: %s",
+                        tp[0], tp[1], count, attempts, "" if retry_allowed else " (no producer id to retry it safely)",
+                        error.error.name(), error,
+                    )
                     raise
                 log.warning(
                     "%s-%d: retrying a batch of %d (attempt %d) after %s: %s",
                     tp[0], tp[1], count, attempts + 1, error.error.name(), error,
                 )
-                if not backoff.wait():
-                    raise
 
     def _serve_reports(self) -> int:
         served = 0

@@ -8,7 +8,7 @@ outcome's records as one batch whose expected offset is that log end offset
 key or another one of the same partition, the append is refused with
 `OffsetMismatch`, the new records are replayed and the request is decided
 again: no decision is ever committed on a stale state. A lost commit race
-waits out the retry policy's backoff (lakelog.store.retry) first, one backoff
+waits out the retry policy's backoff (lakelog.store.retry) first, on one backoff
 per request.
 
 A record is one row: key = the coordinator key (a transactional.id, a group id),
@@ -29,6 +29,7 @@ missing, unreadable or does not fit is skipped, and replay starts earlier.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -37,8 +38,10 @@ import pyarrow as pa
 
 from lakelog.errors import CorruptRecord, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, ControlType, PartitionLog, payload_table
-from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from lakelog.store.sidecar import read_snapshots, write_snapshot
+
+log = logging.getLogger(__name__)
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -134,15 +137,16 @@ class CoordinatorLog(Generic[S]):
             if write_snapshot(self.log.table, SNAPSHOT_FOLDER, self.position, self._codec.dump(self.state)):
                 self.snapshot_position = self.position
 
-    def run(self, decide: Callable[[S], O], timeout_s: float = 60.0) -> O:
+    def run(self, decide: Callable[[S], O], timeout_s: float = 60.0, *, backoff: Backoff | None = None) -> O:
         """Decide, and append the outcome's records at exactly the position the state was replayed to.
 
         The first decision is made on the state in hand: if it has records, the
         conditional append proves that state was the latest (or refuses, and the
         request is decided again after catching up). An answer without records
         (a refusal, a verification) is only returned once it holds on the latest state.
+        Lost races wait on `backoff`, the request's (else one ending `timeout_s` from now).
         """
-        backoff = self.retry.start(timeout_s)
+        backoff = self.retry.start(timeout_s) if backoff is None else backoff
         caught_up = False
         if self.log.log_end_offset() > self.position:
             # Rows the handle in hand already holds (a marker written through it): replay, no reload.
@@ -162,11 +166,16 @@ class CoordinatorLog(Generic[S]):
                 # A lost commit race waits in there, on this request's backoff, before the append decides again.
                 self.log.append(self._encode(outcome.records), BatchHeader(expected_offset=self.position), backoff=backoff)
             except OffsetMismatch:
+                where = f"{self.log.topic}-{self.log.partition}"
                 if backoff.expired():
-                    raise KafkaTimeout(
-                        f"{self.log.topic}-{self.log.partition}: gave up after {timeout_s:g} s of lost races"
-                    ) from None
-                self.catch_up()
+                    message = f"{where}: the state moved on past the deadline, after {backoff.retries} retries"
+                    log.warning("%s; giving up", message)
+                    raise KafkaTimeout(message) from None
+                # The append refused on the latest snapshot, which the handle now holds: replay it, no reload.
+                end = self.log.log_end_offset()
+                log.debug("%s: decided at offset %d, but the log ends at %d; replaying and deciding again",
+                          where, self.position, end)
+                self._replay_to(end)
                 caught_up = True
                 continue
             for record in outcome.records:

@@ -14,6 +14,7 @@ processes may do it at once), then record `Complete*`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,9 @@ from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout
 from lakelog.log import PartitionLog, allocate_producer_id, open_partition
 from lakelog.log.partition import APPEND_TIMEOUT_S, Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
-from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
+
+log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_LOG = "__transaction_state"
 # Fault points, in the order `finish` meets them (tests kill a process at one of them).
@@ -100,7 +103,8 @@ class TransactionCoordinator:
 
         An unfinished earlier transaction is finished first (S4.2): an ongoing one is
         fenced and aborted, a decided one rolled forward; this call does that work
-        itself and waits while another process does it, up to `timeout_s`.
+        itself and asks again at once, waiting only if the id moved on meanwhile
+        (another process's request), up to `timeout_s`.
         """
         # Checked before anything is allocated or created, so a refusal writes nothing (S8.3).
         timeout_error = txn.check_transaction_timeout(transaction_timeout_ms, self.config)
@@ -116,9 +120,9 @@ class TransactionCoordinator:
                 allocated.append(allocate_producer_id(self.root, transactional_id, retry=self.retry))
             return allocated[0]
 
+        finished = False
         while True:
-            log = self._log_of(transactional_id)
-            outcome = log.run(
+            outcome = self._log_of(transactional_id).run(
                 lambda state: txn.init_producer_id(
                     state.get(transactional_id),
                     transactional_id,
@@ -126,17 +130,24 @@ class TransactionCoordinator:
                     new_producer_id(state.get(transactional_id)),
                     self._clock(),
                     self.config,
-                )
+                ),
+                backoff=backoff,
             )
             if outcome.ok:
                 return outcome.response
             if not isinstance(outcome.error, ConcurrentTransactions):
                 raise outcome.error
-            self.finish(transactional_id)
-            if not backoff.wait():
-                raise KafkaTimeout(
+            # Finished here just before, and refused again: another process moved the id on meanwhile.
+            if finished and not backoff.wait():
+                message = (
                     f"init of transactional.id {transactional_id!r} waited {timeout_s:g} s for its last transaction to finish"
-                ) from outcome.error
+                )
+                log.warning("%s; giving up", message)
+                raise KafkaTimeout(message) from outcome.error
+            log.info("init of transactional.id %r finishes its last transaction first (S4.2): %s",
+                     transactional_id, outcome.error)
+            self.finish(transactional_id, backoff=backoff)
+            finished = True
 
     def add_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartitionKey]
@@ -178,30 +189,36 @@ class TransactionCoordinator:
                 allocated.append(allocate_producer_id(self.root, transactional_id, retry=self.retry))
             return allocated[0]
 
+        # One backoff for the decision, the markers and the completion.
+        backoff = self.retry.start(APPEND_TIMEOUT_S)
         result = self._run(
             transactional_id,
             lambda current: txn.end_transaction(
                 current, transactional_id, producer_id, producer_epoch, commit, self._clock(), new_producer_id(current)
             ),
+            backoff,
         )
         self._hit(FAULT_AFTER_DECISION, transactional_id=transactional_id)
-        self.finish(transactional_id)
+        self.finish(transactional_id, backoff=backoff)
         return result
 
-    def finish(self, transactional_id: str) -> TransactionMetadata | None:
-        """Finish a decided transaction of the id, if there is one: markers, then `Complete*` (S4.5)."""
+    def finish(self, transactional_id: str, *, backoff: Backoff | None = None) -> TransactionMetadata | None:
+        """Finish a decided transaction of the id, if there is one: markers, then `Complete*` (S4.5).
+
+        Lost races wait on `backoff`, the calling request's (else one for this finish)."""
         current = self._log_of(transactional_id).catch_up().get(transactional_id)
         markers = txn.markers_for(current)
         if markers is None:
             return current
+        backoff = self.retry.start(APPEND_TIMEOUT_S) if backoff is None else backoff
         for index, (topic, partition) in enumerate(markers.partitions):
             self._partition(topic, partition).append_marker(
-                markers.producer_id, markers.producer_epoch, markers.control, backoff=self.retry.start(APPEND_TIMEOUT_S)
+                markers.producer_id, markers.producer_epoch, markers.control, backoff=backoff
             )
             self._hit(FAULT_AFTER_MARKER, transactional_id=transactional_id, index=index, topic=topic, partition=partition)
         self._hit(FAULT_BEFORE_COMPLETE, transactional_id=transactional_id)
         outcome = self._log_of(transactional_id).run(
-            lambda state: txn.complete_transaction(state.get(transactional_id), markers, self._clock())
+            lambda state: txn.complete_transaction(state.get(transactional_id), markers, self._clock()), backoff=backoff
         )
         return outcome.response
 
@@ -247,8 +264,13 @@ class TransactionCoordinator:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _run(self, transactional_id: str, handler: Callable[[TransactionMetadata | None], Outcome[Any]]) -> Any:
-        outcome = self._log_of(transactional_id).run(lambda state: handler(state.get(transactional_id)))
+    def _run(
+        self,
+        transactional_id: str,
+        handler: Callable[[TransactionMetadata | None], Outcome[Any]],
+        backoff: Backoff | None = None,
+    ) -> Any:
+        outcome = self._log_of(transactional_id).run(lambda state: handler(state.get(transactional_id)), backoff=backoff)
         if not outcome.ok:
             raise outcome.error
         return outcome.response

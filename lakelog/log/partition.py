@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,6 +40,8 @@ from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.store import FileEntry, Table
 from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, refresh_if_stale
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
+
+log = logging.getLogger(__name__)
 
 LOG_END_OFFSET_APP_ID = "lakelog.log_end_offset"
 # How long an append keeps retrying lost commit races by default.
@@ -163,12 +166,14 @@ class PartitionLog:
         payload = conform_payload(payload)
         if payload.num_rows == 0:
             raise PolicyViolation("a batch must hold at least one record")
-        backoff = backoff or DEFAULT_POLICY.start(timeout_s)
+        backoff = DEFAULT_POLICY.start(timeout_s) if backoff is None else backoff
+        # True once a lost race reloaded the snapshot: a refusal decided on it already holds on the latest.
+        reloaded = False
         while True:
             refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
             now_ms = self._clock()
             try:
-                decision = self._decide_on_latest(payload.num_rows, header, now_ms)
+                decision = self._decide_on_latest(payload.num_rows, header, now_ms, reloaded=reloaded)
             except CorruptRecord:
                 # A duplicate check read a file that compaction removed after our snapshot.
                 if not self.refresh():
@@ -188,6 +193,7 @@ class PartitionLog:
                     known = None  # app_versions rewrote this producer's entry: read it back when needed
             version = self._commit(rows, new_leo, versions, known, backoff)
             if version is None:
+                reloaded = True
                 continue
             return AppendResult(decision.base_offset, new_leo - 1, version)
 
@@ -217,7 +223,7 @@ class PartitionLog:
         if not header.is_idempotent:
             raise InvalidRequest(f"a marker needs a producer id, not {producer_id}")
         payload = conform_payload(pa.table({"value": pa.array([None], pa.binary())}))
-        backoff = backoff or DEFAULT_POLICY.start(timeout_s)
+        backoff = DEFAULT_POLICY.start(timeout_s) if backoff is None else backoff
         while True:
             refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
             entry = self.producer_entry(producer_id)
@@ -250,11 +256,14 @@ class PartitionLog:
         """
         try:
             version = self.table.append(rows, app_versions=versions, compression=self.config.compression_type)
-        except CommitConflict:
+        except CommitConflict as conflict:
+            taken = getattr(conflict, "decided_on", self.version) + 1
             if not backoff.wait():
-                raise KafkaTimeout(
-                    f"{self.topic}-{self.partition}: gave up at its deadline after {backoff.retries + 1} lost commit races"
-                ) from None
+                message = f"{self.topic}-{self.partition}: lost version {taken} past the deadline, after {backoff.retries} retries"
+                log.warning("%s; giving up", message)
+                raise KafkaTimeout(message) from None
+            log.debug("%s-%d: lost version %d to another writer; retry %d decides again on the latest snapshot",
+                      self.topic, self.partition, taken, backoff.retries)
             # Others committed while this writer waited: decide on what they left, not on what it lost to.
             self.refresh()
             return None
@@ -264,12 +273,12 @@ class PartitionLog:
         self.last_maintenance = maintain(self.table, self.maintenance)
         return version
 
-    def _decide_on_latest(self, count: int, header: BatchHeader, now_ms: int) -> _Decision:
-        """Decide on the snapshot in hand; a refusal is re-checked on the latest snapshot."""
+    def _decide_on_latest(self, count: int, header: BatchHeader, now_ms: int, *, reloaded: bool = False) -> _Decision:
+        """Decide on the snapshot in hand; a refusal is re-checked on the latest snapshot (`reloaded`: it is)."""
         try:
             return self._decide(count, header, now_ms)
         except KafkaException:
-            if not self.refresh():
+            if reloaded or not self.refresh():
                 raise
         return self._decide(count, header, now_ms)
 

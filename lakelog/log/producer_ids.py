@@ -8,6 +8,7 @@ policy's backoff, reloads and takes the next).
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pyarrow as pa
@@ -15,6 +16,8 @@ import pyarrow as pa
 from lakelog.errors import CommitConflict
 from lakelog.store import Table, check_root
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+
+log = logging.getLogger(__name__)
 
 PRODUCER_IDS_DIR = "__producer_ids"
 NEXT_ID_APP_ID = "lakelog.next_producer_id"
@@ -30,6 +33,7 @@ SCHEMA = pa.schema(
 def allocate_producer_id(root: str, client_id: str = "", *, retry: RetryPolicy = DEFAULT_POLICY) -> int:
     """Allocate a producer id unique across every process using this root; lost races back off by `retry`."""
     table, _ = Table.create(check_root(root) / PRODUCER_IDS_DIR, SCHEMA, {})
+    # No deadline: every lost race is another process's allocation landing.
     backoff = retry.start(None)
     while True:
         producer_id = table.app_version(NEXT_ID_APP_ID) or 0
@@ -46,4 +50,5 @@ def allocate_producer_id(root: str, client_id: str = "", *, retry: RetryPolicy =
             return producer_id
         except CommitConflict:
             backoff.wait()
+            log.debug("%s: producer id %d went to another process; retry %d takes the next", table.uri, producer_id, backoff.retries)
             table.refresh()
