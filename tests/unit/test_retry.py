@@ -2,12 +2,16 @@
 
 Every wait is uniform in [0, min(retry.backoff.max.ms, retry.backoff.ms * 2^n)]; a loop's deadline cuts
 its last wait and ends its retries. A fake clock and a recording sleep stand in for time, so nothing
-here sleeps. The last tests run the log's append loop against lost races: the wait changes when it
-retries, and it still decides on the latest snapshot (ARCHITECTURE.md, the one rule; S2.2, S3.2).
+here sleeps. The last tests run the loops against lost races (the log's append, a coordinator's log,
+init_producer_id, producer-id allocation, the producer's send): the wait changes when a loop retries,
+never what it decides, which is always on the latest snapshot (ARCHITECTURE.md, the one rule; S1.1,
+S2.1, S2.2, S3.1, S4.2, S8.3, S9.5); each request waits on one backoff, and giving up is KafkaTimeout.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import random
 
 import pyarrow as pa
@@ -15,11 +19,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakelog import config
-from lakelog.errors import CommitConflict, InvalidConfig, KafkaTimeout, OffsetMismatch
-from lakelog.log import BatchHeader, create_topic, open_partition, payload_table
+from lakelog import KafkaError, Producer, config
+from lakelog.coordinator import TxnState
+from lakelog.coordinator import transaction as txn
+from lakelog.coordinator.transaction_coordinator import FAULT_AFTER_DECISION, TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.errors import CommitConflict, ConcurrentTransactions, InvalidConfig, KafkaTimeout, OffsetMismatch
+from lakelog.log import BatchHeader, allocate_producer_id, create_topic, open_partition, payload_table
+from lakelog.log.topics import open_internal_partition
 from lakelog.store import table as table_module
-from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 MAX_MS = 300_000
 
@@ -38,6 +46,25 @@ class FakeTime:
         assert seconds >= 0
         self.sleeps.append(seconds)
         self.now += seconds
+
+
+class OnFakeTime:
+    """A retry policy whose backoffs run on a fake clock; keeps every backoff it starts (one per request)."""
+
+    def __init__(self, policy: RetryPolicy = DEFAULT_POLICY, seed: int = 3) -> None:
+        self.policy = policy
+        self.time = FakeTime()
+        self.started: list[Backoff] = []
+        self._source = random.Random(seed)
+
+    def start(self, timeout_s: float | None) -> Backoff:
+        backoff = self.policy.start(timeout_s, clock=self.time.clock, sleep=self.time.sleep, source=self._source)
+        self.started.append(backoff)
+        return backoff
+
+    def with_deadline(self) -> list[Backoff]:
+        """The backoffs of requests (producer-id allocation runs without a deadline, on one of its own)."""
+        return [backoff for backoff in self.started if backoff.deadline is not None]
 
 
 @st.composite
@@ -192,7 +219,7 @@ def test_a_config_without_the_max_takes_kafkas_default():
 
 
 class LosingRaces:
-    """Table.append that, the first `times` times, lets another writer take the version first."""
+    """Table.append to `other`'s table that, the first `times` times, lets `other` take the version first."""
 
     def __init__(self, monkeypatch, other, times: int) -> None:
         self.other = other
@@ -201,7 +228,7 @@ class LosingRaces:
         original = table_module.Table.append
 
         def append(table, data: pa.Table, **kwargs):
-            if table is not other.table and self.lost < self.times:
+            if table is not other.table and table.uri == other.table.uri and self.lost < self.times:
                 self.lost += 1
                 other.append(payload_table([f"other-{self.lost}".encode()]))
                 raise CommitConflict("taken", decided_on=table.version, current_version=other.version)
@@ -210,7 +237,10 @@ class LosingRaces:
         monkeypatch.setattr(table_module.Table, "append", append)
 
 
-def test_a_lost_race_waits_then_decides_again_on_the_latest_snapshot(root, monkeypatch):
+def test_S1_1_S9_5_a_lost_race_waits_then_decides_again_on_the_latest_snapshot(root, monkeypatch, caplog):
+    """S9.5: a writer that waited commits only what it decided on the snapshot it reloaded after the wait;
+    its offsets follow the rows it lost to (S1.1)."""
+    caplog.set_level(logging.DEBUG, logger="lakelog.log.partition")
     create_topic(root, "t", 1)
     log, other = open_partition(root, "t", 0), open_partition(root, "t", 0)
     races = LosingRaces(monkeypatch, other, times=3)
@@ -223,10 +253,13 @@ def test_a_lost_race_waits_then_decides_again_on_the_latest_snapshot(root, monke
     assert result.base_offset == 3
     values = open_partition(root, "t", 0).fetch(0).rows.column("value").to_pylist()
     assert values == [b"other-1", b"other-2", b"other-3", b"mine"]
+    lost = [record for record in caplog.records if "to another writer" in record.getMessage()]
+    assert len(lost) == 3 and all(record.levelno == logging.DEBUG for record in lost)
 
 
-def test_a_conditional_append_that_lost_its_race_is_refused_after_one_wait(root, monkeypatch):
-    """The wait does not change the decision: at the reloaded LEO the expected offset is stale (S2.1)."""
+def test_S2_1_S2_2_a_conditional_append_that_lost_its_race_is_refused_after_one_wait(root, monkeypatch):
+    """The wait does not change the decision: at the reloaded LEO the expected offset is stale (S2.1),
+    so of two writers at one expected offset exactly one lands (S2.2)."""
     create_topic(root, "t", 1)
     log, other = open_partition(root, "t", 0), open_partition(root, "t", 0)
     LosingRaces(monkeypatch, other, times=1)
@@ -238,13 +271,150 @@ def test_a_conditional_append_that_lost_its_race_is_refused_after_one_wait(root,
     assert open_partition(root, "t", 0).fetch(0).rows.column("value").to_pylist() == [b"other-1"]
 
 
-def test_lost_races_past_the_deadline_time_out_having_slept_no_longer(root, monkeypatch):
+def test_S8_3_lost_races_past_the_deadline_time_out_having_slept_no_longer(root, monkeypatch, caplog):
+    """Giving up is KafkaTimeout (_TIMED_OUT) in one sentence and one WARNING line; the batch is not written (S8.3)."""
     create_topic(root, "t", 1)
     log, other = open_partition(root, "t", 0), open_partition(root, "t", 0)
     LosingRaces(monkeypatch, other, times=10**6)
     fake = FakeTime()
     backoff = RetryPolicy(100, 1000).start(2.5, clock=fake.clock, sleep=fake.sleep, source=random.Random(5))
-    with pytest.raises(KafkaTimeout):
+    with pytest.raises(KafkaTimeout) as raised:
         log.append(payload_table([b"mine"]), BatchHeader(), backoff=backoff)
     assert sum(fake.sleeps) <= 2.5 + 1e-9
     assert b"mine" not in open_partition(root, "t", 0).fetch(0).rows.column("value").to_pylist()
+    assert raised.value.error.code() == KafkaError._TIMED_OUT and "\n" not in str(raised.value)
+    assert [r.levelno for r in caplog.records if "giving up" in r.getMessage()] == [logging.WARNING]
+
+
+# -- lost races in the coordinators and in producer-id allocation --------------------------------------------
+
+
+def _same_partition_id(coordinator: TransactionCoordinator, transactional_id: str) -> str:
+    """Another transactional id whose records go to the same __transaction_state partition."""
+    wanted = txn.partition_for_transactional_id(transactional_id, coordinator.num_partitions)
+    return next(
+        candidate
+        for candidate in (f"other-{n}" for n in range(10_000))
+        if txn.partition_for_transactional_id(candidate, coordinator.num_partitions) == wanted
+    )
+
+
+def _lose_first_append(monkeypatch, where: str, winner) -> list[str]:
+    """Table.append under `where`: the first call runs `winner()` (whose own appends go through) and then
+    loses its race to what the winner committed."""
+    original = table_module.Table.append
+    lost: list[str] = []
+
+    def append(table, data: pa.Table, **kwargs):
+        if where in table.uri and not lost:
+            lost.append(table.uri)
+            winner()
+            raise CommitConflict("taken", decided_on=table.version, current_version=table.version + 1)
+        return original(table, data, **kwargs)
+
+    monkeypatch.setattr(table_module.Table, "append", append)
+    return lost
+
+
+def test_S2_1_a_coordinator_that_lost_its_race_waits_once_replays_and_decides_again(root, monkeypatch):
+    """The coordinator's conditional append (S2.1) lost to another process's record for another id of the
+    same partition: after one wait on its request's backoff it replays that record and decides again."""
+    retry = OnFakeTime()
+    coordinator, other = TransactionCoordinator(root, retry=retry), TransactionCoordinator(root)
+    rival = _same_partition_id(coordinator, "app")
+    lost = _lose_first_append(monkeypatch, f"/{TRANSACTION_STATE_LOG}/", lambda: other.init_producer_id(rival, 60_000))
+    mine = coordinator.init_producer_id("app", 60_000)
+    assert len(lost) == 1
+    [backoff] = retry.with_deadline()
+    assert backoff.retries == 1 and len(retry.time.sleeps) <= 1
+    theirs = TransactionCoordinator(root).describe(rival)
+    assert mine.producer_id != theirs.producer_id and mine.producer_epoch == 0
+    partition = txn.partition_for_transactional_id("app", coordinator.num_partitions)
+    log = open_internal_partition(root, TRANSACTION_STATE_LOG, partition, coordinator.num_partitions)
+    keys = [json.loads(value)["transactional_id"] for value in log.fetch(0).rows.column("value").to_pylist()]
+    assert keys == [rival, "app"]
+
+
+def test_S3_1_a_producer_id_allocation_that_lost_its_race_waits_and_takes_the_next_id(root, monkeypatch):
+    retry = OnFakeTime()
+    taken: list[int] = []
+    lost = _lose_first_append(monkeypatch, "/__producer_ids", lambda: taken.append(allocate_producer_id(root)))
+    mine = allocate_producer_id(root, retry=retry)
+    assert len(lost) == 1 and taken == [0] and mine == 1
+    [backoff] = retry.started
+    assert backoff.retries == 1 and all(slept <= DEFAULT_POLICY.cap_ms(0) / 1000 for slept in retry.time.sleeps)
+
+
+class Crash(Exception):
+    """Stands for a process dying at a fault point."""
+
+
+def _crash_after_decision(name, details) -> None:
+    if name == FAULT_AFTER_DECISION:
+        raise Crash(name)
+
+
+@pytest.mark.parametrize("left", ["ongoing", "decided"])
+def test_S4_2_init_finishes_the_transaction_it_meets_and_asks_again_without_waiting(root, left):
+    """Nothing raced: init finishes what the last instance left (aborts an ongoing transaction, rolls a decided
+    one forward) and asks again at once; a wait would only delay it."""
+    create_topic(root, "t", 1)
+    first = TransactionCoordinator(root, fault=_crash_after_decision)
+    started = first.init_producer_id("app", 60_000)
+    first.add_partitions("app", started.producer_id, started.producer_epoch, [("t", 0)])
+    if left == "decided":
+        with pytest.raises(Crash):
+            first.end_transaction("app", started.producer_id, started.producer_epoch, commit=True)
+    retry = OnFakeTime()
+    coordinator = TransactionCoordinator(root, retry=retry)
+    assert coordinator.describe("app").state is (TxnState.ONGOING if left == "ongoing" else TxnState.PREPARE_COMMIT)
+    again = coordinator.init_producer_id("app", 60_000)
+    assert again.producer_id == started.producer_id and again.producer_epoch > started.producer_epoch
+    assert coordinator.describe("app").state is TxnState.EMPTY
+    control = open_partition(root, "t", 0).fetch(0).rows.column("control").to_pylist()
+    assert control == (["ABORT"] if left == "ongoing" else ["COMMIT"])
+    assert retry.time.sleeps == [] and [backoff.retries for backoff in retry.with_deadline()] == [0]
+
+
+def test_S4_2_init_that_keeps_meeting_an_unfinished_transaction_waits_then_times_out(root, monkeypatch, caplog):
+    """ConcurrentTransactions again after init finished the transaction itself means another process moved
+    the id on: from then on init waits on its one backoff, and gives up at its deadline with KafkaTimeout."""
+    refusals = []
+
+    def still_concurrent(*_args, **_kwargs):
+        refusals.append(1)
+        return txn.Outcome(error=ConcurrentTransactions("another process is completing the transaction; retry"))
+
+    monkeypatch.setattr(txn, "init_producer_id", still_concurrent)
+    retry = OnFakeTime(RetryPolicy(100, 400))
+    with pytest.raises(KafkaTimeout) as raised:
+        TransactionCoordinator(root, retry=retry).init_producer_id("app", 60_000, timeout_s=3.0)
+    [backoff] = retry.with_deadline()
+    assert sum(retry.time.sleeps) <= 3.0 + 1e-9 and backoff.expired()
+    # The first refusal is asked again at once, each later one after a wait, but the last: past the deadline.
+    assert len(refusals) == 1 + backoff.retries + 1
+    assert all(slept <= RetryPolicy(100, 400).cap_ms(n) / 1000 for n, slept in enumerate(retry.time.sleeps))
+    assert "\n" not in str(raised.value)
+    assert [r.levelno for r in caplog.records if "giving up" in r.getMessage()] == [logging.WARNING]
+
+
+def test_a_send_that_keeps_losing_races_is_reported_timed_out_with_one_line(root, monkeypatch, caplog):
+    """The producer's send waits on one backoff for lost races and failures alike (retry.backoff.ms /
+    retry.backoff.max.ms), and past message.timeout.ms reports _TIMED_OUT and logs that it gives up."""
+    create_topic(root, "t", 1)
+    LosingRaces(monkeypatch, open_partition(root, "t", 0), times=10**6)
+    reports = []
+    producer = Producer(
+        {
+            "lakelog.root": root,
+            "linger.ms": 0,
+            "message.timeout.ms": 300,
+            "retry.backoff.ms": 1,
+            "retry.backoff.max.ms": 20,
+        }
+    )
+    producer.produce("t", b"mine", partition=0, on_delivery=lambda error, message: reports.append(error))
+    producer.flush()
+    assert [error.code() for error in reports] == [KafkaError._TIMED_OUT]
+    assert b"mine" not in open_partition(root, "t", 0).fetch(0).rows.column("value").to_pylist()
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING and "giving up" in r.getMessage()]) >= 1
