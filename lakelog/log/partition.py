@@ -44,6 +44,8 @@ from lakelog.store.retry import DEFAULT_POLICY, Backoff
 log = logging.getLogger(__name__)
 
 LOG_END_OFFSET_APP_ID = "lakelog.log_end_offset"
+# The log start offset set by delete_records or retention (S9.1), when it is inside a file still active.
+LOG_START_OFFSET_APP_ID = "lakelog.log_start_offset"
 # How long an append keeps retrying lost commit races by default.
 APPEND_TIMEOUT_S = 300.0
 Clock = Callable[[], int]
@@ -97,6 +99,7 @@ class PartitionLog:
         self.config = config
         self._clock = clock
         self._leo: tuple[int, int] | None = None
+        self._recorded_start: tuple[int, int | None] | None = None
         self._producers: dict[int, ProducerEntry | None] = {}
         self._producers_version = -1
         self.maintenance = MaintenancePolicy(segment_files=config.segment_files, compression=config.compression_type)
@@ -121,8 +124,21 @@ class PartitionLog:
         return self.log_end_offset()
 
     def log_start_offset(self) -> int:
+        """Log start offset of the snapshot in hand (S9.1): the first active file's, or the one delete_records set.
+
+        Retention removes whole files, so the first active file starts the log; `delete_records`
+        may move it into a file, recorded as a `txn` action. Never above the LEO.
+        """
         files = self.table.files()
-        return files[0].min_offset if files else self.log_end_offset()
+        leo = self.log_end_offset()
+        start = files[0].min_offset if files else leo
+        version = self.table.version
+        if self._recorded_start is None or self._recorded_start[0] != version:
+            self._recorded_start = (version, self.table.app_version(LOG_START_OFFSET_APP_ID))
+        recorded = self._recorded_start[1]
+        if recorded is not None and recorded > start:
+            start = recorded
+        return min(start, leo)
 
     def producer_entry(self, producer_id: int) -> ProducerEntry | None:
         version = self.table.version
