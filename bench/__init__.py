@@ -20,4 +20,5 @@ BENCHMARKS = (
     "s3_emulator",
     "airflow_load",
     "short_lived_producers",
+    "transaction_cost",
 )

@@ -1,0 +1,157 @@
+"""What a transaction costs over the same work without one (issue 11 item 6, S4.5, S7.1).
+
+Two comparisons, each against a baseline measured in the same process, rounds
+alternating so machine load hits both sides alike:
+
+- produce: a transactional Producer (begin, produce to 4 partitions, commit)
+  over an idempotent Producer writing the same batches (produce, flush), at 100
+  and 10k records per transaction. Targets: <= 2 at 100, <= 1.3 at 10k.
+- offsets: begin + send_offsets_to_transaction + commit_transaction of 4
+  partitions' offsets over a plain `Consumer.commit` of the same offsets, p50.
+  Target: <= 3.
+
+A transaction's fixed cost is its serial commits: the coordinator records
+(partitions added, decision, completion), the markers (one per partition) and
+the offsets commit. Kafka's is about 3% at 100 ms transactions.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench import _common
+from lakelog import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+
+PARTITIONS = 4
+SIZES = (100, 10_000)
+ROUNDS = {100: 30, 10_000: 10}
+ROUNDS_QUICK = {100: 8, 10_000: 3}
+TARGETS = {100: 2.0, 10_000: 1.3}
+OFFSET_ROUNDS = 60
+OFFSET_ROUNDS_QUICK = 15
+OFFSETS_TARGET = 3.0
+VALUE = b"v" * 100
+
+
+def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
+    rounds = ROUNDS_QUICK if quick else ROUNDS
+    result = _common.Result("transaction_cost")
+    print(f"== transaction_cost: transactional over idempotent produce ({PARTITIONS} partitions), "
+          "and begin+send_offsets+commit over a plain offset commit")
+    with _common.temp_root(root_parent, keep) as root:
+        rows = []
+        for size in SIZES:
+            transactional, idempotent = _produce_rounds(root, size, rounds[size])
+            rows.append([f"{size:,}", rounds[size], _common.median(transactional) * 1e3,
+                         _common.median(idempotent) * 1e3, sum(transactional) / sum(idempotent)])
+        _common.print_table(["records/txn", "rounds", "txn ms p50", "idem ms p50", "ratio (sums)"], rows)
+        transactional_offsets, plain_offsets = _offset_rounds(root, OFFSET_ROUNDS_QUICK if quick else OFFSET_ROUNDS)
+        txn_p50 = _common.percentile(transactional_offsets, 50)
+        plain_p50 = _common.percentile(plain_offsets, 50)
+        _common.print_table(
+            ["offsets of 4 partitions", "n", "p50 ms", "p95 ms"],
+            [["plain commit", len(plain_offsets), plain_p50 * 1e3, _common.percentile(plain_offsets, 95) * 1e3],
+             ["begin+send_offsets+commit", len(transactional_offsets), txn_p50 * 1e3,
+              _common.percentile(transactional_offsets, 95) * 1e3]],
+        )
+    for size, row in zip(SIZES, rows):
+        result.add(f"transaction_cost txn/idempotent @{size}", row[-1], TARGETS[size])
+    result.add("transaction_cost begin+send_offsets+commit/plain commit p50", txn_p50 / plain_p50, OFFSETS_TARGET)
+    return result
+
+
+def _produce_rounds(root: str, size: int, rounds: int) -> tuple[list[float], list[float]]:
+    conf = {"lakelog.root": root, "linger.ms": 60_000, "batch.num.messages": 1_000_000, "batch.size": 1 << 30}
+    topics = {kind: f"cost-{kind}-{size}" for kind in ("txn", "idem")}
+    AdminClient({"lakelog.root": root}).create_topics(
+        [NewTopic(name, num_partitions=PARTITIONS) for name in topics.values()]
+    )
+    transactional = Producer({**conf, "transactional.id": f"cost-{size}"})
+    transactional.init_transactions()
+    idempotent = Producer(conf)
+    per_partition = size // PARTITIONS
+
+    def produce_all(producer: Producer, topic: str) -> None:
+        for partition in range(PARTITIONS):
+            for _ in range(per_partition):
+                producer.produce(topic, VALUE, partition=partition)
+
+    def transactional_round() -> float:
+        t0 = time.perf_counter()
+        transactional.begin_transaction()
+        produce_all(transactional, topics["txn"])
+        transactional.commit_transaction()
+        return time.perf_counter() - t0
+
+    def idempotent_round() -> float:
+        t0 = time.perf_counter()
+        produce_all(idempotent, topics["idem"])
+        idempotent.flush()
+        return time.perf_counter() - t0
+
+    transactional_round(), idempotent_round()  # warm-up: open handles, allocate ids
+    transactional_s: list[float] = []
+    idempotent_s: list[float] = []
+    for n in range(rounds):
+        if n % 2:
+            transactional_s.append(transactional_round())
+            idempotent_s.append(idempotent_round())
+        else:
+            idempotent_s.append(idempotent_round())
+            transactional_s.append(transactional_round())
+    return transactional_s, idempotent_s
+
+
+def _offset_rounds(root: str, rounds: int) -> tuple[list[float], list[float]]:
+    AdminClient({"lakelog.root": root}).create_topics([NewTopic("cost-in", num_partitions=PARTITIONS)])
+    consumers = {}
+    for kind in ("plain", "txn"):
+        # Two groups, so neither side's commit races the other's marker in one offsets log.
+        consumer = Consumer({"lakelog.root": root, "group.id": f"cost-{kind}", "enable.auto.commit": False,
+                             "heartbeat.interval.ms": 60_000, "session.timeout.ms": 600_000})
+        consumer.subscribe(["cost-in"])
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < PARTITIONS:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"consumer of group cost-{kind} got no assignment in 60 s")
+            consumer.consume(1, 0.05)
+        consumers[kind] = consumer
+    producer = Producer({"lakelog.root": root, "transactional.id": "cost-offsets"})
+    producer.init_transactions()
+
+    def plain(n: int) -> float:
+        offsets = [TopicPartition("cost-in", p, n + 1) for p in range(PARTITIONS)]
+        t0 = time.perf_counter()
+        consumers["plain"].commit(offsets=offsets, asynchronous=False)
+        return time.perf_counter() - t0
+
+    def transactional(n: int) -> float:
+        offsets = [TopicPartition("cost-in", p, n + 1) for p in range(PARTITIONS)]
+        t0 = time.perf_counter()
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(offsets, consumers["txn"].consumer_group_metadata())
+        producer.commit_transaction()
+        return time.perf_counter() - t0
+
+    plain(0), transactional(0)  # warm-up: handles, replay
+    plain_s: list[float] = []
+    transactional_s: list[float] = []
+    for n in range(1, rounds + 1):
+        if n % 2:
+            transactional_s.append(transactional(n))
+            plain_s.append(plain(n))
+        else:
+            plain_s.append(plain(n))
+            transactional_s.append(transactional(n))
+    for consumer in consumers.values():
+        consumer.close()
+    return transactional_s, plain_s
+
+
+def main(argv: list[str] | None = None) -> None:
+    options = _common.parser(__doc__.splitlines()[0]).parse_args(argv)
+    run(options.quick, options.root, options.keep)
+
+
+if __name__ == "__main__":
+    main()
