@@ -91,6 +91,17 @@ def _root(name: str, raw: Any) -> Any:
     return value
 
 
+CLEANUP_POLICIES = ("delete", "compact")
+
+
+def _cleanup_policy(name: str, raw: Any) -> str:
+    """Kafka's `cleanup.policy`: a list of delete and compact, kept as sorted, comma-joined text."""
+    policies = [part.strip() for part in _str(name, raw).split(",")]
+    if not policies or any(policy not in CLEANUP_POLICIES for policy in policies) or len(set(policies)) != len(policies):
+        raise InvalidConfig(f"config {name}={raw!r} must list delete, compact or both", key=name)
+    return ",".join(sorted(policies))
+
+
 def validate_name(value: Any, *, what: str = "topic") -> str:
     """Check a topic name or id: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'."""
     from lakelog.errors import InvalidTopic
@@ -175,6 +186,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "checkpoint.interval.commits": Key(_int, low=1, high=1_000_000),
         "segment.files": Key(_int, low=2),
         "delete.retention.ms": NON_NEGATIVE,
+        # Kafka's retention (S9.1): -1 is no limit.
+        "retention.ms": Key(_int, low=-1),
+        "retention.bytes": Key(_int, low=-1),
+        "cleanup.policy": Key(_cleanup_policy),
+        "file.delete.delay.ms": NON_NEGATIVE,
     },
     "broker": {
         "transaction.max.timeout.ms": POSITIVE,

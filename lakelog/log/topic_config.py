@@ -34,7 +34,9 @@ class TopicConfig:
         """Delta table properties: the topic config plus what Delta itself reads from it."""
         stored = {PREFIX + key: _to_text(value) for key, value in self.values.items()}
         stored["delta.checkpointInterval"] = str(self.values["checkpoint.interval.commits"])
-        stored["delta.deletedFileRetentionDuration"] = f"interval {self.values['delete.retention.ms'] // 1000} seconds"
+        # Removed files stay readable for fetches on older snapshots (file.delete.delay.ms) and compaction's readers.
+        grace_ms = max(self.values["delete.retention.ms"], self.values["file.delete.delay.ms"])
+        stored["delta.deletedFileRetentionDuration"] = f"interval {grace_ms // 1000} seconds"
         return stored
 
     @property
@@ -56,6 +58,31 @@ class TopicConfig:
     @property
     def compression_type(self) -> str:
         return self.values["compression.type"]
+
+    @property
+    def retention_ms(self) -> int:
+        """Records older than this may be deleted (S9.1); -1: no time limit."""
+        return self.values["retention.ms"]
+
+    @property
+    def retention_bytes(self) -> int:
+        """A partition may be trimmed down to this size (S9.1); -1: no size limit."""
+        return self.values["retention.bytes"]
+
+    @property
+    def cleanup_policy(self) -> frozenset[str]:
+        """`delete`, `compact` or both (S9.1, S9.3)."""
+        return frozenset(self.values["cleanup.policy"].split(","))
+
+    @property
+    def deletes(self) -> bool:
+        """True if retention applies (cleanup.policy holds delete)."""
+        return "delete" in self.cleanup_policy
+
+    @property
+    def compacts(self) -> bool:
+        """True if the log is compacted by key (cleanup.policy holds compact, S9.3)."""
+        return "compact" in self.cleanup_policy
 
 
 def _to_text(value: Any) -> str:
