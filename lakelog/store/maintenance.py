@@ -342,7 +342,8 @@ def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
     merge.size = table.io.write_parquet(rows, table.child_uri(merge.path), compression=codec)
     merge.written = True
     merge.records = rows.num_rows
-    merge.stats = _statistics(rows)
+    # The sources' whole range, not the rows' own: a key-compacted source claims offsets it no longer holds (S9.3).
+    merge.stats = _statistics(rows, (min(entry.min_offset for entry in merge.sources), max(entry.max_offset for entry in merge.sources)))
 
 
 def _commit_merges(table: Table, merges: list[_Merge], decided_on: int) -> None:

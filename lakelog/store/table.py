@@ -15,14 +15,14 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.transaction import AddAction
+from deltalake.transaction import AddAction, RemoveAction
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from lakelog.errors import CommitConflict, CorruptRecord, InvalidConfig, KafkaException, KafkaStorageError
@@ -268,6 +268,55 @@ class Table:
         )
         return self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
 
+    def rewrite(
+        self,
+        removed: Sequence[FileEntry] = (),
+        added: Sequence[pa.Table | tuple[pa.Table, tuple[int, int] | None]] = (),
+        *,
+        app_versions: Mapping[str, int] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        compression: str = "snappy",
+        data_change: bool = True,
+    ) -> int:
+        """Commit, as exactly version `self.version + 1`, the removal of `removed` and new files from `added`.
+
+        Each item of `added` is a pyarrow table, or a pair `(table, (first, last))`
+        whose file then claims the offset range first..last in its statistics
+        (a key-compacted file keeps the range of the files it replaces, S9.3).
+        This call writes them under fresh names; if the commit loses its race they
+        are deleted again and `CommitConflict` is raised, so a refused rewrite
+        leaves the folder as it was (S8.3); an unknown outcome is resolved by
+        reading the log (S12.3). `app_versions` and `metadata` go in the same
+        commit; with nothing removed or added the commit records only them.
+        Retention (S9.1: removes, plus the txn `lakelog.log_start_offset`) and key
+        compaction (S9.3: removes and adds) commit through here.
+        `data_change=False` marks a rewrite that changes no row (Delta's flag for
+        compaction).
+        """
+        decided_on = self.version
+        if not removed and not added and not app_versions:
+            raise ValueError(f"{self.uri}: a rewrite with no file and no app version would commit nothing")
+        now_ms = time.time_ns() // 1_000_000
+        actions: list[AddAction | RemoveAction] = []
+        owned: list[str] = []
+        schema: pa.Schema | None = None
+        try:
+            for item in added:
+                data, offset_range = item if isinstance(item, tuple) else (item, None)
+                name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
+                path = self.child_uri(name)
+                owned.append(path)
+                size = self.io.write_parquet(data, path, compression=compression)
+                actions.append(AddAction(name, size, {}, now_ms, data_change, _statistics(data, offset_range)))
+                schema = schema or data.schema
+        except BaseException:
+            for path in owned:
+                _remove_quietly(self, path)
+            raise
+        for entry in removed:
+            actions.append(RemoveAction(entry.path, data_change, now_ms, entry.size_bytes, {}))
+        return self._commit(actions, schema or self.schema, "append", decided_on, app_versions, metadata, owned)
+
     def commit_files(
         self,
         names: list[str],
@@ -312,7 +361,7 @@ class Table:
 
     def _commit(
         self,
-        actions: list[AddAction],
+        actions: list[AddAction | RemoveAction],
         schema: pa.Schema,
         mode: str,
         decided_on: int,
@@ -336,7 +385,7 @@ class Table:
         except (CommitFailedError, DeltaError, OSError) as error:
             if not self._landed(decided_on, commit_id, error):
                 if owned:
-                    log.info("%s: version %d went to another writer; deleting this writer's %d file(s)",
+                    log.debug("%s: version %d went to another writer; deleting this writer's %d file(s)",
                              self.uri, decided_on + 1, len(owned))
                 for path in owned:
                     _remove_quietly(self, path)
@@ -442,6 +491,9 @@ class PinnedSnapshot(Table):
     def commit_files(self, names: list[str], schema: pa.Schema, **_: object) -> int:
         raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
 
+    def rewrite(self, removed: Sequence[FileEntry] = (), added: Sequence[object] = (), **_: object) -> int:
+        raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
+
     def __reduce__(self):
         state = dict(
             version=self._version,
@@ -487,8 +539,14 @@ def _footer_statistics(metadata: pq.FileMetaData) -> str:
     return json.dumps({"numRecords": metadata.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
 
 
-def _statistics(data: pa.Table) -> str:
-    """Delta file statistics: record count, null counts, and min/max of integer columns (for pruning)."""
+def _statistics(data: pa.Table, offset_range: tuple[int, int] | None = None) -> str:
+    """Delta file statistics: record count, null counts, and min/max of integer columns (for pruning).
+
+    With `offset_range=(first, last)` the min/max of `offset` are that range, not
+    the rows' own: a file whose offsets have gaps (key compaction) still claims
+    the whole range it replaces, so the log start and fetch's contiguity check
+    stay right (S9.1, S9.3). Wider bounds are conservative for data skipping.
+    """
     minimums: dict[str, int] = {}
     maximums: dict[str, int] = {}
     nulls: dict[str, int] = {}
@@ -500,6 +558,13 @@ def _statistics(data: pa.Table) -> str:
             bounds = pc.min_max(column)
             minimums[field.name] = bounds["min"].as_py()
             maximums[field.name] = bounds["max"].as_py()
+    if offset_range is not None:
+        first, last = offset_range
+        if first > last:
+            raise ValueError(f"offset range {first}-{last} is empty")
+        if "offset" in minimums and (minimums["offset"] < first or maximums["offset"] > last):
+            raise ValueError(f"rows with offsets {minimums['offset']}-{maximums['offset']} are outside the range {first}-{last}")
+        minimums["offset"], maximums["offset"] = first, last
     return json.dumps({"numRecords": data.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
 
 
