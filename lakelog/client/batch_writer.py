@@ -44,6 +44,7 @@ from lakelog.errors import (
     InvalidRequest,
     KafkaException,
     KafkaStorageError,
+    KafkaTimeout,
     OffsetMismatch,
 )
 from lakelog.log import READ_UNCOMMITTED, BatchHeader, PartitionLog, open_partition, payload_table
@@ -303,10 +304,12 @@ class TransactionalBatchWriter:
                 log.append(payload, header, app_versions=versions, backoff=backoff)
                 return
             except OffsetMismatch:
-                # Another id's record took the offset first: nothing was written, decide again.
+                # Another id's record took the offset first: nothing was written. The refusal was checked on the
+                # latest snapshot, so the next decision reads that snapshot's end offset without a reload.
                 if backoff.expired():
-                    raise
-                log.refresh()
+                    message = f"batch {batch_id} of {self.transactional_id}: its record lost its offset past the deadline"
+                    logger.warning("%s; giving up", message)
+                    raise KafkaTimeout(message) from None
 
     def _app_ids(self) -> dict[str, str]:
         prefix = f"{_APP_PREFIX}{self.transactional_id}."

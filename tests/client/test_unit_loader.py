@@ -19,10 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import table_fingerprint
 
-from lakelog.client.batch_writer import TransactionalBatchWriter
+from lakelog.client import batch_writer
+from lakelog.client.batch_writer import SINK_BATCHES_PARTITIONS, TransactionalBatchWriter
 from lakelog.client.unit_loader import load_unit, unit_transactional_id
-from lakelog.errors import InvalidRequest, ProducerFenced, PurgeQueue, UnknownTopicOrPartition
-from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, open_partition
+from lakelog.coordinator.transaction import partition_for_transactional_id
+from lakelog.errors import InvalidRequest, KafkaTimeout, ProducerFenced, PurgeQueue, UnknownTopicOrPartition
+from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, open_partition, payload_table
 from lakelog.store import Location
 
 pytestmark = pytest.mark.roots("local", "s3")
@@ -144,6 +146,41 @@ def test_a_load_told_to_stop_aborts_its_transaction(lake, make_topic, sources):
         log = open_partition(lake, topic, partition)
         assert log.last_stable_offset() == log.high_watermark()  # aborted, not left hanging
     assert load_unit(lake, topic, source, "u").loaded
+
+
+@pytest.mark.parametrize("record_timeout_s", [60.0, 0.0], ids=["decides-again", "past-the-deadline"])
+def test_S2_1_a_batch_record_that_loses_its_offset_decides_again_or_times_out(
+    lake, make_topic, monkeypatch, caplog, record_timeout_s
+):
+    """Another id's batch record takes the `__sink_batches` offset this batch's record expected (S2.1). The record
+    decides again on the snapshot the refusal was checked on; past its deadline the batch gives up with KafkaTimeout,
+    logged, and its transaction is aborted (S4.2), so a retry of the batch writes it once."""
+    topic = make_topic(partitions=1)
+    mine = "sink-mine"
+    home = partition_for_transactional_id(mine, SINK_BATCHES_PARTITIONS)
+    other = next(f"sink-{i}" for i in range(10_000) if partition_for_transactional_id(f"sink-{i}", SINK_BATCHES_PARTITIONS) == home)
+    monkeypatch.setattr(batch_writer, "RECORD_TIMEOUT_S", record_timeout_s)
+    writer, rival = TransactionalBatchWriter(lake, mine), TransactionalBatchWriter(lake, other)
+
+    def rows():
+        # Mid-batch, after the writer read its record's partition: the rival's record takes the offset it expects.
+        assert not rival.write({(topic, 0): [payload_table([b"rival"])]}, batch_id=0).skipped
+        yield (topic, 0), payload_table([b"mine"])
+
+    def committed_values():
+        fetched = open_partition(lake, topic, 0).fetch(0, max_records=100, isolation_level=READ_COMMITTED).rows
+        return sorted(fetched.column("value").to_pylist())
+
+    if record_timeout_s:
+        assert not writer.write_stream([(topic, 0)], rows(), batch_id=0).skipped
+    else:
+        with pytest.raises(KafkaTimeout, match="its record lost its offset past the deadline"):
+            writer.write_stream([(topic, 0)], rows(), batch_id=0)
+        assert "giving up" in caplog.text
+        assert committed_values() == [b"rival"] and writer.committed_batch() is None
+        assert not writer.write({(topic, 0): [payload_table([b"mine"])]}, batch_id=0).skipped
+    assert committed_values() == [b"mine", b"rival"]
+    assert (writer.last_committed_batch(), rival.last_committed_batch()) == (0, 0)
 
 
 @pytest.mark.parametrize(
