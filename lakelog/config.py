@@ -191,6 +191,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "retention.bytes": Key(_int, low=-1),
         "cleanup.policy": Key(_cleanup_policy),
         "file.delete.delay.ms": NON_NEGATIVE,
+        "delta.log.retention.ms": NON_NEGATIVE,
     },
     "broker": {
         "transaction.max.timeout.ms": POSITIVE,

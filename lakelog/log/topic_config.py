@@ -37,6 +37,8 @@ class TopicConfig:
         # Removed files stay readable for fetches on older snapshots (file.delete.delay.ms) and compaction's readers.
         grace_ms = max(self.values["delete.retention.ms"], self.values["file.delete.delay.ms"])
         stored["delta.deletedFileRetentionDuration"] = f"interval {grace_ms // 1000} seconds"
+        # Commit files older than this (and behind the kept checkpoints) go (maintenance.cleanup_log).
+        stored["delta.logRetentionDuration"] = f"interval {self.values['delta.log.retention.ms'] // 1000} seconds"
         return stored
 
     @property
