@@ -1,0 +1,371 @@
+"""Compaction by key (`cleanup.policy=compact`, S9.3): keep the last record per key, never renumber.
+
+Kafka's log cleaner, on the partition's Delta table. The cleaner only looks at
+files wholly below the last stable offset (Kafka never cleans the active part),
+starting at the log start offset. Among their rows it keeps:
+
+- the last data row of every key, among rows that no aborted transaction holds
+  (an aborted transaction's rows go: they were never readable, S5.2);
+- rows with a null key (a compacted topic has none from Kafka's clients; a row
+  that cannot be keyed is never dropped);
+- a tombstone (a null value) only until `delete.retention.ms` after its
+  timestamp on the passed-in clock: a consumer that reaches the head within that
+  time still sees the delete;
+- every producer id's last data batch, whole, and its last marker: the producer's
+  state (epoch, sequence, open transaction) is derived from its last rows (S3.5);
+- a transaction marker while any kept row of its transaction is before it (a
+  data row without its marker would look open and stall the LSO, S5.1).
+
+Kept rows keep their offsets (S1.1). A run of consecutive files that loses rows
+is replaced by one file that claims the run's whole offset range in its
+statistics (`Table.rewrite`'s `offset_range`), so the log start stays put and a
+fetch from any offset in the range still finds a file (S5.4: readers follow
+`next_offset`). Files that lose nothing are not rewritten. The rewrite is one
+strict commit decided on the snapshot it follows (ARCHITECTURE.md): a lost race
+waits out the retry policy's backoff, reloads and decides again, so the cleaner
+is idempotent and safe beside appends, retention and other cleaners (S8.2).
+
+`rewrite_below_lso(log, choose)` is the engine, shared with the internal logs
+(lakelog.coordinator.state_log compacts them by their record keys with its own
+`choose`); `compact_partition(log, now_ms)` is the topic cleaner.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import CommitConflict, CorruptRecord, KafkaTimeout
+from lakelog.log.partition import PartitionLog
+from lakelog.log.records import MAX_SEQUENCE
+from lakelog.log.transactions import AbortedTransaction
+from lakelog.store import FileEntry
+from lakelog.store.retry import DEFAULT_POLICY, Backoff
+
+log = logging.getLogger(__name__)
+
+# custom_metadata of a compaction's commit, so the history tells it from an append.
+OPERATION = "lakelog.compact_by_key"
+COMPACTION_TIMEOUT_S = 60.0
+
+# What a planner is given: the rows of the files it may clean, in offset order, and which file each came from.
+Choose = Callable[["CleanableRows"], np.ndarray]
+
+
+@dataclass(frozen=True)
+class CleanableRows:
+    """The rows of the files wholly below the LSO, in offset order; `file_index[i]` is row i's file in `files`."""
+
+    log: PartitionLog
+    files: tuple[FileEntry, ...]
+    rows: pa.Table
+    file_index: np.ndarray
+    # The LSO of the snapshot the rows were read on.
+    last_stable_offset: int
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """A compaction that committed: its version, and files and records before and after."""
+
+    version: int
+    files_before: int
+    files_after: int
+    records_before: int
+    records_after: int
+    first_offset: int
+    last_offset: int
+
+
+# -- the engine ------------------------------------------------------------------------
+
+
+def cleanable_files(log_: PartitionLog) -> list[FileEntry]:
+    """The active files of the snapshot in hand wholly below its LSO, from the log start (Kafka's clean section)."""
+    lso = log_.last_stable_offset()
+    start = log_.log_start_offset()
+    return [entry for entry in log_.table.files() if entry.max_offset < lso and entry.max_offset >= start]
+
+
+def read_cleanable(log_: PartitionLog) -> CleanableRows:
+    """The rows of `cleanable_files`, in the table's schema, each tagged with its file."""
+    lso = log_.last_stable_offset()
+    files = tuple(cleanable_files(log_))
+    schema = log_.table.schema
+    pieces, index = [], []
+    for position, entry in enumerate(files):
+        rows = log_.table.read_file(entry).select(schema.names).cast(schema)
+        pieces.append(rows)
+        index.append(np.full(rows.num_rows, position, dtype=np.int64))
+    rows = pa.concat_tables(pieces) if pieces else schema.empty_table()
+    file_index = np.concatenate(index) if index else np.zeros(0, dtype=np.int64)
+    return CleanableRows(log_, files, rows, file_index, lso)
+
+
+def rewrite_below_lso(
+    log_: PartitionLog, choose: Choose, *, timeout_s: float = COMPACTION_TIMEOUT_S, backoff: Backoff | None = None
+) -> CompactionResult | None:
+    """Drop the rows `choose` does not keep from the files wholly below the LSO, in one strict commit.
+
+    `choose(rows)` returns a boolean mask over `rows.rows` (True: keep). Each run of
+    consecutive files that loses a row becomes one file claiming the run's offset
+    range. None if nothing is dropped (a second run right after the first does
+    nothing). A lost race waits on `backoff`, reloads and decides again;
+    KafkaTimeout past its deadline.
+    """
+    backoff = DEFAULT_POLICY.start(timeout_s) if backoff is None else backoff
+    while True:
+        log_.refresh()
+        try:
+            cleanable = read_cleanable(log_)
+        except CorruptRecord:
+            # A file removed after our snapshot (retention, another cleaner): decide again on the latest.
+            if not backoff.wait():
+                raise
+            continue
+        if not cleanable.files:
+            return None
+        keep = np.asarray(choose(cleanable), dtype=bool)
+        if keep.shape != (cleanable.rows.num_rows,):
+            raise ValueError(f"a compaction plan must give one flag per row, not {keep.shape}")
+        if keep.all():
+            return None
+        removed, added = _runs(cleanable, keep)
+        before = sum(entry.num_records for entry in removed)
+        after = sum(table.num_rows for table, _ in added)
+        try:
+            version = log_.table.rewrite(
+                removed, added, metadata={"lakelog.operation": OPERATION}, compression=log_.config.compression_type
+            )
+        except CommitConflict:
+            if not backoff.wait():
+                message = f"{log_.topic}-{log_.partition}: compaction lost its race past the deadline, after {backoff.retries} retries"
+                log.warning("%s; giving up", message)
+                raise KafkaTimeout(message) from None
+            log.debug("%s-%d: compaction lost its commit race; deciding again on the latest snapshot", log_.topic, log_.partition)
+            continue
+        result = CompactionResult(
+            version=version,
+            files_before=len(removed),
+            files_after=len(added),
+            records_before=before,
+            records_after=after,
+            first_offset=removed[0].min_offset,
+            last_offset=removed[-1].max_offset,
+        )
+        log.info(
+            "%s-%d: compacted offsets %d-%d by key in version %d: %d files / %d records -> %d files / %d records",
+            log_.topic, log_.partition, result.first_offset, result.last_offset, version,
+            result.files_before, result.records_before, result.files_after, result.records_after,
+        )
+        return result
+
+
+def _runs(cleanable: CleanableRows, keep: np.ndarray) -> tuple[list[FileEntry], list[tuple[pa.Table, tuple[int, int]]]]:
+    """The files that lose rows, and per run of consecutive such files the kept rows with the run's range."""
+    files = cleanable.files
+    losing = np.zeros(len(files), dtype=bool)
+    losing[np.unique(cleanable.file_index[~keep])] = True
+    removed: list[FileEntry] = []
+    added: list[tuple[pa.Table, tuple[int, int]]] = []
+    start = None
+    for position in range(len(files) + 1):
+        if position < len(files) and losing[position]:
+            if start is None:
+                start = position
+            continue
+        if start is not None:
+            run = files[start:position]
+            in_run = (cleanable.file_index >= start) & (cleanable.file_index < position) & keep
+            added.append((cleanable.rows.filter(pa.array(in_run)), (run[0].min_offset, run[-1].max_offset)))
+            removed.extend(run)
+            start = None
+    return removed, added
+
+
+# -- the topic cleaner ------------------------------------------------------------------
+
+
+def compact_partition(log_: PartitionLog, now_ms: int, *, timeout_s: float = COMPACTION_TIMEOUT_S) -> CompactionResult | None:
+    """Compact a topic-partition by key (S9.3) if its `cleanup.policy` holds `compact`; see the module docstring.
+
+    `now_ms` is the clock tombstones are aged on (`delete.retention.ms`).
+    """
+    if not log_.config.compacts:
+        return None
+    retention_ms = log_.config.values["delete.retention.ms"]
+
+    def choose(cleanable: CleanableRows) -> np.ndarray:
+        end = cleanable.files[-1].max_offset + 1
+        aborted = cleanable.log.aborted_transactions(cleanable.files[0].min_offset, end)
+        last_data, last_marker = last_rows_by_producer(cleanable)
+        return plan_keep(
+            cleanable.rows, cleanable.file_index, aborted, last_data, last_marker, now_ms=now_ms, delete_retention_ms=retention_ms
+        )
+
+    return rewrite_below_lso(log_, choose, timeout_s=timeout_s)
+
+
+def last_rows_by_producer(cleanable: CleanableRows) -> tuple[dict[int, int], dict[int, int]]:
+    """Producer id -> offset of its last data row, and of its last marker, in the whole snapshot (below the LEO).
+
+    Rows past the clean section are read as header columns only: only their producer ids and offsets matter.
+    """
+    pieces = [cleanable.rows.select(["offset", "producer_id", "control"])]
+    end = cleanable.files[-1].max_offset if cleanable.files else -1
+    for entry in cleanable.log.table.files():
+        if entry.min_offset > end:
+            pieces.append(cleanable.log.table.read_file(entry, ["offset", "producer_id", "control"]))
+    headers = pa.concat_tables(pieces)
+    offsets = headers.column("offset").to_numpy()
+    producers = headers.column("producer_id").to_numpy()
+    is_marker = headers.column("control").is_valid().to_numpy(zero_copy_only=False)
+    return _last_by(producers, offsets, ~is_marker & (producers >= 0)), _last_by(producers, offsets, is_marker & (producers >= 0))
+
+
+def _last_by(producers: np.ndarray, offsets: np.ndarray, mask: np.ndarray) -> dict[int, int]:
+    found: dict[int, int] = {}
+    if not mask.any():
+        return found
+    table = pa.table({"p": producers[mask], "o": offsets[mask]}).group_by("p").aggregate([("o", "max")])
+    for producer_id, offset in zip(table.column("p").to_pylist(), table.column("o_max").to_pylist()):
+        found[producer_id] = offset
+    return found
+
+
+def plan_keep(
+    rows: pa.Table,
+    file_index: np.ndarray,
+    aborted: Sequence[AbortedTransaction],
+    last_data: dict[int, int],
+    last_marker: dict[int, int],
+    *,
+    now_ms: int,
+    delete_retention_ms: int,
+) -> np.ndarray:
+    """Which rows of the clean section a topic keeps (S9.3); pure: see the module docstring for the rules.
+
+    `rows` are partition rows in offset order, `file_index` the file of each (a
+    batch never spans files), `aborted` the aborted transactions meeting them,
+    `last_data` / `last_marker` each producer's last data row and marker offset
+    in the whole log.
+    """
+    count = rows.num_rows
+    if count == 0:
+        return np.zeros(0, dtype=bool)
+    offsets = rows.column("offset").to_numpy()
+    producers = rows.column("producer_id").to_numpy()
+    transactional = rows.column("is_transactional").to_numpy(zero_copy_only=False)
+    is_marker = rows.column("control").is_valid().to_numpy(zero_copy_only=False)
+    is_data = ~is_marker
+    in_aborted = _aborted_rows(offsets, producers, transactional & is_data, aborted)
+    live = is_data & ~in_aborted
+    has_key = rows.column("key").is_valid().to_numpy(zero_copy_only=False)
+    keep = live & ~has_key
+    keyed = live & has_key
+    if keyed.any():
+        positions = np.flatnonzero(keyed)
+        latest = (
+            pa.table({"key": rows.column("key").take(pa.array(positions)), "i": pa.array(positions)})
+            .group_by("key", use_threads=False)
+            .aggregate([("i", "max")])
+            .column("i_max")
+            .to_numpy()
+        )
+        keep[latest] = True
+    # Tombstones go once delete.retention.ms has passed since their timestamp.
+    is_null = rows.column("value").is_null().to_numpy(zero_copy_only=False)
+    timestamps_ms = pc.cast(rows.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False) // 1000
+    expired = is_null & has_key & is_data & (now_ms - timestamps_ms > delete_retention_ms)
+    keep &= ~expired
+    _keep_last_batches(keep, offsets, producers, rows, file_index, is_data, last_data)
+    for producer_id, offset in last_marker.items():
+        keep |= is_marker & (producers == producer_id) & (offsets == offset)
+    _keep_markers(keep, producers, transactional & is_data, is_marker)
+    return keep
+
+
+def _aborted_rows(
+    offsets: np.ndarray, producers: np.ndarray, candidates: np.ndarray, aborted: Sequence[AbortedTransaction]
+) -> np.ndarray:
+    """Transactional data rows of producer P in [first offset, marker offset) of one of P's aborted transactions."""
+    result = np.zeros(len(offsets), dtype=bool)
+    by_producer: dict[int, list[AbortedTransaction]] = {}
+    for txn in aborted:
+        by_producer.setdefault(txn.producer_id, []).append(txn)
+    for producer_id, txns in by_producer.items():
+        txns.sort(key=lambda txn: txn.first_offset)
+        firsts = np.array([txn.first_offset for txn in txns], dtype=np.int64)
+        markers = np.array([txn.marker_offset for txn in txns], dtype=np.int64)
+        rows = np.flatnonzero(candidates & (producers == producer_id))
+        which = np.searchsorted(firsts, offsets[rows], side="right") - 1
+        hit = (which >= 0) & (offsets[rows] < markers[np.maximum(which, 0)])
+        result[rows[hit]] = True
+    return result
+
+
+def _keep_last_batches(
+    keep: np.ndarray,
+    offsets: np.ndarray,
+    producers: np.ndarray,
+    rows: pa.Table,
+    file_index: np.ndarray,
+    is_data: np.ndarray,
+    last_data: dict[int, int],
+) -> None:
+    """Keep each producer's last data batch whole: its last row and the rows before it in the same file that
+    continue it (same producer and epoch, offsets and sequences one apart). Rows of several batches of one
+    producer that follow each other in one file are kept together: a superset, never less than the batch."""
+    if not last_data:
+        return
+    epochs = rows.column("producer_epoch").to_numpy()
+    sequences = rows.column("sequence").to_numpy().astype(np.int64)
+    for producer_id, offset in last_data.items():
+        if producer_id < 0:
+            continue
+        found = np.flatnonzero((offsets == offset) & (producers == producer_id) & is_data)
+        if not len(found):
+            continue
+        i = int(found[0])
+        keep[i] = True
+        while (
+            i > 0
+            and is_data[i - 1]
+            and producers[i - 1] == producer_id
+            and epochs[i - 1] == epochs[i]
+            and file_index[i - 1] == file_index[i]
+            and offsets[i - 1] == offsets[i] - 1
+            and (sequences[i - 1] + 1) % (MAX_SEQUENCE + 1) == sequences[i]
+        ):
+            i -= 1
+            keep[i] = True
+
+
+def _keep_markers(keep: np.ndarray, producers: np.ndarray, transactional_data: np.ndarray, is_marker: np.ndarray) -> None:
+    """Keep a producer's marker if a kept transactional row of it lies between its previous marker and this one."""
+    pending: dict[int, bool] = {}
+    for i in np.flatnonzero(transactional_data | is_marker):
+        producer_id = int(producers[i])
+        if is_marker[i]:
+            if pending.pop(producer_id, False):
+                keep[i] = True
+        elif keep[i]:
+            pending[producer_id] = True
+
+
+__all__ = [
+    "CleanableRows",
+    "CompactionResult",
+    "OPERATION",
+    "cleanable_files",
+    "compact_partition",
+    "last_rows_by_producer",
+    "plan_keep",
+    "read_cleanable",
+    "rewrite_below_lso",
+]
