@@ -27,6 +27,13 @@ Delta table id it was derived from, and one that is missing, unreadable, from
 another table or beyond the snapshot in hand is ignored: the index then folds
 from offset 0, as if there were none. Writing one may fail (a read-only root);
 that is ignored too.
+
+Retention and delete_records remove whole files from the start of the log (S9.1).
+The index never refers below the first active file (its floor): a transaction
+aborted before it is dropped, one that straddles it starts there, and an index
+behind the floor (or a cold one) starts at the floor with no state. That is the
+state a fold from the floor gives, since nothing below the last stable offset is
+ever removed (S9.2): no transaction is open across the floor.
 """
 
 from __future__ import annotations
@@ -113,6 +120,10 @@ class TransactionIndex:
         self.snapshot_every_offsets = snapshot_every_offsets
         # The position of the newest snapshot this index loaded or wrote.
         self.snapshot_position = 0
+        # The first offset the table still holds (its first active file's); nothing below it is kept.
+        self.floor = 0
+        # True until the index has folded anything: a cold start may load a snapshot.
+        self._cold = True
 
     def last_stable_offset(self) -> int:
         """S5.1: the first offset of the earliest open transaction, else the position (the high watermark)."""
@@ -151,17 +162,44 @@ class TransactionIndex:
         snapshot). A missing or unreadable file, or rows that are not dense,
         raise CorruptRecord; the index keeps the state of a position it reached.
         """
+        files = table.files()
+        floor = files[0].min_offset if files else end_offset
+        if floor > self.floor:
+            self.trim(floor)
         if end_offset <= self.position:
             return
-        if self.position == 0 and self.snapshot_every_offsets:
+        if self._cold and self.snapshot_every_offsets:
             self._load_snapshot(table, end_offset)
         self._fold_files(table, end_offset)
+        self._cold = False
         if self.snapshot_every_offsets and self.position - self.snapshot_position >= self.snapshot_every_offsets:
             self._write_snapshot(table)
 
-    def _fold_files(self, table: Table, end_offset: int) -> None:
-        if end_offset <= self.position:
+    def trim(self, floor: int) -> None:
+        """Forget everything below `floor`, the new first offset of the table (S9.1, S9.2).
+
+        Aborted transactions whose marker is below it are dropped and those that
+        straddle it start at it. An index whose position is below it starts over
+        at it with no state: the rows in between are gone, and no transaction was
+        open across it.
+        """
+        if floor <= self.floor:
             return
+        self.floor = floor
+        if self.position < floor:
+            self.position = floor
+            self._open, self._aborted, self._marker_offsets = {}, [], []
+            self._cold = True
+            return
+        self._open = {producer_id: max(first, floor) for producer_id, first in self._open.items()}
+        kept = bisect.bisect_left(self._marker_offsets, floor)
+        self._aborted = [
+            txn if txn.first_offset >= floor else AbortedTransaction(txn.producer_id, floor, txn.marker_offset)
+            for txn in self._aborted[kept:]
+        ]
+        self._marker_offsets = self._marker_offsets[kept:]
+
+    def _fold_files(self, table: Table, end_offset: int) -> None:
         files = table.files()
         start = self.position
         # Files tile the offsets in order, so their max offsets are sorted too.
@@ -192,6 +230,8 @@ class TransactionIndex:
     def _load_snapshot(self, table: Table, end_offset: int) -> None:
         """Take the state of the newest usable snapshot at or below `end_offset`, if any."""
         for position, body in read_snapshots(table, SNAPSHOT_FOLDER, end_offset):
+            if position < self.position:
+                return  # older still: the rows after it are gone (below the floor) or already folded
             try:
                 opened = {int(producer_id): int(first) for producer_id, first in body["open_transactions"]}
                 aborted = [AbortedTransaction(int(p), int(f), int(m)) for p, f, m in body["aborted_transactions"]]
@@ -204,6 +244,8 @@ class TransactionIndex:
                 continue
             self._open, self._aborted, self._marker_offsets = opened, aborted, markers
             self.position = self.snapshot_position = position
+            floor, self.floor = self.floor, 0
+            self.trim(floor)
             return
 
     def _write_snapshot(self, table: Table) -> None:

@@ -1,0 +1,203 @@
+"""Retention and delete-records: moving a partition's log start forward (S9.1, S9.2).
+
+As in Kafka, retention removes whole files from the start of the log: the oldest
+files whose every record is older than `retention.ms` (by the records' timestamps
+and a passed-in clock), and the oldest files while the partition holds more than
+`retention.bytes`. `delete_records` moves the log start to any offset up to the
+last stable offset, also into a file, and removes the files wholly below it.
+
+Each trim is decided on the snapshot in hand and committed as exactly its next
+version (`Table.rewrite`): the removed files and the new log start (the `txn`
+action `lakelog.log_start_offset`) in one commit. A lost race waits out the retry
+policy's backoff, reloads, and decides again. Nothing at or above the LSO is ever
+removed (S9.2): no open transaction's rows, and the LSO and aborted-transaction
+index never refer below the log start. Removed files stay readable by fetches on
+older snapshots until vacuum deletes them, after the table's grace
+(`file.delete.delay.ms`, `delete.retention.ms`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+
+from lakelog.errors import CommitConflict, CorruptRecord, InvalidRequest, KafkaTimeout, OffsetOutOfRange, PolicyViolation
+from lakelog.log.partition import LOG_START_OFFSET_APP_ID, PartitionLog
+from lakelog.store import FileEntry
+from lakelog.store.maintenance import maintain
+from lakelog.store.retry import DEFAULT_POLICY, Backoff
+
+log = logging.getLogger(__name__)
+
+# How long a trim keeps retrying lost commit races by default.
+TRIM_TIMEOUT_S = 60.0
+# The operation a trim's commit names in its metadata (Delta's commitInfo).
+RETENTION_OPERATION = "lakelog.retention"
+DELETE_RECORDS_OPERATION = "lakelog.delete_records"
+# delete_records' offset that stands for the high watermark, as in Kafka.
+HIGH_WATERMARK = -1
+
+
+@dataclass(frozen=True)
+class Trim:
+    """A committed trim: the version, the new log start offset, and how many files and bytes it removed."""
+
+    version: int
+    log_start_offset: int
+    files_removed: int
+    bytes_removed: int
+
+
+def files_past_retention(
+    files: Sequence[FileEntry],
+    max_timestamp_ms: Callable[[FileEntry], int],
+    *,
+    now_ms: int,
+    retention_ms: int,
+    retention_bytes: int,
+    last_stable_offset: int,
+) -> int:
+    """How many of the oldest `files` retention removes (S9.1); pure.
+
+    A file may go only if all its rows are below `last_stable_offset` (S9.2). Of
+    those, by time: the leading files whose newest record is more than
+    `retention_ms` old at `now_ms`; by size: the leading files Kafka would drop,
+    each only while the partition stays at or above `retention_bytes` without it.
+    -1 turns a limit off. `max_timestamp_ms` is asked only of files it needs.
+    """
+    eligible = 0
+    while eligible < len(files) and files[eligible].max_offset < last_stable_offset:
+        eligible += 1
+    by_time = 0
+    if retention_ms >= 0:
+        while by_time < eligible and now_ms - max_timestamp_ms(files[by_time]) > retention_ms:
+            by_time += 1
+    by_size = 0
+    if retention_bytes >= 0:
+        excess = sum(entry.size_bytes for entry in files) - retention_bytes
+        while by_size < eligible and excess - files[by_size].size_bytes >= 0:
+            excess -= files[by_size].size_bytes
+            by_size += 1
+    return max(by_time, by_size)
+
+
+def enforce_retention(log_: PartitionLog, now_ms: int, *, backoff: Backoff | None = None) -> Trim | None:
+    """Apply `retention.ms` and `retention.bytes` to one partition in one strict commit; None if nothing is due.
+
+    Decided on the latest snapshot; a lost race waits `backoff` (default: the retry
+    policy's, for TRIM_TIMEOUT_S) and decides again on the newer snapshot, so it is
+    idempotent and safe beside appends, fetches and other sweeps (S8.2).
+    KafkaTimeout once the backoff's deadline passes.
+    """
+    config = log_.config
+    if not config.deletes or (config.retention_ms < 0 and config.retention_bytes < 0):
+        return None
+    backoff = DEFAULT_POLICY.start(TRIM_TIMEOUT_S) if backoff is None else backoff
+    while True:
+        log_.refresh()
+        files = log_.table.files()
+        try:
+            count = files_past_retention(
+                files,
+                lambda entry: _max_timestamp_ms(log_, entry),
+                now_ms=now_ms,
+                retention_ms=config.retention_ms,
+                retention_bytes=config.retention_bytes,
+                last_stable_offset=log_.last_stable_offset(),
+            )
+        except CorruptRecord:
+            # A file another trim removed after our snapshot was vacuumed already: decide on the latest.
+            if not backoff.wait():
+                raise
+            continue
+        if count == 0:
+            return None
+        start = files[count].min_offset if count < len(files) else log_.log_end_offset()
+        trim = _commit_trim(log_, files[:count], max(start, log_.log_start_offset()), RETENTION_OPERATION, backoff)
+        if trim is not None:
+            log.info(
+                "%s-%d: retention removed %d file(s), %d bytes; log start offset %d (version %d)",
+                log_.topic, log_.partition, trim.files_removed, trim.bytes_removed, trim.log_start_offset, trim.version,
+            )
+            return trim
+
+
+def delete_records(log_: PartitionLog, offset: int, *, backoff: Backoff | None = None) -> int:
+    """Move the log start offset to `offset` (HIGH_WATERMARK: the high watermark); returns the new low watermark.
+
+    Removes the files wholly below it in the same commit. An offset at or below
+    the log start changes nothing (the log start only moves forward, S9.1).
+    Refused, with the table unchanged (S8.3): a negative offset other than -1 or one
+    beyond the high watermark (OffsetOutOfRange), one above the last stable offset
+    (OffsetOutOfRange: an open transaction's rows stay, S9.2), a topic whose
+    cleanup.policy has no `delete` (PolicyViolation).
+    """
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise InvalidRequest(f"offset must be an integer, not {offset!r}")
+    if not log_.config.deletes:
+        raise PolicyViolation(f"{log_.topic} has cleanup.policy={log_.config.values['cleanup.policy']}: records cannot be deleted")
+    backoff = DEFAULT_POLICY.start(TRIM_TIMEOUT_S) if backoff is None else backoff
+    while True:
+        log_.refresh()
+        high_watermark, log_start = log_.high_watermark(), log_.log_start_offset()
+        target = high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0 or target > high_watermark:
+            raise OffsetOutOfRange(
+                f"{log_.topic}-{log_.partition}: cannot delete records before {offset}: "
+                f"it is outside [0, {high_watermark}] (the high watermark)",
+                log_start_offset=log_start,
+                log_end_offset=log_.log_end_offset(),
+            )
+        last_stable = log_.last_stable_offset()
+        if target > last_stable:
+            raise OffsetOutOfRange(
+                f"{log_.topic}-{log_.partition}: cannot delete records before {target}: "
+                f"it is above the last stable offset {last_stable}, held by an open transaction",
+                log_start_offset=log_start,
+                log_end_offset=log_.log_end_offset(),
+                last_stable_offset=last_stable,
+            )
+        if target <= log_start:
+            return log_start
+        removed = [entry for entry in log_.table.files() if entry.max_offset < target]
+        trim = _commit_trim(log_, removed, target, DELETE_RECORDS_OPERATION, backoff)
+        if trim is not None:
+            log.info(
+                "%s-%d: delete_records moved the log start offset to %d, removing %d file(s) (version %d)",
+                log_.topic, log_.partition, trim.log_start_offset, trim.files_removed, trim.version,
+            )
+            return trim.log_start_offset
+
+
+def _commit_trim(
+    log_: PartitionLog, removed: Sequence[FileEntry], log_start: int, operation: str, backoff: Backoff
+) -> Trim | None:
+    """Commit the removal of `removed` and the log start `log_start` as exactly the next version.
+
+    None after a lost race (waited out and reloaded: the caller decides again).
+    """
+    try:
+        version = log_.table.rewrite(
+            removed,
+            app_versions={LOG_START_OFFSET_APP_ID: log_start},
+            metadata={"lakelog.operation": operation},
+        )
+    except CommitConflict:
+        if not backoff.wait():
+            message = f"{log_.topic}-{log_.partition}: {operation} lost its commit race past the deadline, after {backoff.retries} retries"
+            log.warning("%s; giving up", message)
+            raise KafkaTimeout(message) from None
+        log.debug("%s-%d: %s lost a commit race; deciding again on the latest snapshot", log_.topic, log_.partition, operation)
+        return None
+    maintain(log_.table, log_.maintenance)
+    return Trim(version, log_start, len(removed), sum(entry.size_bytes for entry in removed))
+
+
+def _max_timestamp_ms(log_: PartitionLog, entry: FileEntry) -> int:
+    """The newest record timestamp of a file, in ms (a file holds no statistics of it)."""
+    timestamps = log_.table.read_file(entry, ["timestamp"]).column("timestamp")
+    newest = pc.max(timestamps.cast("int64")).as_py()
+    return -(1 << 62) if newest is None else newest // 1000
