@@ -26,8 +26,9 @@ A run killed anywhere before step 3's commit leaves the view as it was (its
 files are in no commit; vacuum removes them, and the next run removes staging
 folders a day old), and the next run starts from the same positions; killed
 after it, the next run starts from the new ones. So no row is ever missing or
-twice. A run that loses the commit to another run deletes its files and
-decides again on the new snapshot. Every byte under the root is read, written,
+twice. A run that loses the commit to another run deletes its files, waits
+through the one retry policy (lakelog.store.retry) and decides again on the
+new snapshot; past the deadline it gives up with KafkaTimeout. Every byte under the root is read, written,
 listed, moved and deleted through the root's file IO (`lakelog.store`).
 
     spark-submit pipelines/materialize_committed_view.py --root R --topic T
@@ -49,13 +50,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog import catalog
-from lakelog.errors import CommitConflict
+from lakelog.errors import CommitConflict, KafkaTimeout
 from lakelog.log import READ_COMMITTED, topic_config
 from lakelog.log.scan import LATEST, PartitionScan, plan_scan
 from lakelog.store import Location, Table, check_root
 from pipelines._args import storage_option_pairs
 from lakelog.store.fileio import one_line
 from lakelog.store.maintenance import vacuum
+from lakelog.store.retry import DEFAULT_POLICY, Backoff
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,8 @@ POSITION_APP_ID = "lakelog.view.position.{partition}"
 STAGING_DIR = "_staging"
 # Staging folders of runs killed this long ago are removed by the next run.
 STALE_STAGING_S = 24 * 3600
-MAX_ATTEMPTS = 5
+# How long a run keeps deciding again after lost commit races (Kafka's delivery.timeout.ms default).
+COMMIT_TIMEOUT_S = 120.0
 # Files of killed runs (in no commit) are vacuumed once this old; a live run commits its files within seconds.
 VIEW_CONFIGURATION = {"delta.deletedFileRetentionDuration": "interval 3600 seconds"}
 # Fault points, in the order a run meets them (tests SIGKILL a run at one of them): the plan is made, nothing
@@ -86,8 +89,14 @@ class ViewReport:
     positions: dict[int, int] = field(default_factory=dict)
 
 
-def materialize_committed_view(spark: Any, root: str | Location, topic: str, *, fault: Fault | None = None) -> ViewReport:
-    """Append `topic`'s rows committed since the last run to `<root>/views/<topic>`; see the module docstring."""
+def materialize_committed_view(
+    spark: Any, root: str | Location, topic: str, *, fault: Fault | None = None, backoff: Backoff | None = None
+) -> ViewReport:
+    """Append `topic`'s rows committed since the last run to `<root>/views/<topic>`; see the module docstring.
+
+    Lost commit races wait on `backoff` (default: the retry policy's defaults, COMMIT_TIMEOUT_S);
+    KafkaTimeout once its deadline has passed, the view then holds what other runs committed.
+    """
     from pyspark_lakelog import reads_natively
 
     root = check_root(root)
@@ -97,7 +106,8 @@ def materialize_committed_view(spark: Any, root: str | Location, topic: str, *, 
     if native:
         _remove_stale_staging(view)
     hit = fault or (lambda point: None)
-    for _ in range(MAX_ATTEMPTS):
+    backoff = DEFAULT_POLICY.start(COMMIT_TIMEOUT_S) if backoff is None else backoff
+    while True:
         view.refresh()
         positions = {partition: view_position(view, partition) for partition in range(num_partitions)}
         scans = plan_scan(root, topic, READ_COMMITTED, positions, LATEST)
@@ -123,12 +133,17 @@ def materialize_committed_view(spark: Any, root: str | Location, topic: str, *, 
             for name in names:
                 view.io.delete(view.child_uri(name))
             _delete_quietly(staging)
+            if not backoff.wait():
+                message = f"view of {topic}: lost its commit past the deadline, after {backoff.retries} retries"
+                log.warning("%s; giving up", message)
+                raise KafkaTimeout(message) from None
+            log.debug("view of %s: lost its commit to another run; retry %d decides again on the latest snapshot",
+                      topic, backoff.retries)
             continue
         hit(FAULT_COMMITTED)
         _delete_quietly(staging)
         _vacuum_quietly(view)
         return ViewReport(version, sum(written.values()), {**positions, **ends})
-    raise CommitConflict(f"view of {topic}: lost {MAX_ATTEMPTS} commit races in a row to other runs")
 
 
 def view_position(view: Table, partition: int) -> int:

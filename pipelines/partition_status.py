@@ -7,7 +7,9 @@ over: a partition whose table version is the one the status table already
 shows is not read at all, and the status table changes only if some partition
 did. The status table (one row per partition, catalog.STATUS_SCHEMA) is
 replaced by one strict Delta commit decided on the snapshot it was read from;
-a run that loses that race to another run decides again on the new snapshot.
+a run that loses that race to another run waits through the one retry policy
+(lakelog.store.retry) and decides again on the new snapshot; past the deadline
+it gives up with KafkaTimeout.
 
     spark-submit pipelines/partition_status.py --root R --topic T
     python -m pipelines.partition_status --root R --topic T
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 import uuid
@@ -28,12 +31,16 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog import catalog
-from lakelog.errors import CommitConflict
+from lakelog.errors import CommitConflict, KafkaTimeout
 from lakelog.log import open_partition, topic_config
 from lakelog.store import Location, Table, check_root
+from lakelog.store.retry import DEFAULT_POLICY, Backoff
 from pipelines._args import storage_option_pairs
 
-MAX_ATTEMPTS = 5
+logger = logging.getLogger(__name__)
+
+# How long a run keeps deciding again after lost commit races (Kafka's delivery.timeout.ms default).
+COMMIT_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -45,13 +52,18 @@ class StatusReport:
     recomputed: list[int]
 
 
-def partition_status(spark: Any, root: str | Location, topic: str) -> StatusReport:
-    """Bring `<root>/status/<topic>` up to date with every partition of `topic`; see the module docstring."""
+def partition_status(spark: Any, root: str | Location, topic: str, *, backoff: Backoff | None = None) -> StatusReport:
+    """Bring `<root>/status/<topic>` up to date with every partition of `topic`; see the module docstring.
+
+    Lost commit races wait on `backoff` (default: the retry policy's defaults, COMMIT_TIMEOUT_S);
+    KafkaTimeout once its deadline has passed.
+    """
     # Tasks get the root as a Location: its store settings travel with it to the executors.
     root = check_root(root)
     num_partitions = topic_config(root, topic).num_partitions
     table, _ = Table.create(catalog.status_path(root, topic), catalog.STATUS_SCHEMA, {})
-    for _ in range(MAX_ATTEMPTS):
+    backoff = DEFAULT_POLICY.start(COMMIT_TIMEOUT_S) if backoff is None else backoff
+    while True:
         table.refresh()
         shown = {row["partition"]: row for row in _rows(table)}
         tasks = [(root, topic, partition, _version(shown.get(partition))) for partition in range(num_partitions)]
@@ -66,9 +78,16 @@ def partition_status(spark: Any, root: str | Location, topic: str) -> StatusRepo
             version = table.commit_files([name], catalog.STATUS_SCHEMA, overwrite=True)
         except CommitConflict:
             table.io.delete(table.child_uri(name))
+            if not backoff.wait():
+                message = f"status of {topic}: lost its commit past the deadline, after {backoff.retries} retries"
+                logger.warning("%s; giving up", message)
+                raise KafkaTimeout(message) from None
+            logger.debug(
+                "status of %s: lost its commit to another run; retry %d decides again on the latest snapshot",
+                topic, backoff.retries,
+            )
             continue
         return StatusReport(version, num_partitions, sorted(changed))
-    raise CommitConflict(f"status of {topic}: lost {MAX_ATTEMPTS} commit races in a row to other runs")
 
 
 def _status_of(task: tuple[Location, str, int, int | None]) -> dict[str, Any] | None:

@@ -20,8 +20,10 @@ import pytest
 from spark_histories import fetch_rows, random_history, spark_rows
 
 from lakelog import catalog, sql
+from lakelog.errors import KafkaTimeout
 from lakelog.log import READ_COMMITTED, open_partition
 from lakelog.store import Location
+from lakelog.store.retry import RetryPolicy
 from pipelines import materialize_committed_view as view_job
 from pipelines.materialize_committed_view import materialize_committed_view, view_position
 from pipelines.partition_status import partition_status
@@ -102,18 +104,28 @@ def test_view_is_incremental_and_follows_the_lso(spark, root):
     assert sql.query(root, "SELECT count(*) AS n FROM orders_view").column("n").to_pylist() == [len(view_rows(spark, root, "orders"))]
 
 
-def test_a_run_that_loses_its_commit_decides_again(spark, root):
+@pytest.mark.parametrize("timeout_s", [60.0, 0.0], ids=["decides-again", "past-the-deadline"])
+def test_a_run_that_loses_its_commit_decides_again(spark, root, timeout_s):
     """Run A is overtaken between writing its files and committing them: run B commits the same rows first.
-    A's commit fails (strict v+1), A deletes its files and finds nothing left to do."""
+    A's commit fails (strict v+1), A deletes its files, waits through the retry policy and finds nothing left
+    to do; past its deadline it gives up with KafkaTimeout instead (S9.5: a loser never commits blindly)."""
     writer = random_history(root, "race", random.Random(6), partitions=2, steps=30)
     inner = []
+    waits = []
 
     def overtake(point):
         if point == view_job.FAULT_MOVED and not inner:
             inner.append(materialize_committed_view(spark, root, "race"))
 
-    report = materialize_committed_view(spark, root, "race", fault=overtake)
-    assert inner[0].version == 1 and report.version is None
+    backoff = RetryPolicy().start(timeout_s, sleep=waits.append)
+    if timeout_s:
+        report = materialize_committed_view(spark, root, "race", fault=overtake, backoff=backoff)
+        assert report.version is None and backoff.retries == 1 and len(waits) <= 1
+    else:
+        with pytest.raises(KafkaTimeout, match="lost its commit past the deadline"):
+            materialize_committed_view(spark, root, "race", fault=overtake, backoff=backoff)
+        assert waits == []
+    assert inner[0].version == 1
     assert_view_is_read_committed(spark, root, "race")
     view = catalog.open_view(root, "race")
     data_files = {entry.name for entry in view.location.list() if entry.name.endswith(".parquet")}
