@@ -28,8 +28,9 @@ folders a day old), and the next run starts from the same positions; killed
 after it, the next run starts from the new ones. So no row is ever missing or
 twice. A run that loses the commit to another run deletes its files, waits
 through the one retry policy (lakelog.store.retry) and decides again on the
-new snapshot; past the deadline it gives up with KafkaTimeout. Every byte under the root is read, written,
-listed, moved and deleted through the root's file IO (`lakelog.store`).
+new snapshot; past the deadline it gives up with KafkaTimeout. Every byte
+under the root is read, written, listed, moved and deleted through the root's
+file IO (`lakelog.store`).
 
     spark-submit pipelines/materialize_committed_view.py --root R --topic T
     python -m pipelines.materialize_committed_view --root R --topic T
@@ -137,8 +138,10 @@ def materialize_committed_view(
                 message = f"view of {topic}: lost its commit past the deadline, after {backoff.retries} retries"
                 log.warning("%s; giving up", message)
                 raise KafkaTimeout(message) from None
-            log.debug("view of %s: lost its commit to another run; retry %d decides again on the latest snapshot",
-                      topic, backoff.retries)
+            log.debug(
+                "view of %s: lost its commit to another run; retry %d decides again on the latest snapshot",
+                topic, backoff.retries,
+            )
             continue
         hit(FAULT_COMMITTED)
         _delete_quietly(staging)
