@@ -138,13 +138,19 @@ class TransactionIndex:
         first = bisect.bisect_left(self._marker_offsets, start_offset)
         return [txn for txn in self._aborted[first:] if txn.first_offset < end_offset]
 
-    def apply(self, headers: pa.Table) -> None:
-        """Fold the header rows [position, position + n) in; they must be exactly those, in offset order."""
+    def apply(self, headers: pa.Table, end_offset: int | None = None) -> None:
+        """Fold the header rows of [position, end_offset) in, in offset order (without `end_offset`: they must be
+        dense). Key compaction leaves gaps (S9.3, S5.4): the rows of a range are then fewer than its offsets."""
         if headers.num_rows == 0:
+            if end_offset is not None:
+                self.position = max(self.position, end_offset)
             return
         offsets = headers.column("offset")
         first, last = offsets[0].as_py(), offsets[-1].as_py()
-        if first != self.position or last != self.position + headers.num_rows - 1:
+        dense = last == first + headers.num_rows - 1
+        if first < self.position or (end_offset is None and (first != self.position or not dense)) or (
+            end_offset is not None and last >= end_offset
+        ):
             raise CorruptRecord(
                 f"transaction index at offset {self.position} was given rows {first}-{last} "
                 f"({headers.num_rows} rows): offsets are not dense"
@@ -152,7 +158,7 @@ class TransactionIndex:
         self._open, aborted = fold(self._open, headers)
         self._aborted.extend(aborted)
         self._marker_offsets.extend(txn.marker_offset for txn in aborted)
-        self.position = last + 1
+        self.position = last + 1 if end_offset is None else end_offset
 
     def catch_up(self, table: Table, end_offset: int) -> None:
         """Fold the rows [position, end_offset) of the table's snapshot in hand (its LEO is `end_offset`).
@@ -205,9 +211,12 @@ class TransactionIndex:
         # Files tile the offsets in order, so their max offsets are sorted too.
         first = bisect.bisect_left(files, start, key=lambda entry: entry.max_offset)
         chunks = []
+        # The files' offset ranges must tile [start, end_offset); a compacted file holds fewer rows than its range.
+        covered = start
         for entry in files[first:]:
-            if entry.min_offset >= end_offset:
+            if entry.min_offset >= end_offset or entry.min_offset > covered:
                 break
+            covered = entry.max_offset + 1
             if entry.min_offset >= start:
                 chunks.append(table.read_file(entry, HEADER_COLUMNS))
             else:
@@ -215,15 +224,14 @@ class TransactionIndex:
         if not chunks:
             raise CorruptRecord(f"{table.uri}: no data file holds offsets {start}-{end_offset - 1}", path=table.uri)
         headers = pa.concat_tables(chunks)
-        if headers.column("offset")[-1].as_py() >= end_offset:
+        if headers.num_rows and headers.column("offset")[-1].as_py() >= end_offset:
             headers = headers.filter(pc.field("offset") < end_offset)
-        if headers.num_rows != end_offset - start:
+        if covered < end_offset:
             raise CorruptRecord(
-                f"{table.uri}: offsets {start}-{end_offset - 1} should be {end_offset - start} rows, "
-                f"the data files hold {headers.num_rows}",
+                f"{table.uri}: offsets {start}-{end_offset - 1} are not all held by data files (they stop at {covered - 1})",
                 path=table.uri,
             )
-        self.apply(headers)
+        self.apply(headers, end_offset)
 
     # -- snapshots (a cache: see the module docstring) ------------------------------------
 
