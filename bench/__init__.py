@@ -21,4 +21,5 @@ BENCHMARKS = (
     "airflow_load",
     "short_lived_producers",
     "transaction_cost",
+    "year_of_traffic",
 )
