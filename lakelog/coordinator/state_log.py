@@ -21,23 +21,36 @@ log's length. Given a `StateCodec`, the log writes a snapshot of its state every
 `SNAPSHOT_EVERY_RECORDS` offsets as a sidecar file of the partition's table
 (`_lakelog/coordinator/<position>.json`, lakelog.store.sidecar), and a cold
 start loads the newest one at or below the LEO and replays only the rows after
-it: what Kafka gets from compacting its internal topics. A snapshot is a cache,
-derived from the rows alone and naming the table it came from: one that is
-missing, unreadable or does not fit is skipped, and replay starts earlier.
+it. A snapshot is a cache, derived from the rows alone and naming the table it
+came from: one that is missing, unreadable or does not fit is skipped, and
+replay starts earlier.
+
+`compact(live)` compacts the log by its record keys (S9.3, Kafka's compacted
+internal topics): `live(entries)` names the rows that make up the state
+(lakelog.coordinator.record_keys), and the plan is committed only if replaying
+the kept rows from offset 0 gives the state the whole log gives. The offsets of
+kept rows never change. Replay from offset 0 is what that check proves, so a
+log whose position (or snapshot) lies below rows a compaction dropped starts
+again from offset 0 (or from a snapshot past every compacted file): a reader in
+the middle of a compacted range would miss the rows that superseded the ones it
+read. A compacted file is known by its gaps (fewer records than its range).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from lakelog.errors import CorruptRecord, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, ControlType, PartitionLog, payload_table
+from lakelog.log.compaction import CleanableRows, CompactionResult, rewrite_below_lso
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from lakelog.store.sidecar import read_snapshots, write_snapshot
 
@@ -60,6 +73,15 @@ class HasRecords(Protocol):
 
 
 O = TypeVar("O", bound=HasRecords)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A transaction marker row of an internal log, as replay sees it."""
+
+    producer_id: int
+    producer_epoch: int
+    control: ControlType
 
 
 @dataclass(frozen=True)
@@ -92,6 +114,8 @@ class CoordinatorLog(Generic[S]):
         self.log = log
         self.retry = retry
         self.state = state
+        # What replay starts from at offset 0 (a compacted range read from the middle is replayed again from 0).
+        self._initial = copy.deepcopy(state)
         self._decode = decode
         self._apply = apply
         self._key_of = key_of
@@ -112,6 +136,10 @@ class CoordinatorLog(Generic[S]):
         return self.state
 
     def _replay_to(self, end: int) -> None:
+        if self.position > 0 and self._compacted_from(self.position):
+            log.info("%s-%d: rows at or past offset %d were compacted away; replaying from offset 0",
+                     self.log.topic, self.log.partition, self.position)
+            self.state, self.position, self.snapshot_position = copy.deepcopy(self._initial), 0, 0
         if self.position == 0 and end > 0 and self.snapshot_every_records:
             self._load_snapshot(end)
         while self.position < end:
@@ -124,12 +152,67 @@ class CoordinatorLog(Generic[S]):
         """Take the state of the newest usable snapshot at or below `end`, if any."""
         assert self._codec is not None
         for position, body in read_snapshots(self.log.table, SNAPSHOT_FOLDER, end):
+            if self._compacted_from(position):
+                return  # this one and every older one: the rows after them are not all there
             try:
                 state = self._codec.load(body)
             except (CorruptRecord, KeyError, TypeError, ValueError, AttributeError):
                 continue
             self.state, self.position, self.snapshot_position = state, position, position
             return
+
+    def _compacted_from(self, position: int) -> bool:
+        """True if a compacted file (one with gaps) holds offsets at or past `position` in the snapshot in hand."""
+        return any(
+            entry.max_offset >= position and entry.num_records < entry.max_offset - entry.min_offset + 1
+            for entry in self.log.table.files()
+        )
+
+    def compact(self, live: Callable[[list[tuple[int, Any]]], set[int]], timeout_s: float = 60.0) -> CompactionResult | None:
+        """Compact the log by its record keys (S9.3): keep the rows `live(entries)` names, if replay agrees.
+
+        `entries` are (offset, record) in offset order, a marker row as a `Marker`. The plan is replayed from offset 0 against the whole
+        log; if the states differ nothing is dropped (a WARNING). One strict
+        commit (lakelog.log.compaction); None if nothing was dropped.
+        """
+        if self._codec is None:
+            raise ValueError("a coordinator log compacts only with a StateCodec: the plan is checked on the state")
+        codec = self._codec
+
+        def choose(cleanable: CleanableRows) -> np.ndarray:
+            rows = cleanable.rows
+            everything = np.ones(rows.num_rows, dtype=bool)
+            if cleanable.files[0].min_offset != 0:
+                return everything  # replay from offset 0 is what the check proves
+            columns = rows.select(["offset", "value", "control", "producer_id", "producer_epoch"]).to_pydict()
+            entries: list[tuple[int, Any]] = []
+            for offset, value, control, producer_id, producer_epoch in zip(*columns.values()):
+                if control is not None:
+                    entries.append((offset, Marker(producer_id, producer_epoch, ControlType(control))))
+                elif value is not None:
+                    entries.append((offset, self._decode(json.loads(value))))
+            kept = live(entries)
+            if not kept:
+                return everything  # a compacted file keeps a row (lakelog.log.compaction): none would not replay as none
+            whole, compacted = copy.deepcopy(self._initial), copy.deepcopy(self._initial)
+            for offset, item in entries:
+                whole = self._replay_entry(whole, item)
+                if offset in kept:
+                    compacted = self._replay_entry(compacted, item)
+            if codec.dump(whole) != codec.dump(compacted):
+                log.warning("%s-%d: a compaction plan would change the replayed state; keeping every row",
+                            self.log.topic, self.log.partition)
+                return everything
+            return np.isin(rows.column("offset").to_numpy(), np.fromiter(kept, dtype=np.int64, count=len(kept)))
+
+        return rewrite_below_lso(self.log, choose, below_log_end=True, timeout_s=timeout_s)
+
+    def _replay_entry(self, state: S, item: Any) -> S:
+        if isinstance(item, Marker):
+            if self._apply_marker is None:
+                return state
+            return self._apply_marker(state, item.producer_id, item.producer_epoch, item.control)
+        return self._apply(state, item)
 
     def _snapshot_if_due(self) -> None:
         if self.snapshot_every_records and self.position - self.snapshot_position >= self.snapshot_every_records:

@@ -85,17 +85,16 @@ class CompactionResult:
 # -- the engine ------------------------------------------------------------------------
 
 
-def cleanable_files(log_: PartitionLog) -> list[FileEntry]:
-    """The active files of the snapshot in hand wholly below its LSO, from the log start (Kafka's clean section)."""
-    lso = log_.last_stable_offset()
+def cleanable_files(log_: PartitionLog, horizon: int) -> list[FileEntry]:
+    """The active files of the snapshot in hand wholly below `horizon` (the LSO), from the log start (Kafka's clean section)."""
     start = log_.log_start_offset()
-    return [entry for entry in log_.table.files() if entry.max_offset < lso and entry.max_offset >= start]
+    return [entry for entry in log_.table.files() if entry.max_offset < horizon and entry.max_offset >= start]
 
 
-def read_cleanable(log_: PartitionLog) -> CleanableRows:
-    """The rows of `cleanable_files`, in the table's schema, each tagged with its file."""
-    lso = log_.last_stable_offset()
-    files = tuple(cleanable_files(log_))
+def read_cleanable(log_: PartitionLog, horizon: int | None = None) -> CleanableRows:
+    """The rows of `cleanable_files` below the LSO (or `horizon`), in the table's schema, each tagged with its file."""
+    lso = log_.last_stable_offset() if horizon is None else horizon
+    files = tuple(cleanable_files(log_, lso))
     schema = log_.table.schema
     pieces, index = [], []
     for position, entry in enumerate(files):
@@ -108,7 +107,12 @@ def read_cleanable(log_: PartitionLog) -> CleanableRows:
 
 
 def rewrite_below_lso(
-    log_: PartitionLog, choose: Choose, *, timeout_s: float = COMPACTION_TIMEOUT_S, backoff: Backoff | None = None
+    log_: PartitionLog,
+    choose: Choose,
+    *,
+    below_log_end: bool = False,
+    timeout_s: float = COMPACTION_TIMEOUT_S,
+    backoff: Backoff | None = None,
 ) -> CompactionResult | None:
     """Drop the rows `choose` does not keep from the files wholly below the LSO, in one strict commit.
 
@@ -116,13 +120,14 @@ def rewrite_below_lso(
     consecutive files that loses a row becomes one file claiming the run's offset
     range. None if nothing is dropped (a second run right after the first does
     nothing). A lost race waits on `backoff`, reloads and decides again;
-    KafkaTimeout past its deadline.
+    KafkaTimeout past its deadline. `below_log_end` cleans up to the LEO: for the
+    internal logs, whose rows are never transactional data (their LSO is the LEO).
     """
     backoff = DEFAULT_POLICY.start(timeout_s) if backoff is None else backoff
     while True:
         log_.refresh()
         try:
-            cleanable = read_cleanable(log_)
+            cleanable = read_cleanable(log_, log_.log_end_offset() if below_log_end else None)
         except CorruptRecord:
             # A file removed after our snapshot (retention, another cleaner): decide again on the latest.
             if not backoff.wait():
@@ -171,6 +176,7 @@ def _runs(cleanable: CleanableRows, keep: np.ndarray) -> tuple[list[FileEntry], 
     files = cleanable.files
     losing = np.zeros(len(files), dtype=bool)
     losing[np.unique(cleanable.file_index[~keep])] = True
+    _anchor_empty_runs(losing, cleanable.file_index, keep)
     removed: list[FileEntry] = []
     added: list[tuple[pa.Table, tuple[int, int]]] = []
     start = None
@@ -186,6 +192,32 @@ def _runs(cleanable: CleanableRows, keep: np.ndarray) -> tuple[list[FileEntry], 
             removed.extend(run)
             start = None
     return removed, added
+
+
+def _anchor_empty_runs(losing: np.ndarray, file_index: np.ndarray, keep: np.ndarray) -> None:
+    """Give every run of losing files a kept row: a file with no rows has no producer-id statistics.
+
+    A run that would lose every row takes in the next file (else the one before) as it is; a clean
+    section that loses every row keeps its last one.
+    """
+    kept_per_file = np.bincount(file_index[keep], minlength=len(losing))
+    position = 0
+    while position < len(losing):
+        if not losing[position]:
+            position += 1
+            continue
+        end = position
+        while end < len(losing) and losing[end]:
+            end += 1
+        if not kept_per_file[position:end].any():
+            if end < len(losing):
+                losing[end] = True  # joins the run: the while loop goes on past it
+                continue
+            if position > 0:
+                losing[position - 1] = True
+            else:
+                keep[np.flatnonzero(file_index < end)[-1]] = True
+        position = end
 
 
 # -- the topic cleaner ------------------------------------------------------------------

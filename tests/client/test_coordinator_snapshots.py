@@ -17,6 +17,7 @@ from lakelog.coordinator import state_log
 from lakelog.coordinator import group as group_handlers
 from lakelog.coordinator import transaction as txn
 from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.internal_compaction import compact_internal_logs
 from lakelog.coordinator.state_log import CoordinatorLog
 from lakelog.coordinator.transaction import TransactionMetadata
 from lakelog.coordinator.transaction_coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
@@ -121,3 +122,41 @@ def test_S8_2_snapshots_that_are_garbage_or_of_another_table_are_skipped(lake, m
     older.unlink()
     newest.unlink()
     assert cold_log(lake, TRANSACTION_STATE_LOG).state == full  # no snapshot at all: replay from 0
+
+
+def rows_by_offset(lake: str, internal: str) -> dict[int, dict]:
+    log = open_internal_partition(lake, internal, 0, 1)
+    rows = log.fetch(0, max_records=1_000_000, max_bytes=1 << 40).rows
+    return {row["offset"]: row for row in rows.to_pylist()}
+
+
+@pytest.mark.parametrize("internal", [TRANSACTION_STATE_LOG, CONSUMER_OFFSETS_LOG])
+def test_S9_3_internal_logs_compact_by_record_key_and_replay_to_the_same_state(lake, make_topic, internal):
+    topic = make_topic()
+    traffic(lake, topic, transactions=12)
+    full = replayed_from_zero(lake, internal)
+    before = rows_by_offset(lake, internal)
+    # A coordinator that read part of the log before the compaction (a long-lived process).
+    stale = cold_log(lake, internal)
+    stale_position = stale.position
+
+    done = [item for item in compact_internal_logs(lake) if item.log_name == internal]
+    assert len(done) == 1 and done[0].error is None
+    result = done[0].compaction
+    assert result.records_after < result.records_before
+    after = rows_by_offset(lake, internal)
+    assert len(after) < len(before)
+    # S9.3: kept records keep their offsets, and replay of the compacted log gives the state of the whole log.
+    assert all(before[offset] == row for offset, row in after.items())
+    assert replayed_from_zero(lake, internal) == full
+    assert cold_log(lake, internal).state == full
+    # S8.2: a second pass right after finds nothing to drop.
+    assert [item for item in compact_internal_logs(lake) if item.log_name == internal] == []
+
+    # The coordinators carry on on the compacted log; a stale reader whose position the compaction passed
+    # below replays from offset 0 rather than miss the rows that superseded those it read.
+    traffic_more = make_topic()
+    traffic(lake, traffic_more, transactions=4)
+    stale.position = min(stale_position, result.last_offset)
+    assert stale.catch_up() == replayed_from_zero(lake, internal)
+    assert cold_log(lake, internal).state == replayed_from_zero(lake, internal)
