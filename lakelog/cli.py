@@ -43,7 +43,8 @@ from lakelog.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from lakelog.log import list_topics, topic_config
+from lakelog.log import list_topics, retention, topic_config
+from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location, check_root
 
 EXIT_BAD_INPUT = 2
@@ -149,6 +150,15 @@ def _build_parser() -> argparse.ArgumentParser:
     describe.add_argument("topic")
     describe.add_argument("--json", action="store_true")
     describe.set_defaults(handler=_topics_describe)
+    delete_records = topics.add_parser(
+        "delete-records", parents=[common], help="move partitions' log start offset: delete every record before an offset"
+    )
+    delete_records.add_argument("topic")
+    delete_records.add_argument("--offset", type=int, required=True, help="delete the records before it; -1: the high watermark")
+    delete_records.add_argument(
+        "--partition", type=int, action="append", default=None, help="a partition, repeatable (default: every partition)"
+    )
+    delete_records.set_defaults(handler=_topics_delete_records)
 
     produce = commands.add_parser("produce", parents=[common], help="produce JSON lines read from stdin")
     produce.add_argument("topic")
@@ -304,6 +314,17 @@ def _topics_describe(args: argparse.Namespace) -> int:
             f"{p.id:>9} {p.log_start_offset:>14} {p.high_watermark:>13} {p.last_stable_offset:>16} "
             f"{p.log_end_offset:>12} {p.files:>6} {p.table_version:>8}"
         )
+    return 0
+
+
+def _topics_delete_records(args: argparse.Namespace) -> int:
+    """One line per partition: its log start offset afterwards (S9.1); the first refusal ends the command."""
+    partitions = args.partition if args.partition is not None else range(topic_config(args.root, args.topic).num_partitions)
+    requests = [TopicPartition(args.topic, partition, args.offset) for partition in partitions]
+    futures = AdminClient({"lakelog.root": args.root}).delete_records(requests)
+    for request in requests:
+        deleted = futures[request].result()
+        print(json.dumps({"topic": request.topic, "partition": request.partition, "low_watermark": deleted.low_watermark}))
     return 0
 
 
@@ -618,6 +639,8 @@ def _coordinator_sweep(args: argparse.Namespace) -> int:
     report = dataclasses.asdict(TransactionCoordinator(root).sweep())
     # S6.5: members past their session or rebalance timeout leave their groups.
     report["members_expired"] = [{"group": group, "member_id": member} for group, member in GroupCoordinator(root).sweep()]
+    # S9.1, S9.3: retention and compaction of every topic, on the wall clock.
+    report["log_cleaner"] = [dataclasses.asdict(done) for done in retention.clean_topics(root, wall_clock_ms())]
     print(json.dumps(report))
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -21,7 +22,7 @@ from lakelog.client.types import (
 from lakelog.client import group_admin, transaction_admin
 from lakelog.client.group_admin import ConsumerGroupTopicPartitions, ListConsumerGroupsResult
 from lakelog.errors import InvalidProducerIdMapping, InvalidRequest, KafkaException
-from lakelog.log import create_topic, list_topics, open_partition, topic_config
+from lakelog.log import create_topic, list_topics, open_partition, retention, topic_config
 from lakelog.log.topics import validate_new_topic
 from lakelog.config import storage_options
 from lakelog.store import check_root
@@ -67,6 +68,13 @@ def describe_topic(root: str, topic: str) -> TopicDescription:
     return TopicDescription(topic, partitions, dict(tc.values))
 
 
+@dataclass(frozen=True)
+class DeletedRecords:
+    """What `delete_records` did to one partition: its log start offset afterwards, as confluent-kafka's."""
+
+    low_watermark: int
+
+
 class AdminClient:
     """Admin operations on the topics of `lakelog.root`; results come as resolved futures."""
 
@@ -109,6 +117,29 @@ class AdminClient:
             except KafkaException as error:
                 futures[name] = _resolved(error=error)
         return futures
+
+    def delete_records(self, topic_partition_offsets: list[TopicPartition], **_timeouts: Any) -> dict[TopicPartition, Future]:
+        """Delete every record before each partition's offset (-1: the high watermark); S9.1.
+
+        A future per partition resolves to DeletedRecords(low_watermark), the log
+        start offset afterwards, or raises: OffsetOutOfRange beyond the high
+        watermark or above the last stable offset (an open transaction's rows
+        stay, S9.2), PolicyViolation on a topic without cleanup.policy=delete,
+        UnknownTopicOrPartition. A refused partition is left unchanged (S8.3).
+        """
+        if not isinstance(topic_partition_offsets, (list, tuple)) or not all(
+            isinstance(p, TopicPartition) for p in topic_partition_offsets
+        ):
+            raise InvalidRequest("delete_records takes a list of TopicPartition")
+        keys = [(p.topic, p.partition) for p in topic_partition_offsets]
+        if len(set(keys)) != len(keys):
+            raise InvalidRequest("delete_records got the same partition twice")
+        return {p: _call(self._delete_records, p) for p in topic_partition_offsets}
+
+    def _delete_records(self, partition: TopicPartition) -> DeletedRecords:
+        log = open_partition(self._root, partition.topic, partition.partition)
+        low_watermark = retention.delete_records(log, partition.offset, backoff=self._retry.start(retention.TRIM_TIMEOUT_S))
+        return DeletedRecords(low_watermark)
 
     # -- transactions (S8.1), like Kafka's Admin and kafka-transactions.sh ------------------
 

@@ -24,11 +24,23 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from lakelog.errors import CommitConflict, CorruptRecord, InvalidRequest, KafkaTimeout, OffsetOutOfRange, PolicyViolation
+from lakelog.errors import (
+    CommitConflict,
+    CorruptRecord,
+    InvalidRequest,
+    KafkaException,
+    KafkaTimeout,
+    OffsetOutOfRange,
+    PolicyViolation,
+)
+from lakelog.log import compaction
+from lakelog.log.compaction import CompactionResult
 from lakelog.log.partition import LOG_START_OFFSET_APP_ID, PartitionLog
+from lakelog.log.topics import list_topics, open_partition, topic_config
 from lakelog.store import FileEntry
-from lakelog.store.maintenance import maintain
-from lakelog.store.retry import DEFAULT_POLICY, Backoff
+from lakelog.store.maintenance import maintain, vacuum
+from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
+from lakelog.store.table import storage_errors
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +182,56 @@ def delete_records(log_: PartitionLog, offset: int, *, backoff: Backoff | None =
                 log_.topic, log_.partition, trim.log_start_offset, trim.files_removed, trim.version,
             )
             return trim.log_start_offset
+
+
+@dataclass(frozen=True)
+class PartitionCleaning:
+    """What one sweep did to one partition: retention, compaction by key, files vacuumed, or the error it met."""
+
+    topic: str
+    partition: int
+    retention: Trim | None = None
+    compaction: CompactionResult | None = None
+    files_vacuumed: int = 0
+    error: str | None = None
+
+
+def clean_topics(root: str, now_ms: int, *, policy: RetryPolicy = DEFAULT_POLICY) -> list[PartitionCleaning]:
+    """One pass of the log cleaner over every topic of `root`: the partitions it changed, or failed on.
+
+    Per partition, by its `cleanup.policy`: compaction by key (S9.3), then
+    retention (S9.1) on the clock `now_ms`; then vacuum deletes files removed
+    longer ago than the table's grace. Idempotent and safe beside clients and
+    other sweeps (S8.2); an error on one partition is reported (and logged) and
+    the sweep carries on with the next.
+    """
+    report = []
+    for topic in list_topics(root):
+        try:
+            count = topic_config(root, topic).num_partitions
+        except KafkaException as error:
+            log.warning("log cleaner: topic %s skipped: %s", topic, error)
+            report.append(PartitionCleaning(topic, -1, error=str(error)))
+            continue
+        for partition in range(count):
+            try:
+                done = _clean_partition(open_partition(root, topic, partition), now_ms, policy)
+            except KafkaException as error:
+                log.warning("log cleaner: %s-%d skipped: %s", topic, partition, error)
+                done = PartitionCleaning(topic, partition, error=str(error))
+            if done.retention or done.compaction or done.files_vacuumed or done.error:
+                report.append(done)
+    return report
+
+
+def _clean_partition(log_: PartitionLog, now_ms: int, policy: RetryPolicy) -> PartitionCleaning:
+    compacted = compaction.compact_partition(log_, now_ms) if log_.config.compacts else None
+    trimmed = enforce_retention(log_, now_ms, backoff=policy.start(TRIM_TIMEOUT_S))
+    with storage_errors(log_.table.uri, "vacuuming", log_.version):
+        vacuumed = vacuum(log_.table)
+    if vacuumed:
+        log.info("%s-%d: vacuum deleted %d removed file(s)", log_.topic, log_.partition, len(vacuumed))
+    return PartitionCleaning(log_.topic, log_.partition, trimmed, compacted, len(vacuumed))
 
 
 def _commit_trim(

@@ -233,3 +233,29 @@ def test_a_transaction_index_behind_the_floor_starts_over_there(topic, open_log,
     index = TransactionIndex(snapshot_every_offsets=0)
     index.catch_up(behind.table, 8)
     assert (index.position, index.floor, index.open_transactions()) == (8, 2, {})
+
+
+def test_s9_1_admin_delete_records_as_confluent_kafka(root, topic, open_log):
+    from lakelog import AdminClient
+    from lakelog.client.admin import DeletedRecords
+    from lakelog.client.types import TopicPartition
+    from lakelog.errors import InvalidRequest, UnknownTopicOrPartition
+
+    name = topic(partitions=2)
+    for partition in (0, 1):
+        log = open_partition(root, name, partition)
+        data(log)
+        data(log)
+    admin = AdminClient({"lakelog.root": root})
+    middle, end, beyond = TopicPartition(name, 0, 4), TopicPartition(name, 1, -1), TopicPartition(name, 1, 7)
+    futures = admin.delete_records([middle, beyond])
+    assert futures[middle].result() == DeletedRecords(low_watermark=4)
+    with pytest.raises(OffsetOutOfRange):
+        futures[beyond].result()
+    assert admin.delete_records([end])[end].result().low_watermark == 6
+    missing = TopicPartition(name, 2, 0)
+    with pytest.raises(UnknownTopicOrPartition):
+        admin.delete_records([missing])[missing].result()
+    with pytest.raises(InvalidRequest):
+        admin.delete_records([middle, TopicPartition(name, 0, 5)])
+    assert [open_partition(root, name, p).log_start_offset() for p in (0, 1)] == [4, 6]

@@ -3,7 +3,8 @@
 Aborts transactions past their `transaction.timeout.ms`, finishes decided ones
 whose producer died before every marker was written, expires idle
 transactional ids, and removes group members past their session or rebalance
-timeout. Idempotent and safe beside clients and other sweeps: overlapping or
+timeout; then cleans every topic's log: compaction by key and retention (S9.1,
+S9.3). Idempotent and safe beside clients and other sweeps: overlapping or
 retried runs do no harm.
 """
 
@@ -24,18 +25,26 @@ class LakelogSweepOperator(BaseOperator):
 
     :param transactions: sweep the transaction coordinator's state (default True).
     :param groups: sweep consumer groups' members (default True).
+    :param log_cleaner: apply each topic's cleanup.policy: retention, compaction (default True).
     """
 
     template_fields: Sequence[str] = ()
     ui_color = "#e8e0f7"
 
     def __init__(
-        self, *, lakelog_conn_id: str = DEFAULT_CONN_ID, transactions: bool = True, groups: bool = True, **kwargs: Any
+        self,
+        *,
+        lakelog_conn_id: str = DEFAULT_CONN_ID,
+        transactions: bool = True,
+        groups: bool = True,
+        log_cleaner: bool = True,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.lakelog_conn_id = lakelog_conn_id
         self.transactions = transactions
         self.groups = groups
+        self.log_cleaner = log_cleaner
 
     def execute(self, context: Any) -> dict[str, Any]:
         from lakelog.coordinator.group_coordinator import GroupCoordinator
@@ -50,6 +59,12 @@ class LakelogSweepOperator(BaseOperator):
             if self.groups:
                 report["groups_removed"] = [list(pair) for pair in GroupCoordinator(root).sweep()]
                 self.log.info("group sweep: removed members %s", report["groups_removed"])
+            if self.log_cleaner:
+                from lakelog.log.partition import wall_clock_ms
+                from lakelog.log.retention import clean_topics
+
+                report["log_cleaner"] = [asdict(done) for done in clean_topics(root, wall_clock_ms())]
+                self.log.info("log cleaner: %s", report["log_cleaner"])
         return report
 
 
