@@ -30,6 +30,8 @@ class KafkaError:
     _UNKNOWN_PARTITION = -190
     _UNKNOWN_TOPIC = -188
     _VALUE_SERIALIZATION = -161
+    # A position fell outside the log and auto.offset.reset=error (S9.1), delivered as a message's error.
+    _AUTO_OFFSET_RESET = -140
     NO_ERROR = 0
     UNKNOWN = -1
     OFFSET_OUT_OF_RANGE = 1
