@@ -59,6 +59,9 @@ LEAVE_GROUP_STATIC_EPOCH = -2
 # A commit from outside the group protocol (manual assignment): no member, generation -1.
 NO_MEMBER_EPOCH = -1
 ASSIGNORS = ("uniform", "range")
+# A member's lease is renewed once at most 1/LEASE_RENEW_DIVISOR of its session is left: a settled member
+# writes about once per session.timeout.ms, not once per heartbeat (Kafka keeps liveness in timers).
+LEASE_RENEW_DIVISOR = 3
 
 
 # -- records ----------------------------------------------------------------------------
@@ -92,7 +95,11 @@ class GroupRecord(_Record):
 
 @dataclass(frozen=True)
 class MemberRecord(_Record):
-    """A member's subscription and timeouts (ConsumerGroupMemberMetadataValue); `removed` is the tombstone."""
+    """A member's subscription and timeouts (ConsumerGroupMemberMetadataValue); `removed` is the tombstone.
+
+    `last_heartbeat_ms` is the last renewal of the member's liveness lease, not its last heartbeat:
+    the lease runs until `lease_expires_ms` and is renewed only when due (S6.5).
+    """
 
     group_id: str
     member_id: str
@@ -103,6 +110,19 @@ class MemberRecord(_Record):
     last_heartbeat_ms: int
     removed: bool = False
     kind: RecordKind = RecordKind.MEMBER
+
+    @property
+    def lease_expires_ms(self) -> int:
+        """The last moment the member is alive without a renewal: last renewal + session.timeout.ms."""
+        return self.last_heartbeat_ms + self.session_timeout_ms
+
+    def lease_expired(self, now_ms: int) -> bool:
+        """S6.5: past its lease the member is removed (by the sweep)."""
+        return now_ms > self.lease_expires_ms
+
+    def lease_due(self, now_ms: int) -> bool:
+        """The lease needs renewing: at most a third of the session is left (or it ran out)."""
+        return self.lease_expires_ms - now_ms <= self.session_timeout_ms // LEASE_RENEW_DIVISOR
 
 
 @dataclass(frozen=True)
@@ -506,23 +526,38 @@ def heartbeat(
                 )
             )
         subscription = tuple(sorted(request.subscribed_topics))
-        metadata = dataclasses.replace(member.metadata, last_heartbeat_ms=now_ms, subscribed_topics=subscription)
-        records.append(metadata)
         if subscription != member.metadata.subscribed_topics:
+            records.append(dataclasses.replace(member.metadata, last_heartbeat_ms=now_ms, subscribed_topics=subscription))
             after = _apply(group, records)
             records.extend(_new_target(after, topic_partitions, group.group_epoch + 1))
-        group = _apply(group, records)
-        member = group.members[request.member_id]
+            group = _apply(group, records)
+            member = group.members[request.member_id]
         owned = request.owned
         if member.current.pending_revocation & owned:
             # Still revoking: nothing moves until the client stops reporting those partitions.
             current = member.current
+            records = _with_lease(records, member.metadata, now_ms)
             return Outcome(tuple(records), HeartbeatResponse(request.member_id, current.member_epoch, current.assigned))
 
     current = _reconcile(group, member, now_ms)
     if current != member.current:
         records.append(current)
+    if epoch != 0:
+        records = _with_lease(records, member.metadata, now_ms)
     return Outcome(tuple(records), HeartbeatResponse(member.metadata.member_id, current.member_epoch, current.assigned))
+
+
+def _with_lease(records: list[GroupLogRecord], metadata: MemberRecord, now_ms: int) -> list[GroupLogRecord]:
+    """The heartbeat's records, renewing the member's lease if it is due or if they are written anyway.
+
+    A heartbeat that changes nothing and finds the lease fresh writes nothing: it only
+    reads (S6.5, the liveness lease; Kafka's session timer).
+    """
+    if metadata.last_heartbeat_ms >= now_ms or not (records or metadata.lease_due(now_ms)):
+        return records
+    if any(isinstance(record, MemberRecord) and record.member_id == metadata.member_id for record in records):
+        return records  # a subscription change renewed it
+    return [dataclasses.replace(metadata, last_heartbeat_ms=now_ms), *records]
 
 
 def _reconcile(group: Group, member: Member, now_ms: int) -> CurrentRecord:
@@ -745,7 +780,7 @@ def commit_offsets(
         OffsetRecord(group_id, topic, partition, offset, metadata, now_ms)
         for (topic, partition), (offset, metadata) in sorted(offsets.items())
     )
-    return Outcome(records, {tp: offset for tp, (offset, _) in offsets.items()})
+    return Outcome(_renewal(group, member_id, now_ms) + records, {tp: offset for tp, (offset, _) in offsets.items()})
 
 
 def commit_transactional_offsets(
@@ -786,7 +821,16 @@ def commit_transactional_offsets(
         OffsetRecord(group_id, topic, partition, offset, text, now_ms, producer_id, producer_epoch)
         for (topic, partition), (offset, text) in sorted(offsets.items())
     )
-    return Outcome(records, {tp: offset for tp, (offset, _) in offsets.items()})
+    renewal = _renewal(group, metadata.member_id, now_ms)
+    return Outcome(renewal + records, {tp: offset for tp, (offset, _) in offsets.items()})
+
+
+def _renewal(group: Group | None, member_id: str, now_ms: int) -> tuple[GroupLogRecord, ...]:
+    """The committing member's lease renewal, if due: a commit is written anyway, so it renews for free."""
+    member = group.members.get(member_id) if group is not None and member_id else None
+    if member is None or member.metadata.last_heartbeat_ms >= now_ms or not member.metadata.lease_due(now_ms):
+        return ()
+    return (dataclasses.replace(member.metadata, last_heartbeat_ms=now_ms),)
 
 
 def fetch_offsets(
@@ -813,11 +857,12 @@ def fetch_offsets(
 
 
 def expire_members(group: Group, topic_partitions: Mapping[str, int], now_ms: int) -> Outcome[list[str]]:
-    """S6.5: remove members past their session timeout, or stuck revoking past their rebalance timeout."""
+    """S6.5: remove members past their lease (last renewal + session.timeout.ms), or stuck revoking past
+    their rebalance timeout."""
     expired = []
     for member_id, member in sorted(group.members.items()):
         metadata, current = member.metadata, member.current
-        if metadata.last_heartbeat_ms + metadata.session_timeout_ms < now_ms:
+        if metadata.lease_expired(now_ms):
             expired.append(member_id)
         elif current.revocation_started_ms >= 0 and current.revocation_started_ms + metadata.rebalance_timeout_ms < now_ms:
             expired.append(member_id)

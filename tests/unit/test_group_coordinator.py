@@ -3,6 +3,7 @@ KAFKA-19779 scenario, and a hypothesis state machine that keeps S6.2 and S6.3 un
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -60,6 +61,10 @@ class Coordinator:
     def ok(self, outcome):
         assert outcome.ok, outcome.error
         return outcome.response
+
+    def ok_records(self, outcome):
+        assert outcome.ok, outcome.error
+        return outcome.records
 
     def join(self, **kwargs):
         return self.ok(self.heartbeat(**kwargs))
@@ -267,6 +272,89 @@ def test_S6_5_session_timeout_removes_the_member_and_its_commits_fail():
     assert outcome.response == [a.member_id]
     assert isinstance(c.commit(a.member_id, a.member_epoch, [("in", 0)]).error, UnknownMemberId)
     assert isinstance(c.heartbeat(a.member_id, a.member_epoch).error, UnknownMemberId)
+
+
+SESSION_MS = 45_000
+HEARTBEAT_MS = 3_000
+
+
+def test_S6_5_a_settled_member_writes_only_its_lease_renewals_a_third_of_a_session_apart():
+    """Liveness is a lease, not a write per heartbeat: over an hour of heartbeats every 3 s, a settled
+    member's heartbeats write nothing but a renewal once a third of its session is left, and its lease
+    never runs out in between."""
+    c = Coordinator()
+    responses = c.settle({r.member_id: r for r in (c.join(), c.join())})
+    renewals: dict[str, list[int]] = {member_id: [] for member_id in responses}
+    for _ in range(3_600_000 // HEARTBEAT_MS):
+        c.now += HEARTBEAT_MS
+        for member_id, response in responses.items():
+            before = c.group.members[member_id].metadata
+            assert not before.lease_expired(c.now)
+            outcome = c.heartbeat(member_id, response.member_epoch, response.assignment)
+            assert c.ok(outcome) == response, "a settled member's answer does not change"
+            if outcome.records:
+                [renewal] = outcome.records
+                assert renewal == dataclasses.replace(before, last_heartbeat_ms=c.now)
+                renewals[member_id].append(c.now)
+    for times in renewals.values():
+        gaps = {later - earlier for earlier, later in itertools.pairwise(times)}
+        assert gaps == {SESSION_MS - SESSION_MS // 3}, "renewed when a third of the session is left"
+        assert len(times) == 3_600_000 // gaps.pop()
+
+
+def test_S6_5_the_lease_expires_exactly_at_its_boundary_and_the_member_is_fenced():
+    """Expiry is judged from the lease (last renewal + session.timeout.ms) with the clock passed in:
+    alive at the last millisecond of the lease, removed one after; then its commits and heartbeats
+    are UnknownMemberId and its partitions go to the others (S6.5, S7.2)."""
+    c = Coordinator()
+    a, b = c.join(), c.join()
+    responses = c.settle({a.member_id: a, b.member_id: b})
+    for member_id in (a.member_id, b.member_id):  # each renews its lease, b a second later
+        c.now += SESSION_MS - SESSION_MS // 3 if member_id == a.member_id else 1_000
+        assert c.heartbeat(member_id, responses[member_id].member_epoch, responses[member_id].assignment).records
+    lease = c.group.members[a.member_id].metadata
+    assert lease.lease_expires_ms == lease.last_heartbeat_ms + SESSION_MS
+    c.now = lease.lease_expires_ms
+    assert c.apply(g.expire_members(c.group, TOPICS, c.now)).response == []
+    c.now += 1
+    assert c.apply(g.expire_members(c.group, TOPICS, c.now)).response == [a.member_id]
+    stale = responses[a.member_id]
+    assert isinstance(c.commit(a.member_id, stale.member_epoch, [("in", 0)]).error, UnknownMemberId)
+    transactional = g.commit_transactional_offsets(
+        c.state, GroupMetadata(GROUP, a.member_id, stale.member_epoch), 5, 0, {("in", 0): (1, "")}, c.now
+    )
+    assert isinstance(transactional.error, UnknownMemberId) and transactional.records == ()
+    assert isinstance(c.heartbeat(a.member_id, stale.member_epoch, stale.assignment).error, UnknownMemberId)
+    final = c.settle({b.member_id: responses[b.member_id]})
+    assert final[b.member_id].assignment == all_partitions()
+
+
+def test_S6_2_a_join_reaches_settled_members_through_heartbeats_that_only_read():
+    """Settled members write nothing, yet a new member's join reaches them: the next heartbeat of each
+    reads the new target, revokes, and the joiner gets its share (S6.2)."""
+    c = Coordinator()
+    responses = c.settle({r.member_id: r for r in (c.join(), c.join())})
+    for member_id, response in responses.items():
+        c.now += HEARTBEAT_MS
+        assert c.heartbeat(member_id, response.member_epoch, response.assignment).records == ()
+    joiner = c.join()
+    responses[joiner.member_id] = joiner
+    settled = c.settle(responses)
+    assert sorted(len(r.assignment) for r in settled.values()) == [1, 1, 2]
+    assert {r.member_epoch for r in settled.values()} == {c.group.group_epoch}
+    writes = [c.heartbeat(m, r.member_epoch, r.assignment).records for m, r in settled.items()]
+    assert writes == [(), (), ()], "settled again, heartbeats only read"
+
+
+def test_S6_5_a_commit_renews_a_lease_that_is_due_in_the_same_write():
+    c = Coordinator()
+    a = c.join()
+    c.now += SESSION_MS // 3
+    assert [type(r) for r in c.ok_records(c.commit(a.member_id, a.member_epoch, [("in", 0)]))] == [g.OffsetRecord]
+    c.now += SESSION_MS // 3 + 1
+    records = c.ok_records(c.commit(a.member_id, a.member_epoch, [("in", 0)]))
+    assert [type(r) for r in records] == [g.MemberRecord, g.OffsetRecord]
+    assert c.group.members[a.member_id].metadata.last_heartbeat_ms == c.now
 
 
 def test_S6_5_rebalance_timeout_removes_a_member_that_never_revokes():
