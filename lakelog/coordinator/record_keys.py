@@ -105,7 +105,7 @@ def live_group_offsets(entries: Iterable[tuple[int, Any]]) -> set[int]:
     marker_epochs: dict[int, int] = {}
     marker_rows: dict[int, int] = {}
     pending: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
-    # The marker that decided each transactional offset row, once one did.
+    # The marker that decided each transactional offset row (or fenced it), once one did.
     decided_by: dict[int, int] = {}
     last_row: dict[str, int] = {}
     for offset, item in entries:
@@ -153,6 +153,8 @@ def live_group_offsets(entries: Iterable[tuple[int, Any]]) -> set[int]:
             if item.producer_id >= 0:
                 if item.producer_epoch >= marker_epochs.get(item.producer_id, -1):
                     pending.setdefault((group_id, item.producer_id), {})[tp] = offset
+                else:
+                    decided_by[offset] = marker_rows[item.producer_id]  # fenced by that marker's epoch (S4.6)
             elif item.removed:
                 slots.pop(offset_key(group_id, *tp), None)
             else:
