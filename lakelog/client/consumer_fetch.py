@@ -4,7 +4,10 @@ A position starts at the offset given to `assign`/`seek`, at the group's committ
 offset (resolved before the first fetch, `consumer_offsets`), or by
 `auto.offset.reset`. A fetch reads up to the last stable offset in read_committed
 and up to the high watermark in read_uncommitted; control rows take offsets but
-are never returned (S5.4).
+are never returned (S5.4). A position that retention or delete_records left below
+the log start follows `auto.offset.reset` as librdkafka does (S9.1): earliest
+moves to the log start, latest to the end, error delivers one `_AUTO_OFFSET_RESET`
+message error and fetches nothing more there until the application seeks.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from lakelog.client.types import (
     Message,
     TopicPartition,
 )
-from lakelog.errors import InvalidRequest, KafkaError, KafkaException, OffsetOutOfRange
+from lakelog.errors import CorruptRecord, InvalidRequest, KafkaError, KafkaException, OffsetOutOfRange
 from lakelog.log import READ_COMMITTED, PartitionLog, open_partition
 
 TopicPartitionKey = tuple[str, int]
@@ -41,6 +44,8 @@ class _Assigned:
     # When to ask for the committed offset again after a pending transaction held it (S7.3), and how often it did.
     resolve_after: float = 0.0
     resolve_retries: int = 0
+    # The position an auto.offset.reset=error was reported at: no fetch there until a seek.
+    reset_error_offset: int | None = None
 
 
 class _Fetching:
@@ -94,6 +99,7 @@ class _Fetching:
         state.position = self._start_offset(state.log, partition.offset)
         state.buffer.clear()
         state.eof_offset = None
+        state.reset_error_offset = None
         state.resolve_after = 0.0
         state.resolve_retries = 0
 
@@ -184,7 +190,7 @@ class _Fetching:
         return log.high_watermark()
 
     def _fill(self, state: _Assigned) -> None:
-        if state.buffer or state.position is None:
+        if state.buffer or state.position is None or state.position == state.reset_error_offset:
             return
         log = state.log
         if state.position >= self._end_offset(log):
@@ -193,15 +199,33 @@ class _Fetching:
         # Every fetch moves the position forward, but in read_committed it may return nothing (all aborted).
         while state.position < end and not state.buffer:
             try:
-                fetched = log.fetch(
-                    state.position,
-                    max_records=self.config["max.poll.records"],
-                    max_bytes=self.config["max.partition.fetch.bytes"],
-                    isolation_level=self.config["isolation.level"],
-                )
-            except OffsetOutOfRange:
+                try:
+                    fetched = log.fetch(
+                        state.position,
+                        max_records=self.config["max.poll.records"],
+                        max_bytes=self.config["max.partition.fetch.bytes"],
+                        isolation_level=self.config["isolation.level"],
+                    )
+                except CorruptRecord:
+                    # Vacuum deleted a file retention removed after this handle's snapshot: out of range if below the start.
+                    log.refresh()
+                    low = log.log_start_offset()
+                    if state.position >= low:
+                        raise
+                    raise OffsetOutOfRange(
+                        f"{log.topic}-{log.partition}: offset {state.position} is below the log start offset {low}",
+                        log_start_offset=low,
+                        log_end_offset=log.log_end_offset(),
+                    ) from None
+            except OffsetOutOfRange as error:
+                if self.config["auto.offset.reset"] == "error":
+                    state.reset_error_offset = state.position
+                    failed = KafkaError(KafkaError._AUTO_OFFSET_RESET, f"{error}, and auto.offset.reset=error")
+                    state.buffer.append(Message(log.topic, log.partition, state.position, error=failed))
+                    return
                 state.position = self._reset(log)
-                return
+                end = self._end_offset(log)
+                continue
             state.position = fetched.next_offset
             state.buffer.extend(_messages(log.topic, log.partition, fetched.rows))
         if not state.buffer and self.config["enable.partition.eof"] and state.eof_offset != state.position:
