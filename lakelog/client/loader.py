@@ -2,12 +2,20 @@
 
 Source row `i` of a load is appended at offset `start + i`, where `start` is the
 partition's LEO when the load first began. Every batch is a conditional append
-whose commit also records, as Delta `txn` actions, the load's start offset and
-how many source rows it has appended. A loader killed at any point and started
-again reads both back from the table and carries on from the next row; a second
-instance of the same load racing the first gets `OffsetMismatch`, reloads the
-counters and skips what the other appended. Only a foreign writer in the
-partition stops the load.
+whose last row carries the load's dedupe record as the header `lakelog.load`:
+the load id, its start offset and how many source rows it has appended with
+that batch. A loader killed at any point and started again finds the newest
+such row (scanning the newest files whose statistics say they hold rows
+written without a producer id, as loads write them) and carries on from the
+next row; a second instance of the same load racing the first gets
+`OffsetMismatch`, reads the record again and skips what the other appended.
+Only a foreign writer in the partition stops the load.
+
+The record lives exactly as long as the rows it protects (S9.4): when retention
+or delete-records removes the load's last batch, the record goes with it and
+the partition's state holds nothing per load. Tables written before kept the
+record as Delta `txn` ids (`lakelog.load.<id>.start/.rows`, never dropped): they
+are still read, never written.
 """
 
 from __future__ import annotations
@@ -22,16 +30,19 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from lakelog.errors import InvalidRequest, OffsetMismatch
 from lakelog.log import BatchHeader, PartitionLog, open_partition
-from lakelog.log.records import PAYLOAD_SCHEMA
+from lakelog.log.records import NO_PRODUCER_ID, PAYLOAD_SCHEMA
 from lakelog.store import Location, check_root
 
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+# The header of a load batch's last row: its load's dedupe record, {"load": id, "start": offset, "rows": n}.
+LOAD_HEADER = "lakelog.load"
 
 
 @dataclass(frozen=True)
@@ -65,8 +76,65 @@ def open_source(source: Location) -> Iterator[BinaryIO]:
         yield io.BufferedReader(raw, 1 << 20)
 
 
-def _app_ids(load_id: str) -> tuple[str, str]:
+def _legacy_app_ids(load_id: str) -> tuple[str, str]:
+    """The `txn` ids that held a load's record in tables written before it moved into the rows (read only)."""
     return f"lakelog.load.{load_id}.start", f"lakelog.load.{load_id}.rows"
+
+
+@dataclass(frozen=True)
+class LoadRecord:
+    """A load's dedupe record: where its rows start and how many source rows it has appended."""
+
+    start: int
+    rows: int
+
+
+def load_record(log: PartitionLog, load_id: str) -> LoadRecord | None:
+    """The newest record of `load_id` on the snapshot in hand, or None if the partition holds none.
+
+    From the header of the load's newest batch at or above the log start; for a
+    table with no such row, the `txn` ids older loaders wrote.
+    """
+    log_start = log.log_start_offset()
+    for entry in reversed(log.table.files()):
+        if entry.max_offset < log_start:
+            break
+        if entry.min_producer_id is not None and entry.min_producer_id > NO_PRODUCER_ID:
+            continue  # every row has a producer id: no load wrote here
+        found = _record_in(log.table.read_file(entry, ["offset", "headers", "producer_id"]), load_id, log_start)
+        if found is not None:
+            return found
+    start_id, rows_id = _legacy_app_ids(load_id)
+    start = log.table.app_version(start_id)
+    return None if start is None else LoadRecord(start, log.table.app_version(rows_id) or 0)
+
+
+def _record_in(rows: pa.Table, load_id: str, log_start: int) -> LoadRecord | None:
+    """The newest record of `load_id` among a file's rows: a load header on the last row of the batch it names."""
+    rows = rows.filter(pc.and_(pc.is_valid(rows.column("headers")), pc.equal(rows.column("producer_id"), NO_PRODUCER_ID)))
+    for offset, headers in zip(reversed(rows.column("offset").to_pylist()), reversed(rows.column("headers").to_pylist())):
+        if offset < log_start:
+            return None
+        for header in headers:
+            if header["key"] != LOAD_HEADER:
+                continue
+            try:
+                record = json.loads(header["value"] or b"")
+                found = LoadRecord(int(record["start"]), int(record["rows"]))
+            except (ValueError, TypeError, KeyError):
+                continue  # not a record this loader wrote
+            # A header copied onto another row (a consumer re-producing records) does not sit where it says.
+            if record.get("load") == load_id and offset == found.start + found.rows - 1:
+                return found
+    return None
+
+
+def _with_record(rows: pa.Table, load_id: str, start: int, done: int) -> pa.Table:
+    """`rows` with the load's record, after `done` source rows, as the header of the last row."""
+    value = json.dumps({"load": load_id, "start": start, "rows": done}, sort_keys=True).encode()
+    headers = [None] * (rows.num_rows - 1) + [[{"key": LOAD_HEADER, "value": value}]]
+    index = rows.schema.get_field_index("headers")
+    return rows.set_column(index, rows.schema.field(index), pa.array(headers, rows.schema.field(index).type))
 
 
 def load(
@@ -120,13 +188,11 @@ def _load(
     progress: bool,
 ) -> LoadResult:
     load_id = load_id or default_load_id(path)
-    start_id, rows_id = _app_ids(load_id)
     log = open_partition(root, topic, partition)
     log.refresh()
-    start = log.table.app_version(start_id)
-    if start is None:
-        start = log.log_end_offset()
-    done = log.table.app_version(rows_id) or 0
+    record = load_record(log, load_id)
+    start = log.log_end_offset() if record is None else record.start
+    done = 0 if record is None else record.rows
     resumed_from = done
     total = count_rows(path, kind)
     appended = 0
@@ -138,12 +204,11 @@ def _load(
                 rows = payload.slice(done - position)
                 try:
                     log.append(
-                        rows,
+                        _with_record(rows, load_id, start, done + rows.num_rows),
                         BatchHeader(expected_offset=start + done),
-                        app_versions={start_id: start, rows_id: done + rows.num_rows},
                     )
                 except OffsetMismatch as mismatch:
-                    done = _recover(log, start_id, rows_id, start, done, mismatch)
+                    done = _recover(log, load_id, start, done, mismatch)
                     bar.n = done
                     bar.refresh()
                     continue
@@ -154,12 +219,12 @@ def _load(
     return LoadResult(load_id, start, total, appended, resumed_from)
 
 
-def _recover(log: PartitionLog, start_id: str, rows_id: str, start: int, done: int, mismatch: OffsetMismatch) -> int:
-    """After OffsetMismatch: continue from another instance's progress, or stop on a foreign write."""
-    log.refresh()
-    recorded = log.table.app_version(rows_id) or 0
-    if log.table.app_version(start_id) == start and recorded > done and log.log_end_offset() == start + recorded:
-        return recorded
+def _recover(log: PartitionLog, load_id: str, start: int, done: int, mismatch: OffsetMismatch) -> int:
+    """After OffsetMismatch (decided on the latest snapshot): continue from another instance's progress, or stop
+    on a foreign write."""
+    record = load_record(log, load_id)
+    if record is not None and record.start == start and record.rows > done and log.log_end_offset() == start + record.rows:
+        return record.rows
     raise OffsetMismatch(
         f"partition {log.topic}-{log.partition} was written by someone else during the load "
         f"(LEO {log.log_end_offset()}, load expected {start + done}); nothing more was appended",
