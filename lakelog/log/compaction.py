@@ -11,8 +11,9 @@ starting at the log start offset. Among their rows it keeps:
 - a tombstone (a null value) only until `delete.retention.ms` after its
   timestamp on the passed-in clock: a consumer that reaches the head within that
   time still sees the delete;
-- every producer id's last data batch, whole, and its last marker: the producer's
-  state (epoch, sequence, open transaction) is derived from its last rows (S3.5);
+- every producer id's last marker, and its last data batch, whole, unless a marker
+  follows it: the producer's state (epoch, sequence, open transaction) is derived
+  from its last rows (S3.5), and a marker bumps the epoch and restarts the sequence;
 - a transaction marker while any kept row of its transaction is before it (a
   data row without its marker would look open and stall the LSO, S5.1).
 
@@ -315,7 +316,9 @@ def plan_keep(
     timestamps_ms = pc.cast(rows.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False) // 1000
     expired = is_null & has_key & is_data & (now_ms - timestamps_ms > delete_retention_ms)
     keep &= ~expired
-    _keep_last_batches(keep, offsets, producers, rows, file_index, is_data, last_data)
+    # A producer's last batch carries its state only if no marker follows it (a marker resets the sequence, S4.6).
+    pinned = {pid: offset for pid, offset in last_data.items() if offset > last_marker.get(pid, -1)}
+    _keep_last_batches(keep, offsets, producers, rows, file_index, is_data, pinned)
     for producer_id, offset in last_marker.items():
         keep |= is_marker & (producers == producer_id) & (offsets == offset)
     _keep_markers(keep, producers, transactional & is_data, is_marker)
