@@ -30,6 +30,7 @@ from lakelog.client import (
 from lakelog.client import group_admin, transaction_admin
 from lakelog.client.loader import load
 from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.internal_compaction import compact_internal_logs
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.errors import (
     GroupIdNotFound,
@@ -641,6 +642,8 @@ def _coordinator_sweep(args: argparse.Namespace) -> int:
     report["members_expired"] = [{"group": group, "member_id": member} for group, member in GroupCoordinator(root).sweep()]
     # S9.1, S9.3: retention and compaction of every topic, on the wall clock.
     report["log_cleaner"] = [dataclasses.asdict(done) for done in retention.clean_topics(root, wall_clock_ms())]
+    # S9.3: __consumer_offsets and __transaction_state compacted by their record keys.
+    report["internal_compaction"] = [dataclasses.asdict(done) for done in compact_internal_logs(root)]
     print(json.dumps(report))
     return 0
 

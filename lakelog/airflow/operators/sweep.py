@@ -25,7 +25,8 @@ class LakelogSweepOperator(BaseOperator):
 
     :param transactions: sweep the transaction coordinator's state (default True).
     :param groups: sweep consumer groups' members (default True).
-    :param log_cleaner: apply each topic's cleanup.policy: retention, compaction (default True).
+    :param log_cleaner: apply each topic's cleanup.policy: retention, compaction; and compact the
+        internal logs by their record keys (default True).
     """
 
     template_fields: Sequence[str] = ()
@@ -65,6 +66,10 @@ class LakelogSweepOperator(BaseOperator):
 
                 report["log_cleaner"] = [asdict(done) for done in clean_topics(root, wall_clock_ms())]
                 self.log.info("log cleaner: %s", report["log_cleaner"])
+                from lakelog.coordinator.internal_compaction import compact_internal_logs
+
+                report["internal_compaction"] = [asdict(done) for done in compact_internal_logs(root)]
+                self.log.info("internal log compaction: %s", report["internal_compaction"])
         return report
 
 
