@@ -22,4 +22,5 @@ BENCHMARKS = (
     "short_lived_producers",
     "transaction_cost",
     "year_of_traffic",
+    "internal_compaction",
 )

@@ -46,6 +46,7 @@ from lakelog.log.partition import PartitionLog
 from lakelog.log.records import MAX_SEQUENCE
 from lakelog.log.transactions import AbortedTransaction
 from lakelog.store import FileEntry
+from lakelog.store.maintenance import maintain
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,8 @@ def rewrite_below_lso(
                 raise KafkaTimeout(message) from None
             log.debug("%s-%d: compaction lost its commit race; deciding again on the latest snapshot", log_.topic, log_.partition)
             continue
+        # A checkpoint may be due at this version: reopen from it and clean the log, as after an append.
+        log_.last_maintenance = maintain(log_.table, log_.maintenance)
         result = CompactionResult(
             version=version,
             files_before=len(removed),
