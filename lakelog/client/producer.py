@@ -363,9 +363,11 @@ class Producer:
 
     def _end_transaction(self, commit: bool) -> None:
         if self._transaction_partitions:
+            # Returns once the markers are written; Complete* rides on our next transaction's first
+            # add_partitions (or the next init, or the sweep): one serial commit less per transaction (S4.5).
             result = self._call_coordinator(
                 lambda coordinator: coordinator.end_transaction(
-                    self._transactional_id, self._producer_id, self._producer_epoch, commit
+                    self._transactional_id, self._producer_id, self._producer_epoch, commit, complete=False
                 )
             )
             # Every end bumps the epoch (S4.6): the next transaction starts every sequence at 0.

@@ -493,12 +493,18 @@ def add_partitions(
     producer_epoch: int,
     partitions: Iterable[TopicPartitionKey],
     now_ms: int,
+    markers_written: TransactionMarkers | None = None,
 ) -> Outcome[AddPartitionsResult]:
     """AddPartitionsToTxn (S4.4): start the transaction (EMPTY/COMPLETE_* -> ONGOING) or widen it.
 
     No record when every partition is already in the ongoing transaction. Errors:
     InvalidProducerIdMapping (unknown id or producer id), ProducerFenced (any other
     epoch, S4.1), ConcurrentTransactions (an end is being completed).
+
+    `markers_written`: the markers the caller knows are in every partition (it wrote
+    them). If they are all `markers_for(current)` needs, the decided end is
+    completed and the next transaction started in one commit: COMPLETE_* then
+    ONGOING (S4.5; the holder of the next identity then waits for no completion).
     """
     request_error = _check_transactional_id(transactional_id, current)
     if request_error is not None:
@@ -511,6 +517,12 @@ def add_partitions(
         return Outcome(error=InvalidRequest("add_partitions needs at least one partition"))
     if current is None or current.state is TxnState.DEAD:
         return Outcome(error=_unknown_id(transactional_id, producer_id))
+    if markers_written is not None and markers_for(current) == markers_written:
+        completed = complete_transaction(current, markers_written, now_ms)
+        started = add_partitions(completed.response, transactional_id, producer_id, producer_epoch, added, now_ms)
+        if not started.ok:
+            return Outcome(error=started.error)  # refused: not even the completion is written (S8.3)
+        return Outcome(completed.records + started.records, started.response)
     if current.state.is_prepared and _is_next_identity(current, producer_id, producer_epoch):
         return Outcome(error=_concurrent(current))
     identity_error = _check_current_identity(current, producer_id, producer_epoch)

@@ -9,12 +9,18 @@ finishes what was left (S4.2, S4.5).
 
 Finishing a decided transaction (`PrepareCommit` / `PrepareAbort`) is: write its
 marker to every partition (idempotent per producer id and epoch, so several
-processes may do it at once), then record `Complete*`.
+processes may do it at once), then record `Complete*`. The markers are written
+in parallel, one thread per partition, each its own commit decided on its
+partition's snapshot. A producer's own end returns once its markers are written
+(its data is visible to read_committed readers then) and leaves `Complete*` to
+its next `add_partitions`, which records it in the same commit that starts the
+next transaction; any init of the id, or the sweep, completes it otherwise (S4.5).
 """
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +36,7 @@ from lakelog.coordinator.transaction import (
     SweepAction,
     TopicPartitionKey,
     TransactionConfig,
+    TransactionMarkers,
     TransactionMetadata,
 )
 from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout
@@ -41,10 +48,16 @@ from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_LOG = "__transaction_state"
-# Fault points, in the order `finish` meets them (tests kill a process at one of them).
+# Fault points, in the order an end meets them (tests kill a process at one of them). Markers are
+# written in parallel: before_marker and after_marker are met in each partition's thread, with its index.
 FAULT_AFTER_DECISION = "after_decision"
+FAULT_BEFORE_MARKER = "before_marker"
 FAULT_AFTER_MARKER = "after_marker"
 FAULT_BEFORE_COMPLETE = "before_complete"
+# In the next add_partitions of the producer whose end left Complete* to it, before that one commit.
+FAULT_BEFORE_COMPLETE_AND_BEGIN = "before_complete_and_begin"
+# Threads writing one transaction's markers at once (a transaction over more partitions queues the rest).
+MAX_MARKER_THREADS = 8
 
 FaultHook = Callable[[str, Mapping[str, Any]], None]
 
@@ -93,6 +106,9 @@ class TransactionCoordinator:
         self._logs: dict[int, CoordinatorLog[dict[str, TransactionMetadata]]] = {}
         self._partitions: dict[TopicPartitionKey, PartitionLog] = {}
         self._partition_logs = partition_logs
+        # Per id, the markers of its last end that this object wrote to every partition and left
+        # uncompleted: proof, from its own commits, that the next add_partitions may record Complete*.
+        self._markers_written: dict[str, TransactionMarkers] = {}
 
     # -- requests (S4.1-S4.6) -------------------------------------------------------
 
@@ -152,14 +168,34 @@ class TransactionCoordinator:
     def add_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartitionKey]
     ) -> AddPartitionsResult:
-        """Add partitions to the ongoing transaction, starting it if none is open (S4.4)."""
+        """Add partitions to the ongoing transaction, starting it if none is open (S4.4).
+
+        Over the id's decided end whose markers this object wrote (`end_transaction(complete=False)`),
+        one commit records its `Complete*` and starts the new transaction. Over one it did not
+        finish, it finishes it first (markers, `Complete*`, S4.5) and asks again."""
         partitions = tuple(partitions)
-        return self._run(
-            transactional_id,
-            lambda current: txn.add_partitions(
-                current, transactional_id, producer_id, producer_epoch, partitions, self._clock()
-            ),
-        )
+        backoff: Backoff | None = None
+        while True:
+            written = self._markers_written.get(transactional_id)
+            if written is not None:
+                self._hit(FAULT_BEFORE_COMPLETE_AND_BEGIN, transactional_id=transactional_id)
+            outcome = self._log_of(transactional_id).run(
+                lambda state: txn.add_partitions(
+                    state.get(transactional_id), transactional_id, producer_id, producer_epoch, partitions,
+                    self._clock(), written,
+                ),
+                backoff=backoff,
+            )
+            # Completed here, by another process, or moved on: these markers are no proof of anything next.
+            self._markers_written.pop(transactional_id, None)
+            if outcome.ok:
+                return outcome.response
+            if backoff is not None or not isinstance(outcome.error, ConcurrentTransactions):
+                raise outcome.error
+            log.info("add_partitions of transactional.id %r finishes its last transaction first (S4.5): %s",
+                     transactional_id, outcome.error)
+            backoff = self.retry.start(APPEND_TIMEOUT_S)
+            self.finish(transactional_id, backoff=backoff)
 
     def verify_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartitionKey]
@@ -172,13 +208,16 @@ class TransactionCoordinator:
         )
 
     def end_transaction(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, complete: bool = True
     ) -> EndTransactionResult:
         """Decide commit or abort with one record, write the markers, record completion (S4.5, S4.6).
 
         Returns the decided result and the identity (bumped epoch) to use next.
         A retry after a crash or a timeout gets the same answer and finishes
-        whatever the first attempt left undone.
+        whatever the first attempt left undone. With `complete=False` it returns
+        once the markers are written (read_committed readers see the outcome) and
+        leaves `Complete*` to this object's next `add_partitions` for the id (or any
+        init, or the sweep): one serial commit less per transaction.
         """
         allocated: list[int] = []
 
@@ -199,28 +238,56 @@ class TransactionCoordinator:
             backoff,
         )
         self._hit(FAULT_AFTER_DECISION, transactional_id=transactional_id)
-        self.finish(transactional_id, backoff=backoff)
+        self.finish(transactional_id, backoff=backoff, complete=complete)
         return result
 
-    def finish(self, transactional_id: str, *, backoff: Backoff | None = None) -> TransactionMetadata | None:
+    def finish(
+        self, transactional_id: str, *, backoff: Backoff | None = None, complete: bool = True
+    ) -> TransactionMetadata | None:
         """Finish a decided transaction of the id, if there is one: markers, then `Complete*` (S4.5).
 
-        Lost races wait on `backoff`, the calling request's (else one for this finish)."""
+        Lost races wait on `backoff`, the calling request's (else one for this finish).
+        `complete=False` stops after the markers (see `end_transaction`)."""
+        self._markers_written.pop(transactional_id, None)
         current = self._log_of(transactional_id).catch_up().get(transactional_id)
         markers = txn.markers_for(current)
         if markers is None:
             return current
         backoff = self.retry.start(APPEND_TIMEOUT_S) if backoff is None else backoff
-        for index, (topic, partition) in enumerate(markers.partitions):
-            self._partition(topic, partition).append_marker(
-                markers.producer_id, markers.producer_epoch, markers.control, backoff=backoff
-            )
-            self._hit(FAULT_AFTER_MARKER, transactional_id=transactional_id, index=index, topic=topic, partition=partition)
+        self._write_markers(markers, backoff)
         self._hit(FAULT_BEFORE_COMPLETE, transactional_id=transactional_id)
+        if not complete:
+            self._markers_written[transactional_id] = markers
+            return current
         outcome = self._log_of(transactional_id).run(
             lambda state: txn.complete_transaction(state.get(transactional_id), markers, self._clock()), backoff=backoff
         )
         return outcome.response
+
+    def _write_markers(self, markers: TransactionMarkers, backoff: Backoff) -> None:
+        """One marker per partition, all at once: each a commit of its own on its partition's latest snapshot.
+
+        Returns once every marker is written; if one fails, raises its error after the others ended
+        (those written stay written: markers are idempotent, whoever finishes next skips them)."""
+        # Partition handles are opened (or lent) here, in order, so no two threads open one at once.
+        targets = [(index, self._partition(topic, partition)) for index, (topic, partition) in enumerate(markers.partitions)]
+
+        def write(index: int, log: PartitionLog) -> None:
+            where = {"transactional_id": markers.transactional_id, "index": index, "topic": log.topic,
+                     "partition": log.partition}
+            self._hit(FAULT_BEFORE_MARKER, **where)
+            # The request's backoff is shared: a lost race in any partition grows the next wait, up to one deadline.
+            log.append_marker(markers.producer_id, markers.producer_epoch, markers.control, backoff=backoff)
+            self._hit(FAULT_AFTER_MARKER, **where)
+
+        if len(targets) == 1:
+            write(*targets[0])
+            return
+        with ThreadPoolExecutor(min(len(targets), MAX_MARKER_THREADS), thread_name_prefix="lakelog-marker") as pool:
+            futures = [pool.submit(write, index, log) for index, log in targets]
+        errors = [future.exception() for future in futures if future.exception() is not None]
+        if errors:
+            raise errors[0]
 
     # -- the sweep (S4.7, S8.2) -------------------------------------------------------
 

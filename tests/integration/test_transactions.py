@@ -7,6 +7,7 @@ in-process here by a fault hook that raises; tests/processes kills real processe
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from helpers import table_fingerprint
@@ -17,6 +18,8 @@ from lakelog.coordinator.transaction_coordinator import (
     FAULT_AFTER_DECISION,
     FAULT_AFTER_MARKER,
     FAULT_BEFORE_COMPLETE,
+    FAULT_BEFORE_COMPLETE_AND_BEGIN,
+    FAULT_BEFORE_MARKER,
     TRANSACTION_STATE_LOG,
     TransactionCoordinator,
 )
@@ -212,6 +215,8 @@ def test_S4_3_every_transition_is_a_record_and_illegal_ones_are_refused(lake):
     p.produce(TOPIC, value="a", partition=1)
     p.flush()
     p.abort_transaction()
+    # The producer's abort leaves CompleteAbort to its next transaction, or to the sweep (S4.5).
+    assert TransactionCoordinator(lake).sweep().rolled_forward == ["app"]
     assert [state for tid, state in state_records(lake) if tid == "app"] == [
         "Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing", "PrepareAbort", "CompleteAbort",
     ]
@@ -285,7 +290,24 @@ def test_S4_4_partitions_are_added_before_their_first_write(lake):
 # -- S4.5 / S4.6 -------------------------------------------------------------------------------
 
 
-def test_S4_5_commit_writes_one_marker_per_partition_then_completes(lake):
+def state_log_end(lake, transactional_id="app") -> int:
+    """The log end offset of the id's __transaction_state partition: one record more per record appended."""
+    from lakelog.coordinator import partition_for_transactional_id
+
+    return open_partition_at(lake, partition_for_transactional_id(transactional_id, 50)).log_end_offset()
+
+
+def state_log_version(lake, transactional_id="app") -> int:
+    """The Delta version of the id's __transaction_state partition: one more per commit."""
+    from lakelog.coordinator import partition_for_transactional_id
+
+    return open_partition_at(lake, partition_for_transactional_id(transactional_id, 50)).version
+
+
+def test_S4_5_commit_writes_one_marker_per_partition_before_it_returns(lake):
+    """S4.5: commit returns once every partition holds its COMMIT marker, so read_committed readers see the whole
+    transaction (S4.8) at return; Complete* is not waited for: the id stays PrepareCommit until the producer's
+    next add_partitions records CompleteCommit and the new Ongoing in one commit."""
     p = producer(lake)
     p.init_transactions()
     p.begin_transaction()
@@ -294,7 +316,125 @@ def test_S4_5_commit_writes_one_marker_per_partition_then_completes(lake):
     p.commit_transaction()
     for partition in range(3):
         assert markers(lake, partition) == [("COMMIT", pid, epoch + 1)]
-    assert TransactionCoordinator(lake).describe("app").state is TxnState.COMPLETE_COMMIT
+        log = open_partition(lake, TOPIC, partition)
+        assert log.last_stable_offset() == log.high_watermark() == 2
+    assert TransactionCoordinator(lake).describe("app").state is TxnState.PREPARE_COMMIT
+    records, version = state_log_end(lake), state_log_version(lake)
+    p.begin_transaction()
+    p.produce(TOPIC, value="t2", partition=1)
+    p.flush()
+    assert (state_log_end(lake), state_log_version(lake)) == (records + 2, version + 1)
+    assert [state for _, state in state_records(lake)][-3:] == ["PrepareCommit", "CompleteCommit", "Ongoing"]
+    ongoing = TransactionCoordinator(lake).describe("app")
+    assert (ongoing.state, ongoing.partitions, ongoing.producer_epoch) == (TxnState.ONGOING, {(TOPIC, 1)}, epoch + 1)
+    p.commit_transaction()
+    assert markers(lake, 1) == [("COMMIT", pid, epoch + 1), ("COMMIT", pid, epoch + 2)]
+
+
+@pytest.mark.parametrize("finisher", ["init", "sweep"])
+def test_S4_5_a_commit_left_uncompleted_is_completed_by_the_next_init_or_the_sweep(lake, finisher):
+    """S4.5, S4.2, S8.2: a producer that commits and goes away leaves PrepareCommit with every marker written; the
+    next instance's init or the sweep records CompleteCommit, writing no marker again."""
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "t1")
+    p.commit_transaction()
+    decided = TransactionCoordinator(lake).describe("app")
+    assert decided.state is TxnState.PREPARE_COMMIT
+    before = [rows(lake, partition) for partition in range(3)]
+    if finisher == "init":
+        successor = producer(lake)
+        successor.init_transactions()
+        assert successor._producer_epoch == decided.producer_epoch + 1
+        assert [state for _, state in state_records(lake)][-2:] == ["CompleteCommit", "Empty"]
+    else:
+        assert TransactionCoordinator(lake).sweep().rolled_forward == ["app"]
+        assert TransactionCoordinator(lake).describe("app").state is TxnState.COMPLETE_COMMIT
+    assert [rows(lake, partition) for partition in range(3)] == before
+
+
+def test_S4_5_S8_3_a_zombie_cannot_complete_and_begin(lake):
+    """S4.1, S8.3: the old instance, fenced by a new init after its commit, cannot record Complete* with a new
+    transaction: its add_partitions is ProducerFenced and writes nothing."""
+    old = producer(lake)
+    old.init_transactions()
+    old.begin_transaction()
+    produce_to_all(old, "t1")
+    old.commit_transaction()
+    new = producer(lake)
+    new.init_transactions()
+    before = table_fingerprint(lake)
+    old.begin_transaction()
+    old.produce(TOPIC, value="zombie", partition=0)
+    with pytest.raises(ProducerFenced):
+        old.commit_transaction()
+    assert table_fingerprint(lake) == before
+
+
+def test_S4_5_markers_are_written_in_parallel(lake):
+    """S4.5: the markers of one end are written at once, one thread per partition: every marker's thread reaches
+    its write before any of them has written (a barrier that a one-after-another writer would never pass)."""
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "par")
+    barrier = threading.Barrier(3, timeout=30)
+    threads = set()
+
+    def meet(point, details):
+        if point == FAULT_BEFORE_MARKER:
+            threads.add(threading.get_ident())
+            barrier.wait()
+
+    p._coordinator._fault = meet
+    p.commit_transaction()
+    assert len(threads) == 3
+    for partition in range(3):
+        assert [marker[0] for marker in markers(lake, partition)] == ["COMMIT"]
+
+
+def test_S4_5_a_failed_marker_fails_the_commit_and_its_retry_writes_only_what_is_missing(lake):
+    """S4.5: a marker that fails (here: its thread dies before writing) fails commit_transaction after the other
+    markers are written; the retried commit writes the missing marker only, each partition ending with one."""
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "m")
+    pid, epoch = p._producer_id, p._producer_epoch
+    coordinator = p._coordinator
+    coordinator._fault = crash_at(FAULT_BEFORE_MARKER, 1)
+    with pytest.raises(Crash):
+        p.commit_transaction()
+    assert [len(markers(lake, partition)) for partition in range(3)] == [1, 0, 1]
+    coordinator._fault = None
+    p.commit_transaction()
+    for partition in range(3):
+        assert markers(lake, partition) == [("COMMIT", pid, epoch + 1)]
+    assert p._producer_epoch == epoch + 1
+
+
+def test_S4_2_S4_5_a_crash_before_the_completing_begin_is_finished_by_the_next_init(lake):
+    """S4.2, S4.5: the producer dies in its next begin, just before the commit that records Complete* with the new
+    Ongoing: the id is PrepareCommit with every marker written, nothing of the new transaction is anywhere,
+    and the next init completes the commit without writing any marker again."""
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "t1")
+    p.commit_transaction()
+    p._coordinator._fault = crash_at(FAULT_BEFORE_COMPLETE_AND_BEGIN)
+    p.begin_transaction()
+    p.produce(TOPIC, value="t2", partition=0)
+    with pytest.raises(Crash):
+        p.flush()
+    decided = TransactionCoordinator(lake).describe("app")
+    assert decided.state is TxnState.PREPARE_COMMIT
+    before = [rows(lake, partition) for partition in range(3)]
+    successor = producer(lake)
+    successor.init_transactions()
+    assert [state for _, state in state_records(lake)][-3:] == ["PrepareCommit", "CompleteCommit", "Empty"]
+    assert [rows(lake, partition) for partition in range(3)] == before
 
 
 def test_S4_6_every_end_bumps_the_epoch_and_a_late_write_of_the_old_epoch_is_fenced(lake):

@@ -99,7 +99,8 @@ def produce_transaction(conn, producer: Producer, topic: str, name: str, partiti
 @reporting
 def crash_in_end(conn, root, topic, transactional_id, partitions, records, commit, point, index) -> None:
     """Commit transaction "t1", then produce "t2" and commit or abort it, SIGKILLing this process
-    at fault point `point` (marker `index` for after_marker) of t2's end."""
+    at fault point `point` (marker `index` for the marker points) of t2's end; for
+    before_complete_and_begin, at the next transaction's first add_partitions after t2's end."""
     armed = False
 
     def kill_at(name, details):
@@ -122,6 +123,11 @@ def crash_in_end(conn, root, topic, transactional_id, partitions, records, commi
         producer.commit_transaction()
     else:
         producer.abort_transaction()
+    conn.send(("ended", outcome))
+    # The end left Complete* to the next transaction's first add_partitions (S4.5): it records it as it begins t3.
+    producer.begin_transaction()
+    producer.produce(topic, txn_value("t3", 0, 1, "abort"), partition=partitions[0])
+    producer.flush()
     conn.send(("not killed", point, index))
 
 

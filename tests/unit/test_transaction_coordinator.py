@@ -516,6 +516,50 @@ def test_S4_6_the_next_epoch_waits_until_the_last_transaction_completes():
     assert h.add(answer.producer_id, answer.producer_epoch, [A0]).ok
 
 
+def test_S4_5_the_holder_that_wrote_the_markers_completes_and_begins_in_one_outcome():
+    """S4.5: add_partitions by the next identity, with the markers of the decided end it wrote, records Complete*
+    then the new Ongoing in one outcome (the producer waits for no completion); without them, or with stale
+    ones, it is ConcurrentTransactions with no record; a fenced identity gets no record even with them (S8.3)."""
+    h = Harness()
+    ident = ongoing(h)
+    answer = h.end(ident.producer_id, ident.producer_epoch, commit=True).response
+    markers = markers_for(h.current)
+    stale = dataclasses.replace(markers, producer_epoch=markers.producer_epoch - 1)
+    for written in (None, stale):
+        outcome = add_partitions(h.current, TID, answer.producer_id, answer.producer_epoch, [A1], h.now, written)
+        assert isinstance(outcome.error, ConcurrentTransactions) and outcome.records == ()
+    fenced = add_partitions(h.current, TID, ident.producer_id, ident.producer_epoch, [A1], h.now, markers)
+    assert isinstance(fenced.error, ProducerFenced) and fenced.records == ()
+    h.now += 5
+    outcome = h.apply(TID, add_partitions(h.current, TID, answer.producer_id, answer.producer_epoch, [A1], h.now, markers))
+    complete, started = outcome.records
+    assert (complete.state, complete.partitions, complete.producer_epoch) == (
+        TxnState.COMPLETE_COMMIT, frozenset(), answer.producer_epoch
+    )
+    assert (started.state, started.partitions, started.txn_start_ms) == (TxnState.ONGOING, {A1}, h.now)
+    assert outcome.response == AddPartitionsResult(frozenset({A1}))
+    # Those markers are spent: the next decided end needs its own.
+    again = add_partitions(h.current, TID, answer.producer_id, answer.producer_epoch, [B0], h.now, markers)
+    assert again.response == AddPartitionsResult(frozenset({A1, B0}))
+    assert [record.state for record in again.records] == [TxnState.ONGOING]
+
+
+def test_S4_5_S4_6_completing_and_beginning_moves_to_the_rotated_producer_id():
+    """S4.6: an end at the last epoch names a new producer id; completing it with the next add_partitions moves
+    the id to it at epoch 0, and the new transaction is that producer id's."""
+    h = Harness()
+    h.seed(metadata(epoch=MAX_EPOCH - 2))
+    h.init_until_done()
+    assert h.add(7, MAX_EPOCH - 1, [A0]).ok
+    answer = h.end(7, MAX_EPOCH - 1, commit=False).response
+    new_id = h.allocated[-1]
+    assert (answer.producer_id, answer.producer_epoch) == (new_id, 0)
+    outcome = h.apply(TID, add_partitions(h.current, TID, new_id, 0, [B0], h.now, markers_for(h.current)))
+    complete, started = outcome.records
+    assert (complete.state, complete.producer_id, complete.previous_producer_id) == (TxnState.COMPLETE_ABORT, new_id, 7)
+    assert (started.state, started.producer_id, started.producer_epoch) == (TxnState.ONGOING, new_id, 0)
+
+
 def test_S4_6_an_end_at_the_last_epoch_moves_to_a_new_producer_id_on_completion():
     h = Harness()
     h.seed(metadata(epoch=MAX_EPOCH - 2))
@@ -848,6 +892,32 @@ class CoordinatorMachine(RuleBasedStateMachine):
         else:
             assert (record.producer_id, record.producer_epoch) == (before.producer_id, before.producer_epoch)
 
+    @rule(client=clients, partitions=PARTITION_SETS, data=st.data())
+    def add_with_markers_written(self, client, partitions, data):
+        """add_partitions by a client that wrote markers: the current decided end's, or stale ones (S4.5)."""
+        h, tid = self.h, client.transactional_id
+        before = h.state.get(tid)
+        candidates = [m for m in self.seen_markers if m.transactional_id == tid] + [markers_for(before)]
+        written = data.draw(st.sampled_from(candidates))
+        request = (tid, client.producer_id, client.producer_epoch, partitions, h.now)
+        plain = add_partitions(before, *request)
+        outcome = self._apply(tid, add_partitions(before, *request, written))
+        if written is None or written != markers_for(before):
+            assert (outcome.records, outcome.response, type(outcome.error)) == (
+                plain.records, plain.response, type(plain.error)
+            )
+            return
+        if not outcome.ok:
+            assert outcome.records == ()
+            return
+        self.seen_markers.append(written)  # stale from now on
+        event("completed and began in one outcome")
+        complete, started = outcome.records
+        assert complete.state.is_complete and complete.partitions == frozenset()
+        assert (client.producer_id, client.producer_epoch) == (complete.producer_id, complete.producer_epoch)
+        assert not client.zombie
+        assert started.state is TxnState.ONGOING and started.partitions == partitions
+
     @rule(transactional_id=IDS, data=st.data())
     def complete_with_stale_markers(self, transactional_id, data):
         stale = [m for m in self.seen_markers if m.transactional_id == transactional_id]
@@ -899,6 +969,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             identity = (client.producer_id, client.producer_epoch)
             for outcome in (
                 add_partitions(current, tid, *identity, [("a", 0)], self.h.now),
+                add_partitions(current, tid, *identity, [("a", 0)], self.h.now, markers_for(current)),
                 end_transaction(current, tid, *identity, True, self.h.now, None),
             ):
                 assert outcome.records == ()
