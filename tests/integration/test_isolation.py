@@ -14,7 +14,7 @@ from helpers import table_fingerprint
 
 from lakelog import Consumer, KafkaError, Producer, TopicPartition
 from lakelog.client.types import OFFSET_BEGINNING
-from lakelog.coordinator.transaction_coordinator import FAULT_AFTER_MARKER, TransactionCoordinator
+from lakelog.coordinator.transaction_coordinator import FAULT_BEFORE_MARKER, TransactionCoordinator
 from lakelog.errors import CorruptRecord, InvalidRequest, OffsetOutOfRange
 from lakelog.log import (
     READ_COMMITTED,
@@ -271,11 +271,12 @@ def test_S4_8_a_transaction_is_seen_whole_across_partitions_or_not_at_all(root, 
     dying.flush()
     assert committed_values(root, name, 0) == committed_values(root, name, 1) == []
 
-    def crash_after_first_marker(point, details):
-        if point == FAULT_AFTER_MARKER and details.get("index") == 0:
+    # Markers are written in parallel: dying before the second one leaves exactly the first.
+    def crash_before_second_marker(point, details):
+        if point == FAULT_BEFORE_MARKER and details.get("index") == 1:
             raise RuntimeError("the producer dies here")
 
-    dying._coordinator = TransactionCoordinator(root, fault=crash_after_first_marker)
+    dying._coordinator = TransactionCoordinator(root, fault=crash_before_second_marker)
     with pytest.raises(RuntimeError):
         dying.commit_transaction()
     marked = [p for p in (0, 1) if open_partition(root, name, p).last_stable_offset() == 4]
