@@ -10,8 +10,10 @@ one commit grows with three things, and each has its remedy here:
    local root, one stat per entry), about 12 ms more per 1,000 log files. Delta's
    own cleanup deletes only log files older than `delta.logRetentionDuration`
    (30 days), which is unbounded at high commit rates. `cleanup_log` deletes the
-   commits before the previous checkpoint instead (count-based, plus a minimum
-   age), so the folder holds at most about two checkpoint intervals.
+   commits behind the kept checkpoints (count-based) once they are also older
+   than the table's `delta.logRetentionDuration` (the topic's
+   `delta.log.retention.ms`, 6 h), in ascending version order, so the folder
+   holds about two checkpoint intervals plus the retention's commits.
 3. The number of active files (about 1.2 ms per 1,000). `compact` merges runs of
    consecutive small files, chosen like Lucene's log merge policy so that every
    record is rewritten only O(log n) times and runs never interleave.
@@ -46,16 +48,15 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable
-from deltalake.exceptions import CommitFailedError
+from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
-from lakelog.errors import KafkaStorageError
-from lakelog.store.table import FileEntry, Table, _statistics, load_handle
+from lakelog.errors import CommitConflict, KafkaStorageError
+from lakelog.store import table as table_module
+from lakelog.store.table import FileEntry, Table, _statistics, is_checkpoint_version, load_handle
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHECKPOINT_INTERVAL = 100
 DELTA_LOG = "_delta_log"
 # Files a log cleanup may delete: commits, their checksums, and (single- or
 # multi-part) classic checkpoints. Anything else in _delta_log is left alone.
@@ -77,19 +78,18 @@ class MaintenancePolicy:
     check_every: int = 25
     # Parquet codec of merged files (topic config `compression.type`).
     compression: str = "snappy"
-    # Log files younger than this are never deleted (see `cleanup_log`); writers
-    # must not commit on a snapshot older than half of it (`refresh_if_stale`).
-    log_min_age_s: float = 2.0
+    # Commit files behind the kept checkpoints are deleted once older than this (`cleanup_log`); None: the
+    # table's delta.logRetentionDuration (the topic's delta.log.retention.ms). No safety rests on it (S9.5).
+    log_retention_s: float | None = None
+    # `refresh_if_stale` reloads a snapshot older than this before a decision: a speed measure only (a
+    # fresh snapshot seldom loses its race); correctness never depends on it (S9.5, `Table._commit`).
+    max_snapshot_age_s: float = 1.0
     # Keep this many checkpoints (and the commits after the oldest kept one), and at least enough of them
     # to cover this many commits: slack for a reader that listed the log before the newest checkpoints.
     log_keep_checkpoints: int = 2
     log_keep_commits: int = 100
     # Vacuum every this many checkpoints (0: never; `vacuum` lists the folder).
     vacuum_every_checkpoints: int = 10
-
-    @property
-    def max_snapshot_age_s(self) -> float:
-        return self.log_min_age_s / 2
 
 
 @dataclass
@@ -136,9 +136,10 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
     commit's version). What is due depends only on that version, so with many
     writers each step runs once, in the writer whose commit hit it:
 
-    - the commit wrote a checkpoint (delta-rs writes one at every version v with
-      (v + 1) % delta.checkpointInterval == 0): reopen the handle so it loads from
-      that checkpoint, delete old log files (`cleanup_log`), and every
+    - the commit wrote a checkpoint (`Table` writes one after the commit of every
+      version v with (v + 1) % delta.checkpointInterval == 0, once it has checked
+      the commit is the log's v): reopen the handle so it loads from that
+      checkpoint, delete old log files (`cleanup_log`), and every
       `vacuum_every_checkpoints` checkpoints `vacuum`;
     - v % check_every == 0 and at least `segment_files` files are active: `compact`.
 
@@ -154,7 +155,7 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
             reopen(table)
             report.reopened = True
             keep = max(policy.log_keep_checkpoints, math.ceil(policy.log_keep_commits / interval) + 1)
-            report.log_files_deleted = cleanup_log(table, keep_checkpoints=keep, min_age_s=policy.log_min_age_s)
+            report.log_files_deleted = cleanup_log(table, keep_checkpoints=keep, retention_s=policy.log_retention_s)
             checkpoints = (version + 1) // interval
             if policy.vacuum_every_checkpoints and checkpoints % policy.vacuum_every_checkpoints == 0:
                 report.files_vacuumed = len(vacuum(table))
@@ -175,16 +176,7 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
 
 
 def checkpoint_interval(table: Table) -> int:
-    value = table.configuration.get("delta.checkpointInterval")
-    try:
-        return max(1, int(value)) if value is not None else DEFAULT_CHECKPOINT_INTERVAL
-    except ValueError:
-        return DEFAULT_CHECKPOINT_INTERVAL
-
-
-def is_checkpoint_version(version: int, interval: int) -> bool:
-    """Whether delta-rs 1.6's post-commit hook wrote a checkpoint at this version (99, 199, ...)."""
-    return version > 0 and (version + 1) % interval == 0
+    return table_module.checkpoint_interval(table.configuration)
 
 
 _freshness: weakref.WeakKeyDictionary[Table, tuple[int, float, float]] = weakref.WeakKeyDictionary()
@@ -193,13 +185,14 @@ _freshness: weakref.WeakKeyDictionary[Table, tuple[int, float, float]] = weakref
 def refresh_if_stale(table: Table, max_age_s: float) -> bool:
     """Reload the snapshot unless it is known to be younger than `max_age_s`; True if reloaded.
 
-    Call before deciding on the snapshot in hand. `cleanup_log` deletes commit
-    files older than `log_min_age_s` = 2 x `max_age_s`; a writer that decided on
-    an older snapshot v would try to commit v+1 as a put-if-absent of a file
-    that may have been committed and deleted since. Bookkeeping is per Table:
-    the snapshot counts as fresh as of the previous call if its version changed
-    since then (a commit or a refresh happened in between), and as fresh as of
-    the last reload made here otherwise. The first call for a table reloads.
+    A speed measure only: a writer that decides on a fresh snapshot seldom loses
+    its commit race. No correctness depends on it (S9.5): a writer paused for any
+    time that then puts a commit file into a hole log cleanup left is told by
+    `Table._commit`'s check after the put and gets `CommitConflict`.
+    Bookkeeping is per Table: the snapshot counts as fresh as of the previous
+    call if its version changed since then (a commit or a refresh happened in
+    between), and as fresh as of the last reload made here otherwise. The first
+    call for a table reloads.
     """
     now = time.monotonic()
     seen = _freshness.get(table)
@@ -304,11 +297,8 @@ def compact(
                 return None
             try:
                 _commit_merges(table, merges, decided_on)
-            except CommitFailedError:
-                table._handle.update_incremental()
+            except CommitConflict:
                 continue
-            table._handle.update_incremental()
-            table._commits_on_handle += 1
             for merge in merges:
                 merge.written = False  # committed: the table owns the file now
             return CompactionResult(
@@ -347,21 +337,15 @@ def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
 
 
 def _commit_merges(table: Table, merges: list[_Merge], decided_on: int) -> None:
+    """The strict commit of `Table` (S9.5, S12.3); CommitConflict on a lost race (the merged files stay, `compact` decides)."""
     now_ms = time.time_ns() // 1_000_000
     actions: list[AddAction | RemoveAction] = []
     for merge in merges:
         actions.append(AddAction(merge.path, merge.size, {}, now_ms, False, merge.stats))
         for source in merge.sources:
             actions.append(RemoveAction(source.path, False, now_ms, source.size_bytes, {}))
-    table._handle.create_write_transaction(
-        actions,
-        mode="append",
-        schema=table._handle.schema(),
-        commit_properties=CommitProperties(
-            max_commit_retries=0,
-            custom_metadata={"lakelog.operation": COMPACT_OPERATION, "lakelog.decided_on": str(decided_on)},
-        ),
-    )
+    metadata = {"lakelog.operation": COMPACT_OPERATION, "lakelog.decided_on": str(decided_on)}
+    table._commit(actions, table.schema, "append", decided_on, None, metadata, [])
 
 
 def _is_active(table: Table, path: str) -> bool:
@@ -375,44 +359,61 @@ def _is_active(table: Table, path: str) -> bool:
 # -- the transaction log folder --------------------------------------------------
 
 
-def cleanup_log(table: Table, *, keep_checkpoints: int = 2, min_age_s: float = 2.0) -> int:
-    """Delete commit files older than the `keep_checkpoints`-th latest checkpoint.
+def cleanup_log(table: Table, *, keep_checkpoints: int = 2, retention_s: float | None = None, now: float | None = None) -> int:
+    """Delete log files behind the `keep_checkpoints`-th latest checkpoint that are older than the retention.
 
     Delta readers need only the latest checkpoint and the commits after it; the
-    older files are time travel, which lakelog does not use. Keeping one more
-    checkpoint interval lets a reader that listed the folder just before a new
-    checkpoint still load. Files younger than `min_age_s` are never deleted.
+    older files are time travel and slack for readers that listed the folder
+    before the newest checkpoints. A file goes only if it is both behind the kept
+    checkpoints (count) and older than `retention_s` (default: the table's
+    `delta.logRetentionDuration`, the topic's `delta.log.retention.ms`; 6 h if
+    unset), so external readers and time travel work within the retention.
 
-    Writers must not decide on a snapshot older than `min_age_s` / 2: a commit
-    of version v+1 is a put-if-absent, so if `v+1.json` had been committed and
-    then deleted here, a writer still on snapshot v could "win" it into the
-    past (delta-rs 1.6 happened to refuse such a commit with "Invalid table
-    version" when we tried, but nothing guarantees it). `refresh_if_stale`
-    before each decision keeps writers within that bound. Returns the number of
-    files deleted.
+    Files are deleted in ascending version order, stopping at the first version
+    kept, so "N.json was deleted" implies "(N-1).json was deleted first":
+    `Table._commit` relies on it to tell, after its put of N.json, a commit into
+    a hole from the log's N (S9.5). No safety rests on the retention. `now` is
+    the store clock's reading to compare modification times with. Returns the
+    number of files deleted.
     """
     infos = table.io.list(table.child_uri(DELTA_LOG))
+    by_version: dict[int, list] = {}
+    for info in infos:
+        match = _LOG_FILE.match(info.name)
+        if not info.is_dir and match is not None:
+            by_version.setdefault(int(match.group(1)), []).append(info)
     checkpoints = sorted(
-        {
-            int(info.name[:20])
-            for info in infos
-            if not info.is_dir and ".checkpoint." in info.name and _LOG_FILE.match(info.name)
-        }
+        version for version, files in by_version.items() if any(".checkpoint." in info.name for info in files)
     )
     if len(checkpoints) < keep_checkpoints:
         return 0
     keep_from = checkpoints[-keep_checkpoints]
-    cutoff = time.time() - min_age_s
+    if retention_s is None:
+        retention_s = log_retention_seconds(table)
+    cutoff = (time.time() if now is None else now) - retention_s
     deleted = 0
-    for info in infos:
-        match = _LOG_FILE.match(info.name)
-        if info.is_dir or match is None or int(match.group(1)) >= keep_from:
-            continue
-        if info.mtime is not None and info.mtime > cutoff:
-            continue
-        if table.io.delete(info.uri):
-            deleted += 1
+    for version in sorted(by_version):
+        if version >= keep_from:
+            break
+        files = by_version[version]
+        if any(info.mtime is None or info.mtime > cutoff for info in files):
+            break
+        # The commit file last: a version whose commit file is there is whole (its checkpoint may remain
+        # if a delete below fails, which a reader never uses behind a newer one).
+        for info in sorted(files, key=lambda info: info.name.endswith(".json")):
+            if table.io.delete(info.uri):
+                deleted += 1
+    if deleted:
+        log.info("%s: deleted %d log file(s) behind checkpoint %d and older than %.0f s", table.uri, deleted, keep_from, retention_s)
     return deleted
+
+
+DEFAULT_LOG_RETENTION_S = 6 * 3600.0
+
+
+def log_retention_seconds(table: Table) -> float:
+    """The table's `delta.logRetentionDuration` in seconds (DEFAULT_LOG_RETENTION_S if unset or unreadable)."""
+    return _interval_seconds(table.configuration.get("delta.logRetentionDuration"), DEFAULT_LOG_RETENTION_S)
 
 
 # -- deleting removed data files ----------------------------------------------
@@ -456,12 +457,16 @@ def _active_paths(handle: DeltaTable) -> list[FileEntry]:
 
 
 def _retention_seconds(table: Table) -> float:
-    text = table.configuration.get("delta.deletedFileRetentionDuration") or "interval 1 weeks"
-    match = re.fullmatch(r"\s*interval\s+(\d+)\s+(\w+?)s?\s*", text)
+    return _interval_seconds(table.configuration.get("delta.deletedFileRetentionDuration"), 7 * 86400.0)
+
+
+def _interval_seconds(text: str | None, default: float) -> float:
+    """A Delta interval ("interval 6 hours") in seconds; `default` if unset or unreadable."""
+    match = re.fullmatch(r"\s*interval\s+(\d+)\s+(\w+?)s?\s*", text or "")
     if not match:
-        return 7 * 86400.0
-    unit = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}.get(match.group(2), 604800)
-    return int(match.group(1)) * unit
+        return default
+    unit = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}.get(match.group(2))
+    return default if unit is None else int(match.group(1)) * unit
 
 
 # -- helpers -----------------------------------------------------------------------
@@ -481,6 +486,7 @@ __all__ = [
     "checkpoint_interval",
     "cleanup_log",
     "compact",
+    "log_retention_seconds",
     "maintain",
     "plan_compaction",
     "reopen",

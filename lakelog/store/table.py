@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.transaction import AddAction, RemoveAction
+from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from lakelog.errors import CommitConflict, CorruptRecord, InvalidConfig, KafkaException, KafkaStorageError
@@ -34,6 +34,12 @@ COMMIT_ID_KEY = "lakelog.commit"
 
 # A handle reused for many commits slows down (FINDINGS.md); reopen it this often.
 REOPEN_EVERY_COMMITS = 100
+DEFAULT_CHECKPOINT_INTERVAL = 100
+# delta-rs's post-commit hook would write a checkpoint from the writer's own state before anyone checked
+# that its commit is the log's version and not a refill of a hole log cleanup left (S9.5), and would
+# delete log files by its own rule. lakelog does both itself: `Table._commit` checkpoints after its check,
+# `maintenance.cleanup_log` deletes in ascending version order.
+NO_POST_COMMIT_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
 @dataclass(frozen=True)
@@ -380,33 +386,118 @@ class Table:
             app_transactions=[Transaction(app_id, version) for app_id, version in (app_versions or {}).items()],
             custom_metadata={**dict(metadata or {}), COMMIT_ID_KEY: commit_id},
         )
+        version = decided_on + 1
+        added = [action.path for action in actions if isinstance(action, AddAction)]
         try:
-            self._handle.create_write_transaction(actions, mode=mode, schema=schema, commit_properties=properties)
+            self._handle.create_write_transaction(
+                actions, mode=mode, schema=schema, commit_properties=properties, post_commithook_properties=NO_POST_COMMIT_HOOKS
+            )
         except (CommitFailedError, DeltaError, OSError) as error:
-            if not self._landed(decided_on, commit_id, error):
+            if not self._landed(decided_on, commit_id, error, added):
                 if owned:
                     log.debug("%s: version %d went to another writer; deleting this writer's %d file(s)",
-                             self.uri, decided_on + 1, len(owned))
+                              self.uri, version, len(owned))
                 for path in owned:
                     _remove_quietly(self, path)
                 raise CommitConflict(
-                    f"version {decided_on + 1} of {self.uri} was taken by another writer",
+                    f"version {version} of {self.uri} was taken by another writer",
                     decided_on=decided_on,
                     current_version=self.version,
                 ) from error
-            log.warning("%s: commit of version %d reported %s, but the log holds it: committed", self.uri, decided_on + 1, one_line(error))
+            log.warning("%s: commit of version %d reported %s, but the log holds it: committed", self.uri, version, one_line(error))
+        self._check_not_in_the_past(version, commit_id, added, owned)
         self._commits_on_handle += 1
         self.refresh()
-        if self.version < decided_on + 1:
-            raise KafkaStorageError(f"{self.uri}: version {decided_on + 1} is not visible after its commit", uri=self.uri)
-        return decided_on + 1
+        if self.version < version:
+            raise KafkaStorageError(f"{self.uri}: version {version} is not visible after its commit", uri=self.uri)
+        self._checkpoint_if_due(version)
+        return version
 
-    def _landed(self, decided_on: int, commit_id: str, error: BaseException) -> bool:
+    def _check_not_in_the_past(self, version: int, commit_id: str, added: list[str], owned: list[str]) -> None:
+        """After a successful put of `version`.json: prove it is the log's version, not a hole's refill (S9.5).
+
+        `maintenance.cleanup_log` deletes commit files in ascending version order
+        and never one at or after the checkpoints it keeps, so if N.json had been
+        deleted before this writer's put, (N-1).json was deleted before it. One
+        HEAD of (N-1).json is the proof in the common case, whatever the writer's
+        pause between its decision and its put. If (N-1).json is gone, the latest
+        snapshot decides (`_in_latest_snapshot`); a commit found in the past is a
+        lost race, `CommitConflict`, with its stray commit file and this writer's
+        files removed (logged); one that cannot be told is `KafkaStorageError`.
+        """
+        if version == 0:
+            return
+        before = self.child_uri(f"_delta_log/{version - 1:020d}.json")
+        try:
+            if self.io.info(before) is not None:
+                return
+        except KafkaStorageError as failure:
+            raise KafkaStorageError(f"version {version} of {self.uri} was written but its place in the log is unknown: {failure}",
+                                    uri=self.uri, decided_on=version - 1) from failure
+        if self._in_latest_snapshot(version, added, f"version {version} of {self.uri} was written but its place in the log is unknown"):
+            return
+        log.warning("%s: the put of version %d refilled a commit file log cleanup had deleted (the writer decided on a snapshot "
+                    "older than the kept log): a lost race; removing it and this writer's %d file(s)", self.uri, version, len(owned))
+        stray = self.child_uri(f"_delta_log/{version:020d}.json")
+        try:
+            if commit_id in self.io.read(stray).decode("utf-8", "replace"):
+                self.io.delete(stray)
+        except (FileNotFoundError, KafkaStorageError) as error:
+            log.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
+        for path in owned:
+            _remove_quietly(self, path)
+        raise CommitConflict(f"version {version} of {self.uri} was taken by another writer long ago", decided_on=version - 1,
+                             current_version=self.version)
+
+    def _in_latest_snapshot(self, version: int, added: list[str], unknown: str) -> bool:
+        """Whether a commit of `version` that added the files `added` is in the log, read on the latest snapshot.
+
+        True if one of its files is active there or removed since (a tombstone);
+        False if none is: the commit is not the log's `version` (the log's was
+        another writer's). A commit that added no file cannot be told this way:
+        `KafkaStorageError` (unknown outcome, S12.3), as when the log cannot be
+        read. The one case read wrongly as False: the commit was the log's, and
+        its files were removed and their tombstones expired (the table's
+        `delete.retention.ms`) while this call was paused. The handle moves to the
+        latest snapshot.
+        """
+        try:
+            self._handle = load_handle(self.location)
+            self._commits_on_handle = 0
+            if self.version < version:
+                raise KafkaStorageError(f"{unknown}: the latest snapshot is version {self.version}", uri=self.uri, decided_on=version - 1)
+            if not added:
+                raise KafkaStorageError(f"{unknown}: the commit added no file to look for", uri=self.uri, decided_on=version - 1)
+            active = set(pa.table(self._handle.get_add_actions(flatten=True)).column("path").to_pylist())
+            removed = set(self._handle.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False))
+        except (DeltaError, OSError) as error:
+            raise KafkaStorageError(f"{unknown}: {one_line(error)}", uri=self.uri, decided_on=version - 1) from error
+        return any(name in active or name in removed for name in added)
+
+    def _checkpoint_if_due(self, version: int) -> None:
+        """Write a checkpoint at the snapshot in hand if `version` or it is on the checkpoint interval.
+
+        Called only after `_check_not_in_the_past`, so a checkpoint is never built
+        from a commit that refilled a hole. The handle may have moved past
+        `version` (others committed): the checkpoint is then of that later
+        version, a snapshot read from the log. A failure is logged, not raised:
+        the commit stands and the next interval checkpoints again.
+        """
+        interval = checkpoint_interval(self.configuration)
+        if not (is_checkpoint_version(version, interval) or is_checkpoint_version(self.version, interval)):
+            return
+        try:
+            self._handle.create_checkpoint()
+        except (DeltaError, OSError) as error:
+            log.warning("%s: checkpoint at version %d failed: %s", self.uri, self.version, one_line(error))
+
+    def _landed(self, decided_on: int, commit_id: str, error: BaseException, added: list[str]) -> bool:
         """After a failed commit: True if version decided_on+1 holds this commit, False if another writer's.
 
         Raises KafkaStorageError if the log cannot tell (version decided_on+1 is not
         there, or cannot be read): the commit may still land, so it is neither failed
-        nor to be retried blindly (S12.3).
+        nor to be retried blindly (S12.3). If log cleanup deleted that version's
+        file, the latest snapshot decides (`_in_latest_snapshot`, S9.5).
         """
         version = decided_on + 1
         unknown = f"committing version {version} of {self.uri} failed ({one_line(error)}) and its outcome is unknown"
@@ -416,7 +507,8 @@ class Table:
                 raise KafkaStorageError(f"{unknown}: the version is not in the log yet", uri=self.uri, decided_on=decided_on)
             text = self.io.read(self.child_uri(f"_delta_log/{version:020d}.json")).decode("utf-8", "replace")
         except FileNotFoundError:
-            raise KafkaStorageError(f"{unknown}: its log file is gone", uri=self.uri, decided_on=decided_on) from error
+            # Deleted by log cleanup: after this commit landed, or before a put into the past was tried (S9.5).
+            return self._in_latest_snapshot(version, added, f"{unknown}: its log file is gone")
         except KafkaStorageError as failure:
             if failure.__cause__ is None:
                 raise
@@ -587,6 +679,20 @@ def load_handle(location: Location | str) -> DeltaTable:
             if not vanished or attempt == OPEN_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:
+    """The table's `delta.checkpointInterval` (DEFAULT_CHECKPOINT_INTERVAL if unset or not a number)."""
+    value = configuration.get("delta.checkpointInterval")
+    try:
+        return max(1, int(value)) if value is not None else DEFAULT_CHECKPOINT_INTERVAL
+    except ValueError:
+        return DEFAULT_CHECKPOINT_INTERVAL
+
+
+def is_checkpoint_version(version: int, interval: int) -> bool:
+    """Whether a checkpoint is written at this version (99, 199, ...: delta-rs 1.6's own schedule, kept)."""
+    return version > 0 and (version + 1) % interval == 0
 
 
 def _remove_quietly(table: Table, path: str) -> None:

@@ -1,0 +1,116 @@
+"""The transaction log folder: bounded by count and retention, deleted in ascending order, checkpoints by lakelog (S9.5).
+
+`cleanup_log` deletes only log files both behind the kept checkpoints and older than the retention
+(`delta.log.retention.ms`), in ascending version order and stopping at the first kept, so a missing
+(N-1).json is implied by a missing N.json. `Table._commit` relies on that after every put: a commit file
+that refilled a hole is found in the past and is a lost race, never a success. Checkpoints are written by
+lakelog after that check, never by delta-rs's post-commit hook from a writer's own state.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from lakelog.errors import CommitConflict, KafkaStorageError
+from lakelog.log import create_topic, open_partition, payload_table
+from lakelog.store import Location, Table
+from lakelog.store.maintenance import cleanup_log, log_retention_seconds
+
+pytestmark = pytest.mark.roots("local", "s3")
+
+INTERVAL = 5
+
+
+@pytest.fixture
+def partition(root):
+    create_topic(root, "t", 1, {"checkpoint.interval.commits": INTERVAL, "delta.log.retention.ms": 0})
+    return open_partition(root, "t", 0)
+
+
+def log_versions(table: Table, suffix: str = ".json") -> list[int]:
+    folder = Location.of(table.uri) / "_delta_log"
+    return sorted(int(entry.name[:20]) for entry in folder.list() if entry.name.endswith(suffix) and entry.name[:20].isdigit())
+
+
+def append(partition, count: int) -> None:
+    for index in range(count):
+        partition.append(payload_table([f"r{index}".encode()]))
+
+
+def test_the_topic_retention_is_the_tables_and_defaults_to_hours(root):
+    create_topic(root, "default", 1)
+    assert log_retention_seconds(open_partition(root, "default", 0).table) == 6 * 3600
+    create_topic(root, "short", 1, {"delta.log.retention.ms": 90_000})
+    assert log_retention_seconds(open_partition(root, "short", 0).table) == 90
+
+
+def test_S9_5_lakelog_writes_the_checkpoints_on_the_interval(partition):
+    append(partition, 3 * INTERVAL)
+    assert log_versions(partition.table, ".checkpoint.parquet") == [4, 9, 14]
+    assert Table.open(partition.table.location).version == 3 * INTERVAL
+
+
+def test_S9_5_cleanup_deletes_in_ascending_order_only_what_is_past_the_count_and_the_retention(partition, monkeypatch):
+    table = partition.table
+    append(partition, 4 * INTERVAL)  # checkpoints at 4, 9, 14, 19
+    assert cleanup_log(table, keep_checkpoints=2, retention_s=3600) == 0, "young files stay, whatever the count"
+    # Files older than the retention behind the 2nd-latest checkpoint (14) go, oldest first.
+    assert cleanup_log(table, keep_checkpoints=2, retention_s=60, now=time.time() + 120) > 0
+    assert log_versions(table) == list(range(14, 4 * INTERVAL + 1))
+    assert log_versions(table, ".checkpoint.parquet") == [14, 19]
+    # Deleted oldest first, a version's commit file after its checkpoint: "N.json gone" implies "(N-1).json gone".
+    append(partition, 2 * INTERVAL)  # checkpoints at 24, 29
+    deleted: list[str] = []
+    delete = table.io.delete
+
+    def recording_delete(uri: str) -> bool:
+        deleted.append(uri.rsplit("/", 1)[-1])
+        return delete(uri)
+
+    monkeypatch.setattr(table.io, "delete", recording_delete)
+    assert cleanup_log(table, keep_checkpoints=2, retention_s=0) == len(deleted) > 0
+    assert deleted == sorted(deleted, key=lambda name: (name[:20], name.endswith(".json")))
+    assert [name for name in deleted if name.endswith(".json")] == [f"{version:020d}.json" for version in range(14, 24)]
+    assert Table.open(table.location).version == 6 * INTERVAL
+
+
+def stray_commit(table: Table, version: int, commit_id: str) -> None:
+    """What a paused writer's put leaves in a hole: a commit file of its own, with its commit id."""
+    path = table.child_uri(f"_delta_log/{version:020d}.json")
+    table.io.write(path, ('{"commitInfo":{"lakelog.commit":"%s"}}\n' % commit_id).encode())
+
+
+def test_S9_5_a_commit_file_that_refilled_a_hole_is_a_lost_race_and_is_removed(partition):
+    table = partition.table
+    stale = Table.open(table.location)
+    append(partition, 3 * INTERVAL)
+    cleanup_log(table, keep_checkpoints=2, retention_s=0)
+    assert 0 not in log_versions(table) and 1 not in log_versions(table)
+    # The stale writer's put of version 1 (its data file written first) lands in the hole.
+    name = f"part-{uuid.uuid4().hex}.parquet"
+    stale.io.write_parquet(pa.table({"offset": pa.array([0], pa.int64())}), stale.child_uri(name))
+    commit_id = uuid.uuid4().hex
+    stray_commit(stale, 1, commit_id)
+    with pytest.raises(CommitConflict):
+        stale._check_not_in_the_past(1, commit_id, [name], [stale.child_uri(name)])
+    assert 1 not in log_versions(table), "the stray commit file is removed"
+    assert not stale.io.exists(stale.child_uri(name)), "and the writer's file"
+    assert stale.version == 3 * INTERVAL
+    # A commit of no file in a hole cannot be told from one long committed: unknown outcome (S12.3).
+    stray_commit(stale, 1, commit_id)
+    with pytest.raises(KafkaStorageError, match="unknown"):
+        stale._check_not_in_the_past(1, commit_id, [], [])
+
+
+def test_S9_5_a_commit_whose_predecessor_is_gone_is_found_by_its_files(partition):
+    table = partition.table
+    append(partition, 3 * INTERVAL)
+    first = table.files()[0]  # committed as version 1
+    cleanup_log(table, keep_checkpoints=2, retention_s=0)
+    assert table._check_not_in_the_past(1, "any", [first.path], []) is None
+    # The fast path: (N-1).json is there, so N.json was never deleted before the put.
+    assert table._check_not_in_the_past(table.version, "any", [], []) is None
