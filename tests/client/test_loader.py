@@ -18,6 +18,7 @@ from lakelog import Producer
 from lakelog.client.loader import LOAD_HEADER, default_load_id, load
 from lakelog.errors import OffsetMismatch
 from lakelog.log import BatchHeader, PartitionLog, open_partition
+from lakelog.log.records import HEADER_TYPE
 from lakelog.log.retention import HIGH_WATERMARK, delete_records
 
 ROWS = [{"id": i, "name": f"n{i}"} for i in range(50)]
@@ -162,7 +163,7 @@ def test_S9_4_a_copied_load_header_is_not_a_record(lake, make_topic, source):
     load_id = default_load_id(source)
     copied = json.dumps({"load": load_id, "start": 0, "rows": 50}).encode()
     log = open_partition(lake, topic, 0)
-    log.append(pa.table({"value": [b"copied"], "headers": pa.array([[{"key": LOAD_HEADER, "value": copied}]],
-                                                                    pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))}))
+    headers = pa.array([[{"key": LOAD_HEADER, "value": copied}]], HEADER_TYPE)
+    log.append(pa.table({"value": [b"copied"], "headers": headers}))
     result = load(lake, topic, source, batch_records=20, progress=False)
     assert (result.start_offset, result.appended_by_this_run) == (1, 50)
