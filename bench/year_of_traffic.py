@@ -138,6 +138,8 @@ class _Partition:
 
     def oldest_file_span_ms(self) -> int:
         """How much simulated time the oldest active file's records span (whole files go, so this is slack)."""
+        # The writer's handle may be behind the sweep's commits, whose removed files vacuum may have deleted.
+        self.log.refresh()
         files = self.log.table.files()
         if not files:
             return 0
