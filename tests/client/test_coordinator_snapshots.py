@@ -160,3 +160,33 @@ def test_S9_3_internal_logs_compact_by_record_key_and_replay_to_the_same_state(l
     stale.position = min(stale_position, result.last_offset)
     assert stale.catch_up() == replayed_from_zero(lake, internal)
     assert cold_log(lake, internal).state == replayed_from_zero(lake, internal)
+
+
+def _commit_offsets(lake: str, commits: int) -> None:
+    coordinator = GroupCoordinator(lake, broker_config=BROKER)
+    for n in range(commits):
+        coordinator.commit_offsets(f"g{n % 3}", "", -1, {("orders", n % 2): (n, "")})
+
+
+@pytest.mark.slow
+def test_S8_2_S9_3_offset_commits_from_another_process_during_internal_compaction_lose_nothing(lake):
+    import multiprocessing
+
+    assert GroupCoordinator(lake, broker_config=BROKER).num_partitions == 1
+    context = multiprocessing.get_context("spawn")
+    writer = context.Process(target=_commit_offsets, args=(lake, 60))
+    writer.start()
+    compactions = 0
+    while writer.is_alive():
+        compactions += sum(item.compaction is not None for item in compact_internal_logs(lake))
+    writer.join(60)
+    assert writer.exitcode == 0
+    compact_internal_logs(lake)
+    expected = {}
+    for n in range(60):
+        expected[(f"g{n % 3}", ("orders", n % 2))] = n
+    cold = GroupCoordinator(lake, broker_config=BROKER)
+    for (group_id, tp), offset in expected.items():
+        assert cold.fetch_offsets(group_id, [tp])[tp].offset == offset
+    assert replayed_from_zero(lake, CONSUMER_OFFSETS_LOG) == cold._logs[0].state
+    assert compactions >= 1
