@@ -300,19 +300,20 @@ def _same_partition_id(coordinator: TransactionCoordinator, transactional_id: st
 
 
 def _lose_first_append(monkeypatch, where: str, winner) -> list[str]:
-    """Table.append under `where`: the first call runs `winner()` (whose own appends go through) and then
-    loses its race to what the winner committed."""
-    original = table_module.Table.append
+    """Table.append (or Table.rewrite, which commits the producer-id counter) under `where`: the first call
+    runs `winner()` (whose own commits go through) and then loses its race to what the winner committed."""
     lost: list[str] = []
+    for name in ("append", "rewrite"):
+        original = getattr(table_module.Table, name)
 
-    def append(table, data: pa.Table, **kwargs):
-        if where in table.uri and not lost:
-            lost.append(table.uri)
-            winner()
-            raise CommitConflict("taken", decided_on=table.version, current_version=table.version + 1)
-        return original(table, data, **kwargs)
+        def commit(table, *args, _original=original, **kwargs):
+            if where in table.uri and not lost:
+                lost.append(table.uri)
+                winner()
+                raise CommitConflict("taken", decided_on=table.version, current_version=table.version + 1)
+            return _original(table, *args, **kwargs)
 
-    monkeypatch.setattr(table_module.Table, "append", append)
+        monkeypatch.setattr(table_module.Table, name, commit)
     return lost
 
 
