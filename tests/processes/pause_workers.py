@@ -43,3 +43,13 @@ def append_paused_before_the_put(root, topic, value, paused, queue) -> None:
         queue.put(("done",))
     except BaseException:
         queue.put(("crashed", traceback.format_exc()))
+
+
+def allocate_ids(root, count, queue) -> None:
+    """Allocate `count` producer ids; report them."""
+    try:
+        from lakelog.log import allocate_producer_id
+
+        queue.put(("allocated", [allocate_producer_id(root, "w") for _ in range(count)]))
+    except BaseException:
+        queue.put(("crashed", traceback.format_exc()))
