@@ -261,3 +261,31 @@ def test_s9_1_admin_delete_records_as_confluent_kafka(root, topic, open_log):
     with pytest.raises(InvalidRequest):
         admin.delete_records([middle, TopicPartition(name, 0, 5)])
     assert [open_partition(root, name, p).log_start_offset() for p in (0, 1)] == [4, 6]
+
+
+@pytest.mark.parametrize(
+    ("deleted_to", "removed", "loads_snapshot", "aborted"),
+    [(2, 0, True, [(5, 3, 5)]), (6, 3, True, []), (12, 5, False, [])],
+)
+def test_s9_2_a_cold_index_uses_a_snapshot_only_at_or_above_the_floor(
+    topic, open_log, deleted_to, removed, loads_snapshot, aborted
+):
+    name = topic({"retention.ms": -1})
+    log = open_log(name)
+    data(log)  # 0-2
+    append(log, [b"x0", b"x1"], T0, txn(5, 0))  # 3-4
+    log.append_marker(5, 1, ControlType.ABORT)  # 5
+    data(log)  # 6-8
+    writer = TransactionIndex(snapshot_every_offsets=4)
+    writer.catch_up(log.table, 9)
+    assert writer.snapshot_position == 9  # a sidecar snapshot of the state at offset 9
+    data(log)  # 9-11
+    data(log)  # 12-14
+    delete_records(log, deleted_to)
+    assert vacuum_all(log) == removed
+    # A snapshot below the floor needs rows that are gone: skipped, the index folds from the floor.
+    cold = TransactionIndex(snapshot_every_offsets=100)
+    cold.catch_up(log.table, 15)
+    assert cold.snapshot_position == (9 if loads_snapshot else 0)
+    assert [(t.producer_id, t.first_offset, t.marker_offset) for t in cold.aborted_transactions(0, 15)] == aborted
+    assert cold.position == 15 and cold.last_stable_offset() == 15
