@@ -26,6 +26,11 @@ strict commit decided on the snapshot it follows (ARCHITECTURE.md): a lost race
 waits out the retry policy's backoff, reloads and decides again, so the cleaner
 is idempotent and safe beside appends, retention and other cleaners (S8.2).
 
+A pass records the end of the section it cleaned and when its oldest kept
+tombstone expires (`txn` versions of the table); the next pass reads nothing
+unless files past that end fell below the LSO or a tombstone is due (Kafka
+cleans a dirty log only).
+
 `rewrite_below_lso(log, choose)` is the engine, shared with the internal logs
 (lakelog.coordinator.state_log compacts them by their record keys with its own
 `choose`); `compact_partition(log, now_ms)` is the topic cleaner.
@@ -53,6 +58,11 @@ log = logging.getLogger(__name__)
 
 # custom_metadata of a compaction's commit, so the history tells it from an append.
 OPERATION = "lakelog.compact_by_key"
+# Recorded with each pass of the topic cleaner: the end of the section it cleaned, and when its oldest kept
+# tombstone expires; a pass with no file past the first and before the second reads nothing.
+CLEANED_OFFSET_APP_ID = "lakelog.compaction.cleaned_offset"
+TOMBSTONES_DUE_APP_ID = "lakelog.compaction.tombstones_due_ms"
+NO_TOMBSTONE_DUE = 2**62
 COMPACTION_TIMEOUT_S = 60.0
 
 # What a planner is given: the rows of the files it may clean, in offset order, and which file each came from.
@@ -113,6 +123,7 @@ def rewrite_below_lso(
     choose: Choose,
     *,
     below_log_end: bool = False,
+    progress: Callable[[CleanableRows, np.ndarray], dict[str, int]] | None = None,
     timeout_s: float = COMPACTION_TIMEOUT_S,
     backoff: Backoff | None = None,
 ) -> CompactionResult | None:
@@ -124,6 +135,8 @@ def rewrite_below_lso(
     nothing). A lost race waits on `backoff`, reloads and decides again;
     KafkaTimeout past its deadline. `below_log_end` cleans up to the LEO: for the
     internal logs, whose rows are never transactional data (their LSO is the LEO).
+    `progress(rows, keep)` gives `txn` versions to record with the decision; if they
+    changed, they are committed even when no row is dropped (a commit of them alone).
     """
     backoff = DEFAULT_POLICY.start(timeout_s) if backoff is None else backoff
     while True:
@@ -140,14 +153,20 @@ def rewrite_below_lso(
         keep = np.asarray(choose(cleanable), dtype=bool)
         if keep.shape != (cleanable.rows.num_rows,):
             raise ValueError(f"a compaction plan must give one flag per row, not {keep.shape}")
-        if keep.all():
+        versions = progress(cleanable, keep) if progress is not None else {}
+        versions = {app_id: value for app_id, value in versions.items() if log_.table.app_version(app_id) != value}
+        if keep.all() and not versions:
             return None
-        removed, added = _runs(cleanable, keep)
+        removed, added = _runs(cleanable, keep) if not keep.all() else ([], [])
         before = sum(entry.num_records for entry in removed)
         after = sum(table.num_rows for table, _ in added)
         try:
             version = log_.table.rewrite(
-                removed, added, metadata={"lakelog.operation": OPERATION}, compression=log_.config.compression_type
+                removed,
+                added,
+                app_versions=versions or None,
+                metadata={"lakelog.operation": OPERATION},
+                compression=log_.config.compression_type,
             )
         except CommitConflict:
             if not backoff.wait():
@@ -158,6 +177,9 @@ def rewrite_below_lso(
             continue
         # A checkpoint may be due at this version: reopen from it and clean the log, as after an append.
         log_.last_maintenance = maintain(log_.table, log_.maintenance)
+        if not removed:
+            log.debug("%s-%d: compaction found nothing to drop; recorded %s", log_.topic, log_.partition, versions)
+            return None
         result = CompactionResult(
             version=version,
             files_before=len(removed),
@@ -235,6 +257,8 @@ def compact_partition(log_: PartitionLog, now_ms: int, *, timeout_s: float = COM
     if not log_.config.compacts:
         return None
     retention_ms = log_.config.values["delete.retention.ms"]
+    if not _due(log_, now_ms):
+        return None
 
     def choose(cleanable: CleanableRows) -> np.ndarray:
         end = cleanable.files[-1].max_offset + 1
@@ -244,7 +268,39 @@ def compact_partition(log_: PartitionLog, now_ms: int, *, timeout_s: float = COM
             cleanable.rows, cleanable.file_index, aborted, last_data, last_marker, now_ms=now_ms, delete_retention_ms=retention_ms
         )
 
-    return rewrite_below_lso(log_, choose, timeout_s=timeout_s)
+    def progress(cleanable: CleanableRows, keep: np.ndarray) -> dict[str, int]:
+        return {
+            CLEANED_OFFSET_APP_ID: cleanable.files[-1].max_offset + 1,
+            TOMBSTONES_DUE_APP_ID: _tombstones_due_ms(cleanable.rows, keep, retention_ms),
+        }
+
+    return rewrite_below_lso(log_, choose, progress=progress, timeout_s=timeout_s)
+
+
+def _due(log_: PartitionLog, now_ms: int) -> bool:
+    """Whether a pass may drop anything: files below the LSO past the cleaned offset, or a tombstone due.
+
+    Kafka cleans only a dirty log (its min.cleanable.dirty.ratio): a pass over a clean section reads no data.
+    """
+    log_.refresh()
+    files = cleanable_files(log_, log_.last_stable_offset())
+    if not files:
+        return False
+    cleaned = log_.table.app_version(CLEANED_OFFSET_APP_ID)
+    due_ms = log_.table.app_version(TOMBSTONES_DUE_APP_ID)
+    return cleaned is None or files[-1].max_offset >= cleaned or due_ms is None or now_ms >= due_ms
+
+
+def _tombstones_due_ms(rows: pa.Table, keep: np.ndarray, retention_ms: int) -> int:
+    """The first moment a kept tombstone expires (NO_TOMBSTONE_DUE if none is kept)."""
+    kept = rows.filter(pa.array(keep))
+    tombstones = kept.filter(
+        pc.and_(pc.and_(kept.column("value").is_null(), kept.column("key").is_valid()), kept.column("control").is_null())
+    )
+    if not tombstones.num_rows:
+        return NO_TOMBSTONE_DUE
+    oldest_ms = pc.min(pc.cast(tombstones.column("timestamp"), pa.int64())).as_py() // 1000
+    return oldest_ms + retention_ms + 1
 
 
 def last_rows_by_producer(cleanable: CleanableRows) -> tuple[dict[int, int], dict[int, int]]:
