@@ -3,7 +3,8 @@
 Each producer is the public idempotent `Producer` (no transactional.id), used once: one
 record to partition 0, `flush()`, then dropped, as an hourly task or a `lakelog produce`
 per file would. Each allocates a new producer id (a commit to `__producer_ids`) and
-leaves its state in the partition (a commit to the partition table). A sample is the
+appends its record to the partition (a commit to the partition table), whose row is
+its producer state (S9.4): nothing per producer goes to the partition's Delta log. A sample is the
 time of a new producer's first `produce` + `flush` (id allocation, partition open,
 the decision and the commit); building the `Producer` object is not in it.
 
@@ -16,7 +17,8 @@ are judged. Target: <= 1.2 (a producer that is gone must cost nothing once it ha
 Then where the time goes, through lakelog.log (same steps as the Producer's first
 batch): allocate a producer id, open the partition, append one record with that id.
 Printed at the end: the size of the partition's latest checkpoint and the number of
-`txn` actions in it, what carries the producer state today (ARCHITECTURE.md).
+`txn` actions in it (the LEO's alone, whatever the number of producers: before S9.4,
+two per producer carried its state).
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ from lakelog.errors import (
     PolicyViolation,
 )
 from lakelog.log import producer_state
+from lakelog.log.producer_index import ProducerIndex
 from lakelog.log.producer_state import ProducerEntry, Verdict
-from lakelog.log.records import NO_SEQUENCE, BatchHeader, ControlType, conform_payload, last_sequence, stamp
+from lakelog.log.records import BatchHeader, ControlType, conform_payload, last_sequence, stamp
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.store import FileEntry, Table
@@ -85,7 +86,6 @@ class FetchResult:
 @dataclass(frozen=True)
 class _Decision:
     base_offset: int
-    entry: ProducerEntry | None
     duplicate_of: int | None = None
 
 
@@ -100,8 +100,8 @@ class PartitionLog:
         self._clock = clock
         self._leo: tuple[int, int] | None = None
         self._recorded_start: tuple[int, int | None] | None = None
-        self._producers: dict[int, ProducerEntry | None] = {}
-        self._producers_version = -1
+        # Producer entries derived from the rows (S9.4): a cache, as the transaction index.
+        self._producer_index = ProducerIndex()
         self.maintenance = MaintenancePolicy(segment_files=config.segment_files, compression=config.compression_type)
         # What the maintenance after the last commit of this handle did (its errors are not raised).
         self.last_maintenance: MaintenanceReport | None = None
@@ -141,17 +141,23 @@ class PartitionLog:
         return min(start, leo)
 
     def producer_entry(self, producer_id: int) -> ProducerEntry | None:
-        version = self.table.version
-        if self._producers_version != version:
-            self._producers = {}
-            self._producers_version = version
-        if producer_id not in self._producers:
-            self._producers[producer_id] = ProducerEntry.from_app_versions(
-                producer_id,
-                self.table.app_version(producer_state.state_app_id(producer_id)),
-                self.table.app_version(producer_state.time_app_id(producer_id)),
-            )
-        return self._producers[producer_id]
+        """The producer's entry in the snapshot in hand, from its last row below the LEO (S3.5), expired or not.
+
+        None if it has no row there, or its last row is below the log start offset (S9.4).
+        """
+        return self._producer_index.entry(self.table, producer_id, self.log_end_offset(), self.log_start_offset)
+
+    def live_producer_entry(self, producer_id: int, now_ms: int) -> ProducerEntry | None:
+        """S9.4: the entry an append is decided on: None also when idle past producer.id.expiration.ms at `now_ms`
+        with no open transaction."""
+        return self._producer_index.live_entry(
+            self.table,
+            producer_id,
+            self.log_end_offset(),
+            self.log_start_offset,
+            now_ms,
+            self.config.producer_id_expiration_ms,
+        )
 
     def refresh(self) -> bool:
         """Load the latest snapshot; True if it moved."""
@@ -201,13 +207,9 @@ class PartitionLog:
                 )
             rows = stamp(payload, decision.base_offset, header, now_ms * 1000)
             new_leo = decision.base_offset + payload.num_rows
+            # The producer's entry is its rows (S9.4): only the LEO and the caller's ids go to the txn actions.
             versions = {LOG_END_OFFSET_APP_ID: new_leo, **(app_versions or {})}
-            known = decision.entry
-            if known is not None:
-                versions.update(known.app_versions())
-                if set(known.app_versions()) & set(app_versions or {}):
-                    known = None  # app_versions rewrote this producer's entry: read it back when needed
-            version = self._commit(rows, new_leo, versions, known, backoff)
+            version = self._commit(rows, new_leo, versions, backoff)
             if version is None:
                 reloaded = True
                 continue
@@ -242,15 +244,19 @@ class PartitionLog:
         backoff = DEFAULT_POLICY.start(timeout_s) if backoff is None else backoff
         while True:
             refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
-            entry = self.producer_entry(producer_id)
+            try:
+                entry = self.producer_entry(producer_id)
+            except CorruptRecord:
+                # A lookup read a file that compaction removed after our snapshot.
+                if not self.refresh():
+                    raise
+                continue
             if entry is not None and entry.producer_epoch >= producer_epoch:
                 return AppendResult(-1, -1, self.version, duplicate=True)
             now_ms = self._clock()
             leo = self.log_end_offset()
-            marked = ProducerEntry(producer_id, producer_epoch, NO_SEQUENCE, now_ms)
             rows = stamp(payload, leo, header, now_ms * 1000, control)
-            versions = {LOG_END_OFFSET_APP_ID: leo + 1, **marked.app_versions()}
-            version = self._commit(rows, leo + 1, versions, marked, backoff)
+            version = self._commit(rows, leo + 1, {LOG_END_OFFSET_APP_ID: leo + 1}, backoff)
             if version is None:
                 continue
             return AppendResult(leo, leo, version)
@@ -260,15 +266,14 @@ class PartitionLog:
         rows: pa.Table,
         new_leo: int,
         versions: Mapping[str, int],
-        known: ProducerEntry | None,
         backoff: Backoff,
     ) -> int | None:
         """Commit `rows` as exactly the next version, then maintain the table; returns the version.
 
         None if another writer took that version: after the backoff's wait the
         snapshot is reloaded, and the caller decides again on it. KafkaTimeout once
-        the backoff's deadline has passed. `known` is the producer entry this commit
-        records, kept so the next decision needs no lookup.
+        the backoff's deadline has passed. The rows are folded into the producer
+        index, so the next decision reads no file for them.
         """
         try:
             version = self.table.append(rows, app_versions=versions, compression=self.config.compression_type)
@@ -284,8 +289,7 @@ class PartitionLog:
             self.refresh()
             return None
         self._leo = (version, new_leo)
-        self._producers_version = version
-        self._producers = {} if known is None else {known.producer_id: known}
+        self._producer_index.apply(rows)
         self.last_maintenance = maintain(self.table, self.maintenance)
         return version
 
@@ -300,9 +304,8 @@ class PartitionLog:
 
     def _decide(self, count: int, header: BatchHeader, now_ms: int) -> _Decision:
         leo = self.log_end_offset()
-        entry = None
         if header.is_idempotent:
-            current = self.producer_entry(header.producer_id)
+            current = self.live_producer_entry(header.producer_id, now_ms)
             verdict = producer_state.check_batch(
                 current, header, count, now_ms, self.config.producer_id_expiration_ms
             )
@@ -311,8 +314,7 @@ class PartitionLog:
                 original = self._find_batch(header, count)
                 if original is None:
                     raise producer_state.out_of_order(current, header)
-                return _Decision(base_offset=original, entry=None, duplicate_of=original)
-            entry = producer_state.after_append(header, count, now_ms)
+                return _Decision(base_offset=original, duplicate_of=original)
         if header.expected_offset is None and self.config.check_expected_offsets:
             raise PolicyViolation(
                 f"topic {self.topic} has check.expected.offsets=true and the batch carries no expected offset",
@@ -325,7 +327,7 @@ class PartitionLog:
                 expected_offset=header.expected_offset,
                 log_end_offset=leo,
             )
-        return _Decision(base_offset=leo, entry=entry)
+        return _Decision(base_offset=leo)
 
     def _find_batch(self, header: BatchHeader, count: int) -> int | None:
         """Base offset of an appended batch with this producer, epoch and sequence range, if any."""

@@ -1,9 +1,20 @@
-"""Per-partition producer state and the idempotence check (S3), as pure functions.
+"""Per-partition producer state and the idempotence check (S3, S9.4), as pure functions.
 
-A partition remembers, for each producer id, the epoch and the last sequence it
-appended, and when. That entry is written with every append as two Delta `txn`
-actions, so any process recovers it from the table's snapshot alone, after
-checkpoints too, without reading data (S3.5).
+A partition's entry for producer id P at a snapshot is a function of the
+snapshot's rows alone: P's last row below the LEO (its last batch, or the
+marker that ended its transaction) gives the epoch, the last sequence
+(NO_SEQUENCE after a marker), the timestamp and the offset, and whether a
+transaction of P is open: its last row is a transactional data row (the
+transaction index agrees for every producer that does not mix transactional
+and plain batches, which Kafka refuses). Nothing per producer is written
+to the Delta log, so the log's `txn` actions stay bounded whatever the number
+of producers (S9.4); any process recovers the same entries from the rows, after
+checkpoints too (S3.5). `fold` computes them; lakelog.log.producer_index keeps
+them up to date for one table.
+
+Kafka takes a batch's max timestamp as the producer's last timestamp; rows
+carry no batch boundaries, so here it is the timestamp of P's last row
+(CreateTime as the producer sent it, else the log's clock at the append).
 """
 
 from __future__ import annotations
@@ -11,49 +22,73 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, ProducerFenced, UnknownProducerId
-from lakelog.log.records import NO_SEQUENCE, BatchHeader, last_sequence, next_sequence
+from lakelog.log.records import NO_SEQUENCE, BatchHeader, next_sequence
 
-_EPOCH_SHIFT = 2**32
-
-
-def state_app_id(producer_id: int) -> str:
-    return f"lakelog.producer.{producer_id}.state"
-
-
-def time_app_id(producer_id: int) -> str:
-    return f"lakelog.producer.{producer_id}.time"
+# The columns an entry is derived from.
+STATE_COLUMNS = ["offset", "timestamp", "producer_id", "producer_epoch", "sequence", "is_transactional", "control"]
 
 
 @dataclass(frozen=True)
 class ProducerEntry:
-    """What a partition knows of one producer id."""
+    """What a partition knows of one producer id: from its last row at `last_offset`."""
 
     producer_id: int
     producer_epoch: int
     last_sequence: int
     last_timestamp_ms: int
-
-    def app_versions(self) -> dict[str, int]:
-        """The two `txn` actions that record this entry in a commit."""
-        return {
-            state_app_id(self.producer_id): self.producer_epoch * _EPOCH_SHIFT + (self.last_sequence + 1),
-            time_app_id(self.producer_id): self.last_timestamp_ms,
-        }
-
-    @classmethod
-    def from_app_versions(cls, producer_id: int, state: int | None, time_ms: int | None) -> ProducerEntry | None:
-        if state is None:
-            return None
-        return cls(
-            producer_id=producer_id,
-            producer_epoch=state // _EPOCH_SHIFT,
-            last_sequence=state % _EPOCH_SHIFT - 1,
-            last_timestamp_ms=time_ms or 0,
-        )
+    last_offset: int = -1
+    # Kafka never expires a producer in the middle of a transaction.
+    transaction_open: bool = False
 
     def is_expired(self, now_ms: int, expiration_ms: int) -> bool:
-        return now_ms - self.last_timestamp_ms > expiration_ms
+        """S9.4: idle longer than producer.id.expiration.ms, with no open transaction."""
+        return not self.transaction_open and now_ms - self.last_timestamp_ms > expiration_ms
+
+
+def fold(rows: pa.Table) -> dict[int, ProducerEntry]:
+    """The entries that `rows` (STATE_COLUMNS, in offset order) leave to the producers that have rows in them.
+
+    Rows that follow others only replace the entries of their own producers, so
+    folding the rows in any number of steps gives the entries of one fold.
+    """
+    if rows.num_rows == 0:
+        return {}
+    producer_ids = rows.column("producer_id").to_numpy()
+    picked = np.flatnonzero(producer_ids >= 0)
+    if not picked.size:
+        return {}
+    last = _last_per_producer(producer_ids, picked)
+    index = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+    taken = rows.take(pa.array(index))
+    timestamps = taken.column("timestamp").cast(pa.int64()).fill_null(0).to_numpy() // 1000
+    offsets = taken.column("offset").to_numpy()
+    epochs = taken.column("producer_epoch").to_numpy()
+    sequences = taken.column("sequence").to_numpy()
+    is_marker = taken.column("control").is_valid().to_numpy(zero_copy_only=False)
+    is_transactional = taken.column("is_transactional").to_numpy(zero_copy_only=False)
+    return {
+        producer_id: ProducerEntry(
+            producer_id=producer_id,
+            producer_epoch=int(epochs[i]),
+            last_sequence=NO_SEQUENCE if is_marker[i] else int(sequences[i]),
+            last_timestamp_ms=int(timestamps[i]),
+            last_offset=int(offsets[i]),
+            transaction_open=bool(is_transactional[i] and not is_marker[i]),
+        )
+        for i, producer_id in enumerate(last)
+    }
+
+
+def _last_per_producer(producer_ids: np.ndarray, picked: np.ndarray) -> dict[int, int]:
+    """Producer id -> index of its last row among the `picked` row indices (sorted)."""
+    reverse = producer_ids[picked][::-1]
+    unique, first_in_reverse = np.unique(reverse, return_index=True)
+    where = picked[picked.size - 1 - first_in_reverse]
+    return dict(zip(unique.tolist(), where.tolist()))
 
 
 class Verdict(enum.Enum):
@@ -73,7 +108,7 @@ def check_batch(
 
     Raises InvalidProducerEpoch / ProducerFenced (stale epoch, S3.4),
     OutOfOrderSequence (gap, or a new epoch not starting at 0, S3.3/S3.4) or
-    UnknownProducerId (no live entry and the batch does not start at 0).
+    UnknownProducerId (no live entry and the batch does not start at 0, S9.4).
     """
     pid, epoch, base = header.producer_id, header.producer_epoch, header.base_sequence
     if entry is not None and entry.is_expired(now_ms, expiration_ms):
@@ -103,16 +138,6 @@ def check_batch(
     if base == next_sequence(entry.last_sequence):
         return Verdict.APPEND
     return Verdict.MAYBE_DUPLICATE
-
-
-def after_append(header: BatchHeader, record_count: int, now_ms: int) -> ProducerEntry:
-    """The entry a partition holds once the batch is appended."""
-    return ProducerEntry(
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        last_sequence=last_sequence(header.base_sequence, record_count),
-        last_timestamp_ms=now_ms,
-    )
 
 
 def out_of_order(entry: ProducerEntry, header: BatchHeader) -> OutOfOrderSequence:

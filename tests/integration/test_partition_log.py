@@ -20,7 +20,8 @@ from lakelog.errors import (
 )
 from lakelog.log import BatchHeader, ControlType, PartitionLog, allocate_producer_id, open_partition, payload_table
 from lakelog.log.producer_state import ProducerEntry
-from lakelog.log.records import MAX_SEQUENCE, PARTITION_SCHEMA
+from lakelog.log.partition import LOG_END_OFFSET_APP_ID
+from lakelog.log.records import MAX_SEQUENCE, PARTITION_SCHEMA, conform_payload, stamp
 from lakelog.store import Location
 
 pytestmark = pytest.mark.roots("local", "s3")
@@ -406,9 +407,10 @@ def test_S3_1_batch_header_stamped_and_sequences_per_partition(root, topic):
 
 
 def _producer_near_wrap(log: PartitionLog, producer_id: int, last: int) -> None:
-    """Record a producer entry at sequence `last` as a long-lived producer would have left it."""
-    entry = ProducerEntry(producer_id, 0, last, log._clock())
-    log.append(batch(b"setup"), app_versions=entry.app_versions())
+    """Commit the row a long-lived producer left at sequence `last` (its entry is its last row, S3.5)."""
+    leo = log.log_end_offset()
+    rows = stamp(conform_payload(batch(b"setup")), leo, BatchHeader(producer_id, 0, last), log._clock() * 1000)
+    log.table.append(rows, app_versions={LOG_END_OFFSET_APP_ID: leo + 1})
 
 
 def test_S3_1_sequence_wraps_at_max_in_the_log(root, topic):
@@ -514,7 +516,7 @@ def test_S3_4_older_epoch_refused_newer_epoch_starts_at_zero(root, topic):
     # Once the partition has seen epoch 2, epoch 1 is stale too, even at its next sequence.
     refuses(log, InvalidProducerEpoch, batch(b"stale"), BatchHeader(producer_id=6, producer_epoch=1, base_sequence=2))
     fresh = open_partition_fresh(log)
-    assert fresh.producer_entry(6) == ProducerEntry(6, 2, 0, fresh.producer_entry(6).last_timestamp_ms)
+    assert fresh.producer_entry(6) == ProducerEntry(6, 2, 0, fresh.producer_entry(6).last_timestamp_ms, last_offset=2)
     with pytest.raises(InvalidProducerEpoch):
         fresh.append(batch(b"stale"), BatchHeader(producer_id=6, producer_epoch=1, base_sequence=2))
 
@@ -546,7 +548,7 @@ def test_S3_5_producer_state_recovered_from_table_after_checkpoints(root, topic)
     assert log.version == 12
     assert len([entry for entry in delta_log_entries(log) if entry.endswith(".checkpoint.parquet")]) >= 2
     expected = {pid: log.producer_entry(pid) for pid in (10, 11, 12)}
-    assert expected[11] == ProducerEntry(11, 3, 7, T0 + 11_000)
+    assert expected[11] == ProducerEntry(11, 3, 7, T0 + 11_000, last_offset=21)
 
     # Only the checkpoint and the commits after it remain, as after log cleanup.
     assert drop_commits_up_to_last_checkpoint(log) >= 9
@@ -585,7 +587,7 @@ def test_S3_5_idle_producer_state_expires(root, topic):
     # Forgotten means a restart at sequence 0 is accepted, even at an older epoch.
     restarted = log.append(batch(b"again"), BatchHeader(producer_id=1, producer_epoch=1, base_sequence=0))
     assert (restarted.base_offset, restarted.duplicate) == (4, False)
-    assert log.producer_entry(1) == ProducerEntry(1, 1, 0, T0 + 120_001)
+    assert log.producer_entry(1) == ProducerEntry(1, 1, 0, T0 + 120_001, last_offset=4)
 
 
 def test_producer_id_allocation_is_unique(root):

@@ -1,33 +1,34 @@
-"""Pure tests of the idempotence check (S3.1-S3.5): lakelog/log/producer_state.py, no tables."""
+"""Pure tests of the idempotence check and the producer entries (S3.1-S3.5, S9.4): lakelog/log/producer_state.py, no tables."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
-from hypothesis import example, given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, ProducerFenced, UnknownProducerId
-from lakelog.log.producer_state import (
-    ProducerEntry,
-    Verdict,
-    after_append,
-    check_batch,
-    out_of_order,
-    state_app_id,
-    time_app_id,
+from lakelog.log.producer_state import STATE_COLUMNS, ProducerEntry, Verdict, check_batch, fold, out_of_order
+from lakelog.log.records import (
+    MAX_EPOCH,
+    MAX_SEQUENCE,
+    NO_SEQUENCE,
+    BatchHeader,
+    ControlType,
+    conform_payload,
+    last_sequence,
+    next_sequence,
+    payload_table,
+    stamp,
 )
-from lakelog.log.records import MAX_EPOCH, MAX_SEQUENCE, BatchHeader, last_sequence, next_sequence
 
 NOW = 1_700_000_000_000
 DAY = 86_400_000
-INT64_MAX = 2**63 - 1
 
-producer_ids = st.integers(min_value=0, max_value=2**62)
 epochs = st.integers(min_value=0, max_value=MAX_EPOCH)
 sequences = st.integers(min_value=0, max_value=MAX_SEQUENCE)
 last_sequences = st.integers(min_value=-1, max_value=MAX_SEQUENCE)
 counts = st.integers(min_value=1, max_value=10_000)
-timestamps = st.integers(min_value=0, max_value=2**53)
 
 
 def entry(epoch: int = 0, last: int = 4, pid: int = 1, at: int = NOW) -> ProducerEntry:
@@ -40,43 +41,70 @@ def check(current: ProducerEntry | None, epoch: int, base: int, count: int = 1, 
     return check_batch(current, header, count, now, expiration)
 
 
-# -- ProducerEntry encode/decode (S3.5: state lives in two Delta txn versions) --
+def after_append(header: BatchHeader, count: int, now: int) -> ProducerEntry:
+    """The entry the rows of an appended batch leave (its last row's sequence, epoch and timestamp)."""
+    return ProducerEntry(header.producer_id, header.producer_epoch, last_sequence(header.base_sequence, count), now)
 
 
-@given(pid=producer_ids, epoch=epochs, last=last_sequences, at=timestamps)
-@example(pid=0, epoch=0, last=-1, at=0)
-@example(pid=2**62, epoch=MAX_EPOCH, last=MAX_SEQUENCE, at=2**53)
-def test_S3_5_entry_round_trips_through_app_versions(pid, epoch, last, at):
-    """An entry written as txn versions decodes to the same entry; versions fit a Delta int64."""
-    original = ProducerEntry(pid, epoch, last, at)
-    versions = original.app_versions()
-    assert set(versions) == {state_app_id(pid), time_app_id(pid)}
-    assert all(0 <= version <= INT64_MAX for version in versions.values())
-    decoded = ProducerEntry.from_app_versions(pid, versions[state_app_id(pid)], versions[time_app_id(pid)])
-    assert decoded == original
+def rows_of(*batches: tuple[BatchHeader, int, int, ControlType | None]) -> pa.Table:
+    """The rows of (header, record count, log clock ms, control) batches appended one after the other."""
+    tables, offset = [], 0
+    for header, count, now, control in batches:
+        payload = conform_payload(payload_table([b"v"] * count))
+        tables.append(stamp(payload, offset, header, now * 1000, control))
+        offset += count
+    return pa.concat_tables(tables).select(STATE_COLUMNS)
 
 
-@given(pid=producer_ids, a=st.tuples(epochs, last_sequences), b=st.tuples(epochs, last_sequences))
-def test_S3_5_distinct_entries_encode_to_distinct_state_versions(pid, a, b):
-    """(epoch, last sequence) -> state version is injective, so no two states are confused."""
-    first = ProducerEntry(pid, a[0], a[1], 0).app_versions()[state_app_id(pid)]
-    second = ProducerEntry(pid, b[0], b[1], 0).app_versions()[state_app_id(pid)]
-    assert (first == second) == (a == b)
+# -- The entry is the producer's last row (S3.5, S9.4) --
 
 
-def test_S3_5_no_state_version_decodes_to_no_entry():
-    assert ProducerEntry.from_app_versions(7, None, None) is None
-    assert ProducerEntry.from_app_versions(7, None, 123) is None
+def test_S3_5_entry_is_the_last_row_of_each_producer():
+    rows = rows_of(
+        (BatchHeader(1, 0, 0), 3, NOW, None),
+        (BatchHeader(), 2, NOW + 1, None),  # not idempotent: no entry
+        (BatchHeader(2, 4, 0, is_transactional=True), 2, NOW + 2, None),
+        (BatchHeader(1, 0, 3), 1, NOW + 3, None),
+    )
+    assert fold(rows) == {
+        1: ProducerEntry(1, 0, 3, NOW + 3, last_offset=7),
+        2: ProducerEntry(2, 4, 1, NOW + 2, last_offset=6, transaction_open=True),
+    }
 
 
-def test_S3_5_missing_time_version_decodes_as_time_zero():
-    decoded = ProducerEntry.from_app_versions(7, 3 * 2**32 + 10, None)
-    assert decoded == ProducerEntry(7, 3, 9, 0)
+def test_S3_5_marker_ends_the_transaction_and_the_sequence():
+    """After a marker: its epoch, NO_SEQUENCE, no open transaction (S4.5)."""
+    rows = rows_of(
+        (BatchHeader(2, 4, 0, is_transactional=True), 2, NOW, None),
+        (BatchHeader(2, 5, 0, is_transactional=True), 1, NOW + 9, ControlType.COMMIT),
+    )
+    assert fold(rows) == {2: ProducerEntry(2, 5, NO_SEQUENCE, NOW + 9, last_offset=2)}
 
 
-def test_app_ids_are_per_producer():
-    assert state_app_id(5) != state_app_id(6)
-    assert state_app_id(5) != time_app_id(5)
+def test_S9_4_transaction_is_open_while_the_last_row_is_transactional_data():
+    rows = rows_of((BatchHeader(3, 0, 0, is_transactional=True), 2, NOW, None), (BatchHeader(4, 0, 0), 1, NOW, None))
+    assert fold(rows)[3].transaction_open is True
+    assert fold(rows)[4].transaction_open is False
+
+
+@settings(deadline=None, max_examples=50)  # builds Arrow tables: timings vary with the machine's load
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4), st.booleans()), min_size=1, max_size=12),
+       st.integers(0, 12))
+def test_S3_5_folding_in_two_steps_equals_one(batches, cut):
+    """The cache's incremental fold (any split at a batch boundary) gives the entries of the whole fold."""
+    sequences: dict[int, int] = {}
+    spec = []
+    for i, (pid, count, marker) in enumerate(batches):
+        if marker:
+            spec.append((BatchHeader(pid, 1, 0, is_transactional=True), 1, NOW + i, ControlType.ABORT))
+            sequences[pid] = 0
+        else:
+            spec.append((BatchHeader(pid, 1, sequences.get(pid, 0), is_transactional=pid % 2 == 0), count, NOW + i, None))
+            sequences[pid] = sequences.get(pid, 0) + count
+    rows = rows_of(*spec)
+    split = sum(count for _, count, _, _ in spec[: min(cut, len(spec))])
+    stepwise = {**fold(rows.slice(0, split)), **fold(rows.slice(split))}
+    assert stepwise == fold(rows)
 
 
 # -- S3.1 sequences start at 0 and wrap at 2^31-1 --
@@ -190,6 +218,14 @@ def test_S3_4_after_append_records_new_epoch():
 
 
 # -- S3.5 expiry --
+
+
+@given(expiration=st.integers(min_value=1, max_value=10 * DAY), idle=st.integers(min_value=0, max_value=20 * DAY))
+def test_S9_4_producer_in_a_transaction_never_expires(expiration, idle):
+    """Kafka never expires a producer with an ongoing transaction, however long idle."""
+    current = ProducerEntry(1, 5, 9, NOW, transaction_open=True)
+    assert not current.is_expired(NOW + idle, expiration)
+    assert check(current, epoch=5, base=10, now=NOW + idle, expiration=expiration) is Verdict.APPEND
 
 
 @given(expiration=st.integers(min_value=1, max_value=10 * DAY), idle=st.integers(min_value=0, max_value=20 * DAY))

@@ -1,0 +1,190 @@
+"""The producer entries of one partition table, kept up to date from its rows (S3.5, S9.4).
+
+An entry is a function of the snapshot's rows (lakelog.log.producer_state.fold).
+`ProducerIndex` is an in-process cache of those entries, never state: it folds
+the rows appended since its position (the files that hold them, found by
+bisect, as lakelog.log.transactions does), so catching up after one commit reads
+one small file whatever the number of producers. It holds only the entries
+that have not expired by the clock of the last decision, plus those with an
+open transaction: its size follows the live producers, not all that ever wrote.
+
+A handle starts at the LEO of its first use, knowing nothing of the rows below.
+A producer id that the cache does not hold is decided from the file statistics
+when it can be, else by reading the files:
+
+- above every active file's `max.producer_id`: no row of it exists, no data is
+  read (a brand-new producer id, as ids come from one counter);
+- the cache folded every active row and every entry it dropped was expired by an
+  earlier clock not after this one: it has no live entry, no data is read;
+- else the files whose producer-id range covers it are read newest first, up to
+  the first that holds its rows.
+
+An entry whose last row is below the log start offset is gone with its rows
+(retention, delete_records): that producer is unknown, as in Kafka before KIP-360.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import CorruptRecord
+from lakelog.log.producer_state import STATE_COLUMNS, ProducerEntry, fold
+from lakelog.store import Table
+
+log = logging.getLogger(__name__)
+
+
+class ProducerIndex:
+    """The producer entries of one partition table, folded up to `position` (a cache, see the module docstring)."""
+
+    def __init__(self) -> None:
+        # Every row in [start, position) is folded in; None until the first use.
+        self.position: int | None = None
+        self.start = 0
+        self._entries: dict[int, ProducerEntry] = {}
+        # True if the fold started at or below the first active row: an id it does not hold has no rows, or was dropped.
+        self._complete = False
+        # Every entry dropped had its last timestamp at or below this (None: none dropped).
+        self._dropped_up_to: int | None = None
+        # The smallest last timestamp of the entries held with no open transaction (None: none or unknown).
+        self._oldest: int | None = None
+        self._max_producer_id: tuple[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entry(
+        self, table: Table, producer_id: int, end_offset: int, log_start: Callable[[], int]
+    ) -> ProducerEntry | None:
+        """The entry of `producer_id` at the table's snapshot in hand (its LEO is `end_offset`), expired or not."""
+        self.catch_up(table, end_offset)
+        found = self._entries.get(producer_id)
+        if found is None:
+            if producer_id > self._max_producer_id_of(table):
+                return None
+            found = self._scan(table, producer_id, end_offset, log_start())
+        return None if found is None or found.last_offset < log_start() else found
+
+    def live_entry(
+        self,
+        table: Table,
+        producer_id: int,
+        end_offset: int,
+        log_start: Callable[[], int],
+        now_ms: int,
+        expiration_ms: int,
+    ) -> ProducerEntry | None:
+        """S9.4: the entry at the snapshot in hand, None if absent, gone with its rows or expired at `now_ms`."""
+        self.catch_up(table, end_offset)
+        self._drop_expired(now_ms, expiration_ms)
+        found = self._entries.get(producer_id)
+        if found is None:
+            if producer_id > self._max_producer_id_of(table):
+                return None
+            if self._complete and (self._dropped_up_to is None or now_ms - self._dropped_up_to > expiration_ms):
+                return None
+            found = self._scan(table, producer_id, end_offset, log_start())
+        if found is None or found.is_expired(now_ms, expiration_ms) or found.last_offset < log_start():
+            return None
+        return found
+
+    def apply(self, rows: pa.Table) -> None:
+        """Fold the rows of a commit this process made; ignored unless they start exactly at the position."""
+        if self.position is None or rows.num_rows == 0:
+            return
+        offsets = rows.column("offset")
+        if offsets[0].as_py() != self.position:
+            return
+        self._fold(rows.select(STATE_COLUMNS))
+
+    def catch_up(self, table: Table, end_offset: int) -> None:
+        """Fold the rows [position, end_offset) of the table's snapshot in hand; CorruptRecord if a file is missing."""
+        if self.position is None or end_offset < self.position:
+            # A first use, or a table that went back (recreated): start again at its LEO, knowing nothing below.
+            files = table.files()
+            self.position = self.start = end_offset
+            self._entries = {}
+            self._complete = not any(entry.min_offset < end_offset for entry in files)
+            self._dropped_up_to = self._oldest = None
+            return
+        if end_offset == self.position:
+            return
+        files = table.files()
+        start = self.position
+        first = bisect.bisect_left(files, start, key=lambda entry: entry.max_offset)
+        chunks = []
+        for entry in files[first:]:
+            if entry.min_offset >= end_offset:
+                break
+            predicate = None if entry.min_offset >= start else pc.field("offset") >= start
+            chunks.append(table.read_file(entry, STATE_COLUMNS, predicate))
+        rows = pa.concat_tables(chunks) if chunks else None
+        if rows is not None and rows.num_rows and rows.column("offset")[-1].as_py() >= end_offset:
+            rows = rows.filter(pc.field("offset") < end_offset)
+        if rows is None or rows.num_rows != end_offset - start or rows.column("offset")[0].as_py() != start:
+            raise CorruptRecord(
+                f"{table.uri}: offsets {start}-{end_offset - 1} should be {end_offset - start} rows, "
+                f"the data files hold {0 if rows is None else rows.num_rows}",
+                path=table.uri,
+            )
+        self._fold(rows)
+
+    def _fold(self, rows: pa.Table) -> None:
+        changed = fold(rows)
+        self._entries.update(changed)
+        for entry in changed.values():
+            if not entry.transaction_open and (self._oldest is None or entry.last_timestamp_ms < self._oldest):
+                self._oldest = entry.last_timestamp_ms
+        self.position = rows.column("offset")[-1].as_py() + 1
+
+    def _drop_expired(self, now_ms: int, expiration_ms: int) -> None:
+        """Drop the entries expired at `now_ms` with no open transaction: the cache holds the live producers."""
+        horizon = now_ms - expiration_ms - 1  # expired at now_ms <=> last timestamp <= horizon
+        if self._oldest is None or self._oldest > horizon:
+            return
+        kept, oldest = {}, None
+        for producer_id, entry in self._entries.items():
+            if entry.transaction_open or entry.last_timestamp_ms > horizon:
+                kept[producer_id] = entry
+                if not entry.transaction_open and (oldest is None or entry.last_timestamp_ms < oldest):
+                    oldest = entry.last_timestamp_ms
+        dropped = len(self._entries) - len(kept)
+        self._entries, self._oldest = kept, oldest
+        self._dropped_up_to = horizon if self._dropped_up_to is None else max(self._dropped_up_to, horizon)
+        log.debug("producer index: dropped %d entries last active at or before %d ms, %d held", dropped, horizon, len(kept))
+
+    def _max_producer_id_of(self, table: Table) -> int:
+        version = table.version
+        if self._max_producer_id is None or self._max_producer_id[0] != version:
+            files = table.files()
+            self._max_producer_id = (version, max((entry.max_producer_id for entry in files), default=-1))
+        return self._max_producer_id[1]
+
+    def _scan(self, table: Table, producer_id: int, end_offset: int, log_start: int) -> ProducerEntry | None:
+        """Read the entry of `producer_id` from the files, newest first, and hold it (a cold lookup)."""
+        for entry in reversed(table.files()):
+            if entry.max_offset < log_start:
+                return None
+            if entry.min_offset >= end_offset or not entry.min_producer_id <= producer_id <= entry.max_producer_id:
+                continue
+            predicate = (
+                (pc.field("producer_id") == producer_id)
+                & (pc.field("offset") < end_offset)
+                & (pc.field("offset") >= log_start)
+            )
+            rows = table.read_file(entry, STATE_COLUMNS, predicate)
+            if rows.num_rows:
+                found = rows.sort_by("offset")
+                break
+        else:
+            return None
+        entry = fold(found)[producer_id]
+        self._entries[producer_id] = entry
+        if not entry.transaction_open and (self._oldest is None or entry.last_timestamp_ms < self._oldest):
+            self._oldest = entry.last_timestamp_ms
+        return entry
