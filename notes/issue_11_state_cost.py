@@ -29,7 +29,6 @@ import pyarrow as pa
 
 from lakelog.log import BatchHeader, allocate_producer_id, create_topic, open_partition, payload_table
 from lakelog.log import producer_ids
-from lakelog.log.producer_state import ProducerEntry
 from lakelog.store import Location, Table, check_root
 
 SEEDED = (50, 5_000)
@@ -48,7 +47,8 @@ def main() -> None:
             log = open_partition(root, topic, 0)
             entries: dict[str, int] = {}
             for producer_id in range(count):
-                entries.update(ProducerEntry(producer_id, 0, 0, 1_700_000_000_000).app_versions())
+                # The two ids PartitionLog.append wrote per producer before S9.4 (epoch 0, last sequence 0).
+                entries.update({f"lakelog.producer.{producer_id}.state": 1, f"lakelog.producer.{producer_id}.time": 1_700_000_000_000})
             log.append(payload, app_versions=entries)
             filler = 10_000_000 + count
             for sequence in range(FILL_APPENDS):
