@@ -107,8 +107,35 @@ class Table:
             handle = None
         if handle is None:
             return cls.open(location), False
+        table = cls(location, handle)
+        if not table._created_in_the_log():
+            return cls.open(location), False
         log.info("created table %s", location.uri)
-        return cls(location, handle), True
+        return table, True
+
+    def _created_in_the_log(self) -> bool:
+        """After a successful put of 0.json: is it the log's version 0, or a refill of one log cleanup deleted (S9.5)?
+
+        A creator paused between delta-rs's look for the table and its put could
+        put 0.json into the hole cleanup leaves behind a long-lived table's
+        checkpoints. The latest snapshot then is that table's: another table id.
+        The stray 0.json is removed (logged) and the creator opens the table.
+        """
+        try:
+            latest = load_handle(self.location)
+            if latest.metadata().id == self.table_id:
+                return True
+        except (DeltaError, OSError) as error:
+            raise KafkaStorageError(f"creating {self.uri}: version 0 was written but the log cannot be read: {one_line(error)}",
+                                    uri=self.uri) from error
+        stray = self.child_uri(f"_delta_log/{0:020d}.json")
+        log.warning("%s: the create put version 0 into a hole of an existing table's log; removing it", self.uri)
+        try:
+            if self.table_id in self.io.read(stray).decode("utf-8", "replace"):
+                self.io.delete(stray)
+        except (FileNotFoundError, KafkaStorageError) as error:
+            log.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
+        return False
 
     @staticmethod
     def exists(location: Location | str) -> bool:

@@ -114,3 +114,20 @@ def test_S9_5_a_commit_whose_predecessor_is_gone_is_found_by_its_files(partition
     assert table._check_not_in_the_past(1, "any", [first.path], []) is None
     # The fast path: (N-1).json is there, so N.json was never deleted before the put.
     assert table._check_not_in_the_past(table.version, "any", [], []) is None
+
+
+def test_S9_5_a_create_that_refilled_version_0_is_not_a_create(partition, root):
+    table = partition.table
+    append(partition, 3 * INTERVAL)
+    cleanup_log(table, keep_checkpoints=2, retention_s=0)
+    assert 0 not in log_versions(table)
+    # A creator that looked for the table before the cleanup and put its 0.json after it: its own table id.
+    elsewhere, _ = Table.create(Location.of(root) / "elsewhere", table.schema, {})
+    zero = f"_delta_log/{0:020d}.json"
+    table.io.write(table.child_uri(zero), elsewhere.io.read(elsewhere.child_uri(zero)))
+    creator = Table(table.location, elsewhere._handle)
+    assert not creator._created_in_the_log()
+    assert 0 not in log_versions(table), "the stray 0.json is removed"
+    assert Table.open(table.location).version == 3 * INTERVAL
+    # A real create is one.
+    assert elsewhere._created_in_the_log()
