@@ -303,7 +303,7 @@ class Producer:
                 f"transaction of {self._transaction_id_text} cannot commit: {self._transaction_error.error.str()}; "
                 "abort it and start again"
             )
-        self._end_transaction(commit=True)
+        self._end_transaction(commit=True, timeout=timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort: queued messages are purged (reported with _PURGE_QUEUE) and written ones are
@@ -318,7 +318,7 @@ class Producer:
                                   (TIMESTAMP_CREATE_TIME, pending.timestamp_ms), purged)
                 self._reports.append((pending.on_delivery or self._default_on_delivery, purged, message))
         self._serve_reports()
-        self._end_transaction(commit=False)
+        self._end_transaction(commit=False, timeout=timeout)
 
     def send_offsets_to_transaction(self, positions: list[Any], group_metadata: Any, timeout: float | None = None) -> None:
         """Commit the consumer's positions with this transaction (KIP-447, S7.1): they become the
@@ -361,15 +361,30 @@ class Producer:
                 self._transaction_state = TransactionState.ABORTABLE_ERROR
             raise
 
-    def _end_transaction(self, commit: bool) -> None:
+    def _end_transaction(self, commit: bool, timeout: float | None = None) -> None:
+        """End the transaction, retrying a retriable error until `timeout` (librdkafka's way; None or
+        negative: transaction.timeout.ms): a retried end is recognised by the coordinator, which
+        answers as the first time and finishes what it left (S4.5). Raises the last error after that."""
         if self._transaction_partitions:
-            # Returns once the markers are written; Complete* rides on our next transaction's first
-            # add_partitions (or the next init, or the sweep): one serial commit less per transaction (S4.5).
-            result = self._call_coordinator(
-                lambda coordinator: coordinator.end_transaction(
-                    self._transactional_id, self._producer_id, self._producer_epoch, commit, complete=False
-                )
-            )
+            limit_s = self.config["transaction.timeout.ms"] / 1000 if timeout is None or timeout < 0 else timeout
+            backoff = self._retry.start(limit_s)
+            while True:
+                try:
+                    # Returns once the markers are written; Complete* rides on our next transaction's first
+                    # add_partitions (or the next init, or the sweep): one serial commit less per transaction (S4.5).
+                    result = self._call_coordinator(
+                        lambda coordinator: coordinator.end_transaction(
+                            self._transactional_id, self._producer_id, self._producer_epoch, commit, complete=False
+                        )
+                    )
+                    break
+                except RetriableError as error:
+                    if not backoff.wait():
+                        log.warning("%s: giving up on ending its transaction after %d attempt(s) in %g s: %s: %s",
+                                    self._transaction_id_text, backoff.retries + 1, limit_s, error.error.name(), error)
+                        raise
+                    log.warning("%s: retrying the end of its transaction (attempt %d) after %s: %s",
+                                self._transaction_id_text, backoff.retries + 1, error.error.name(), error)
             # Every end bumps the epoch (S4.6): the next transaction starts every sequence at 0.
             self._producer_id, self._producer_epoch = result.producer_id, result.producer_epoch
             self._sequences = {}

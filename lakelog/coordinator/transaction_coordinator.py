@@ -109,6 +109,7 @@ class TransactionCoordinator:
         # Per id, the markers of its last end that this object wrote to every partition and left
         # uncompleted: proof, from its own commits, that the next add_partitions may record Complete*.
         self._markers_written: dict[str, TransactionMarkers] = {}
+        self._marker_threads: ThreadPoolExecutor | None = None
 
     # -- requests (S4.1-S4.6) -------------------------------------------------------
 
@@ -238,7 +239,8 @@ class TransactionCoordinator:
             backoff,
         )
         self._hit(FAULT_AFTER_DECISION, transactional_id=transactional_id)
-        self.finish(transactional_id, backoff=backoff, complete=complete)
+        # The state the decision was made on (or verified on the latest) is in hand: no reload to finish it.
+        self._finish(self._log_of(transactional_id).state.get(transactional_id), backoff, complete)
         return result
 
     def finish(
@@ -248,12 +250,18 @@ class TransactionCoordinator:
 
         Lost races wait on `backoff`, the calling request's (else one for this finish).
         `complete=False` stops after the markers (see `end_transaction`)."""
-        self._markers_written.pop(transactional_id, None)
         current = self._log_of(transactional_id).catch_up().get(transactional_id)
+        return self._finish(current, self.retry.start(APPEND_TIMEOUT_S) if backoff is None else backoff, complete)
+
+    def _finish(self, current: TransactionMetadata | None, backoff: Backoff, complete: bool) -> TransactionMetadata | None:
+        """`finish` on `current`, the id's state as last read or decided on (markers are idempotent, and
+        `Complete*` is decided on the latest state, so a state that moved on meanwhile is harmless)."""
         markers = txn.markers_for(current)
+        if current is not None:
+            self._markers_written.pop(current.transactional_id, None)
         if markers is None:
             return current
-        backoff = self.retry.start(APPEND_TIMEOUT_S) if backoff is None else backoff
+        transactional_id = markers.transactional_id
         self._write_markers(markers, backoff)
         self._hit(FAULT_BEFORE_COMPLETE, transactional_id=transactional_id)
         if not complete:
@@ -283,9 +291,11 @@ class TransactionCoordinator:
         if len(targets) == 1:
             write(*targets[0])
             return
-        with ThreadPoolExecutor(min(len(targets), MAX_MARKER_THREADS), thread_name_prefix="lakelog-marker") as pool:
-            futures = [pool.submit(write, index, log) for index, log in targets]
-        errors = [future.exception() for future in futures if future.exception() is not None]
+        if self._marker_threads is None:
+            # Kept for the next end: starting threads costs milliseconds each on a busy machine.
+            self._marker_threads = ThreadPoolExecutor(MAX_MARKER_THREADS, thread_name_prefix="lakelog-marker")
+        futures = [self._marker_threads.submit(write, index, log) for index, log in targets]
+        errors = [error for error in (future.exception() for future in futures) if error is not None]
         if errors:
             raise errors[0]
 

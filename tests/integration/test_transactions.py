@@ -30,6 +30,7 @@ from lakelog.errors import (
     InvalidTransactionTimeout,
     InvalidTxnState,
     KafkaException,
+    KafkaTimeout,
     ProducerFenced,
 )
 from lakelog.log import BatchHeader, ControlType, open_partition, payload_table
@@ -571,3 +572,53 @@ def test_S4_abort_purges_queued_messages(lake):
     p.abort_transaction()
     assert [(error.code(), value) for error, value in reports] == [(-152, b"queued")]  # _PURGE_QUEUE
     assert rows(lake, 0) == []
+
+
+def test_S4_5_commit_retries_a_retriable_error_until_its_timeout(lake):
+    """S4.5 (librdkafka's commit_transaction): a retriable error after the decision is retried by the producer
+    itself; the coordinator recognises the retried end and finishes it: one marker per partition, one bump."""
+    p = producer(lake, **{"retry.backoff.ms": 1, "retry.backoff.max.ms": 1})
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "r")
+    pid, epoch = p._producer_id, p._producer_epoch
+    failures = []
+
+    def time_out_once(point, details):
+        if point == FAULT_AFTER_DECISION and not failures:
+            failures.append(point)
+            raise KafkaTimeout("the decision's answer was lost")
+
+    p._coordinator._fault = time_out_once
+    p.commit_transaction()
+    assert failures == [FAULT_AFTER_DECISION]
+    assert (p._producer_id, p._producer_epoch) == (pid, epoch + 1)
+    for partition in range(3):
+        assert markers(lake, partition) == [("COMMIT", pid, epoch + 1)]
+
+
+def test_S4_5_commit_gives_up_at_its_timeout_and_a_later_call_finishes_the_end(lake):
+    """S4.5: past its timeout commit_transaction raises the retriable error; the producer stays in its transaction,
+    and the next call finishes the decided commit without deciding again."""
+    p = producer(lake)
+    p.init_transactions()
+    p.begin_transaction()
+    produce_to_all(p, "g")
+    pid, epoch = p._producer_id, p._producer_epoch
+
+    def time_out(point, details):
+        if point == FAULT_AFTER_DECISION:
+            raise KafkaTimeout("the decision's answer was lost")
+
+    p._coordinator._fault = time_out
+    with pytest.raises(KafkaTimeout) as timed_out:
+        p.commit_transaction(0)
+    assert timed_out.value.error.retriable()
+    assert TransactionCoordinator(lake).describe("app").state is TxnState.PREPARE_COMMIT
+    assert all(markers(lake, partition) == [] for partition in range(3))
+    p._coordinator._fault = None
+    p.commit_transaction()
+    assert (p._producer_id, p._producer_epoch) == (pid, epoch + 1)
+    assert [state for _, state in state_records(lake)].count("PrepareCommit") == 1
+    for partition in range(3):
+        assert markers(lake, partition) == [("COMMIT", pid, epoch + 1)]
