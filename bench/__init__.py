@@ -20,6 +20,7 @@ BENCHMARKS = (
     "s3_emulator",
     "airflow_load",
     "short_lived_producers",
+    "producer_ids",
     "transaction_cost",
     "year_of_traffic",
     "internal_compaction",
