@@ -6,6 +6,12 @@ version `version + 1` with no retry: if another writer took that version first,
 `CommitConflict` is raised, the handle is brought up to date, and the caller
 decides again. delta-rs' own retries (which rebase an append onto a newer
 version) are always switched off.
+
+A commit is a put-if-absent of `_delta_log/<v+1>.json`. After every put the
+commit is proven to be the log's version v+1 and not a refill of a file log
+cleanup deleted (S9.5: no timing bound on how long a writer paused between its
+decision and its put); only then does lakelog write a checkpoint (delta-rs's
+post-commit hooks are off).
 """
 
 from __future__ import annotations
