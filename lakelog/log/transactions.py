@@ -206,6 +206,8 @@ class TransactionIndex:
         self._marker_offsets = self._marker_offsets[kept:]
 
     def _fold_files(self, table: Table, end_offset: int) -> None:
+        if end_offset <= self.position:
+            return  # a loaded snapshot may already be at the end
         files = table.files()
         start = self.position
         # Files tile the offsets in order, so their max offsets are sorted too.
