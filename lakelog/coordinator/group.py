@@ -478,7 +478,7 @@ def heartbeat(
     if error is not None:
         return Outcome(error=error)
     group_id, epoch = request.group_id, request.member_epoch
-    group = group if group is not None else Group(group_id, assignor=config.assignor)
+    group = base = group if group is not None else Group(group_id, assignor=config.assignor)
     member = group.members.get(request.member_id) if request.member_id else None
     records: list[GroupLogRecord] = []
 
@@ -491,6 +491,7 @@ def heartbeat(
         records.extend(_remove_member(group, request.member_id))
         after = _apply(group, records)
         records.extend(_new_target(after, topic_partitions, group.group_epoch + 1))
+        records.extend(_reconcile_others(group, records, None, now_ms))
         return Outcome(tuple(records), HeartbeatResponse(request.member_id, LEAVE_GROUP_EPOCH, frozenset()))
 
     if epoch == 0:
@@ -517,7 +518,9 @@ def heartbeat(
             return Outcome(error=_unknown_member(group_id, request.member_id))
         if request.instance_id is not None and member.metadata.instance_id != request.instance_id:
             return Outcome(error=_fenced_instance(group_id, request.instance_id))
-        if epoch not in (member.current.member_epoch, member.current.previous_member_epoch):
+        # The epoch the member knows: its own, the one before its last bump, or one it was moved past
+        # without being asked to revoke (see _reconcile_others).
+        if not member.current.previous_member_epoch <= epoch <= member.current.member_epoch:
             return Outcome(
                 error=FencedMemberEpoch(
                     f"member {request.member_id} of group {group_id!r} sent epoch {epoch}; its epoch is "
@@ -542,9 +545,38 @@ def heartbeat(
     current = _reconcile(group, member, now_ms)
     if current != member.current:
         records.append(current)
+    if records:
+        records.extend(_reconcile_others(base, records, member.metadata.member_id, now_ms))
     if epoch != 0:
         records = _with_lease(records, member.metadata, now_ms)
     return Outcome(tuple(records), HeartbeatResponse(member.metadata.member_id, current.member_epoch, current.assigned))
+
+
+def _reconcile_others(
+    group: Group, records: list[GroupLogRecord], requester: str | None, now_ms: int
+) -> list[GroupLogRecord]:
+    """After `records`, move every other member that has nothing to revoke to its target in the same
+    write: the epoch bump and any freed partitions of its target (S6.2, S6.3).
+
+    Without this every member's epoch bump was a commit of its own, made at its next heartbeat, so one
+    join cost a commit per member and every member replayed them all. A member learns of the move at its
+    next heartbeat, which only reads; until then it may still send the epoch it knows, and its commits
+    at that epoch stay valid, since nothing was revoked (KAFKA-19779). Revocations still start only at
+    the member's own heartbeat, which reports what it owns.
+    """
+    after = _apply(group, records)
+    moved: list[GroupLogRecord] = []
+    for member_id in sorted(after.members):
+        member = after.members[member_id]
+        if member_id == requester or member.current.pending_revocation:
+            continue
+        current = _reconcile(after, member, now_ms)
+        if current == member.current or current.pending_revocation:
+            continue
+        current = dataclasses.replace(current, previous_member_epoch=member.current.previous_member_epoch)
+        after.members[member_id] = Member(member.metadata, current)
+        moved.append(current)
+    return moved
 
 
 def _with_lease(records: list[GroupLogRecord], metadata: MemberRecord, now_ms: int) -> list[GroupLogRecord]:
@@ -873,6 +905,7 @@ def expire_members(group: Group, topic_partitions: Mapping[str, int], now_ms: in
         records.extend(_remove_member(group, member_id))
     after = _apply(group, records)
     records.extend(_new_target(after, topic_partitions, group.group_epoch + 1))
+    records.extend(_reconcile_others(group, records, None, now_ms))
     return Outcome(tuple(records), expired)
 
 

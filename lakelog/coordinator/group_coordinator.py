@@ -161,7 +161,12 @@ class GroupCoordinator:
     # -- internals -------------------------------------------------------------------------------
 
     def _run(self, group_id: str, handler: Any) -> Any:
-        outcome = self._log_of(group_id).run(handler)
+        log = self._log_of(group_id)
+        if handler(log.state).records:
+            # It will write: decide on the latest snapshot, or the append loses a race to the rows this
+            # process has not read yet and backs off (every member's writes made every other one wait).
+            log.catch_up()
+        outcome = log.run(handler)
         if not outcome.ok:
             raise outcome.error
         return outcome.response

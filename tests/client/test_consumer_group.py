@@ -280,6 +280,48 @@ def test_S6_5_a_member_that_never_revokes_is_removed_by_the_sweep_after_its_reba
         coordinator.commit_offsets(GROUP, a.member_id, stuck.member_epoch, {(four, 0): (1, "")})
 
 
+def test_S6_5_a_settled_group_writes_only_lease_renewals_and_a_stalled_member_is_fenced_at_its_lease_end(lake, four):
+    """Liveness is a lease (issue 11): two members, each with its own coordinator state as separate
+    processes have, heartbeat every 3 s for 90 s of a passed-in clock and commit only their renewals,
+    one per member when a third of the 45 s session is left. One stalls: the sweep leaves it alone up
+    to the last millisecond of its lease and removes it one after; its commits are then UnknownMemberId,
+    and the other member learns of its partitions by heartbeats that read (S6.2, S6.5, S7.2)."""
+    now = [1_000_000]
+    coordinators = [GroupCoordinator(lake, clock=lambda: now[0]) for _ in range(2)]
+    responses = []
+    for coordinator in coordinators:
+        responses.append(coordinator.heartbeat(Heartbeat(GROUP, "", 0, (four,), frozenset())))
+
+    def beat(index: int):
+        response = responses[index]
+        request = Heartbeat(GROUP, response.member_id, response.member_epoch, (four,), response.assignment)
+        responses[index] = coordinators[index].heartbeat(request)
+        return responses[index]
+
+    while sorted(len(r.assignment) for r in responses) != [2, 2] or len({r.member_epoch for r in responses}) != 1:
+        beat(0), beat(1)
+    offsets_log = coordinators[0].offsets_log(coordinators[0].offsets_partition(GROUP)[1])
+    offsets_log.refresh()
+    before, settled = offsets_log.version, list(responses)
+    for _ in range(90_000 // 3_000):
+        now[0] += 3_000
+        assert [beat(0), beat(1)] == settled
+    offsets_log.refresh()
+    assert offsets_log.version - before == 2 * 3, "each member renews its lease every 30 s, nothing else"
+
+    stalled, alive = responses
+    lease_end = coordinators[1].describe(GROUP).members[stalled.member_id].metadata.lease_expires_ms
+    while now[0] < lease_end:
+        now[0] = min(now[0] + 3_000, lease_end)
+        beat(1)
+    assert coordinators[1].sweep() == []
+    now[0] += 1
+    assert coordinators[1].sweep() == [(GROUP, stalled.member_id)]
+    with pytest.raises(UnknownMemberId):
+        coordinators[0].commit_offsets(GROUP, stalled.member_id, stalled.member_epoch, {(four, 0): (1, "")})
+    assert beat(1).assignment == {(four, p) for p in range(4)}
+
+
 def test_S6_5_a_static_member_replaced_by_a_new_instance_is_fenced(lake, four):
     first = group_consumer(lake, **{"group.instance.id": "worker-1"})
     first.subscribe([four])
@@ -436,11 +478,13 @@ def test_S6_5_a_heartbeat_at_an_epoch_the_coordinator_moved_past_loses_the_parti
     poll_until([c], lambda: len(owned(c)) == 4)
     old = c.consumer_group_metadata()
     coordinator = GroupCoordinator(lake)
-    # Behind the consumer's back, its member id is moved two epochs on (1 -> 2 -> 3).
-    stranger = coordinator.heartbeat(Heartbeat(GROUP, "", 0, (other,), frozenset()))
-    coordinator.heartbeat(Heartbeat(GROUP, old.member_id, 1, (four,), frozenset(owned(c))))
-    coordinator.heartbeat(Heartbeat(GROUP, stranger.member_id, -1, (other,), frozenset()))
-    assert coordinator.heartbeat(Heartbeat(GROUP, old.member_id, 2, (four,), frozenset(owned(c)))).member_epoch == 3
+    # Behind the consumer's back, its member id is moved two epochs on (1 -> 2 -> 3) by heartbeats of its
+    # own, so epoch 1 is neither its epoch nor the one before (a bump by another member's write, which
+    # revokes nothing, would leave epoch 1 good).
+    mine = frozenset(owned(c))
+    assert coordinator.heartbeat(Heartbeat(GROUP, old.member_id, 1, (four, other), mine)).member_epoch == 2
+    assert coordinator.heartbeat(Heartbeat(GROUP, old.member_id, 2, (four,), mine | {(other, 0)})).member_epoch == 2
+    assert coordinator.heartbeat(Heartbeat(GROUP, old.member_id, 2, (four,), mine)).member_epoch == 3
     poll_until([c], lambda: len(events) == 3)
     assert events[1:] == [("lost", [(four, p) for p in range(4)]), ("assign", [(four, p) for p in range(4)])]
     new = c.consumer_group_metadata()
