@@ -346,6 +346,23 @@ def test_S6_2_a_join_reaches_settled_members_through_heartbeats_that_only_read()
     assert writes == [(), (), ()], "settled again, heartbeats only read"
 
 
+def test_S6_2_S6_4_a_join_moves_members_with_nothing_to_revoke_in_its_own_write():
+    """A join's commit bumps every member it takes nothing from: they learn at their next heartbeat,
+    which writes nothing, may still send the epoch they knew (two joins behind here), and their commits
+    at it stay valid, since nothing was revoked (KAFKA-19779)."""
+    c = Coordinator()
+    responses = c.settle({r.member_id: r for r in (c.join(), c.join())})
+    for topics in (("other",), ("other",)):
+        joined = c.heartbeat(topics=topics)
+        bumped = [r for r in joined.records if isinstance(r, g.CurrentRecord) and r.member_id in responses]
+        assert {r.member_id for r in bumped} == set(responses)
+        assert {r.member_epoch for r in bumped} == {c.group.group_epoch}
+    for member_id, known in responses.items():
+        assert c.ok(c.commit(member_id, known.member_epoch, sorted(known.assignment)))
+        outcome = c.heartbeat(member_id, known.member_epoch, known.assignment)
+        assert outcome.records == () and c.ok(outcome) == dataclasses.replace(known, member_epoch=c.group.group_epoch)
+
+
 def test_S6_5_a_commit_renews_a_lease_that_is_due_in_the_same_write():
     c = Coordinator()
     a = c.join()
