@@ -24,4 +24,5 @@ BENCHMARKS = (
     "transaction_cost",
     "year_of_traffic",
     "internal_compaction",
+    "heartbeats",
 )
