@@ -10,6 +10,7 @@ import pytest
 from lakelog.errors import OutOfOrderSequence
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, BatchHeader, ControlType, PartitionLog, open_partition, payload_table
 from lakelog.log.compaction import compact_partition
+from lakelog.log.scan import LATEST, plan_scan
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -69,6 +70,13 @@ def test_S9_3_compaction_keeps_offsets_and_the_last_value_per_key_and_reads_acro
         expected = [row for row in after if row[0] >= offset]
         assert rows(cold, offset) == expected
         assert rows(cold, offset, READ_COMMITTED, max_records=1) == expected
+    # The Spark source's plan (lakelog.log.scan) splits and reads the compacted range from every start too.
+    for offset in range(start, end + 1):
+        [scan] = plan_scan(root, name, READ_COMMITTED, {0: offset}, LATEST)
+        for piece in scan.split(1):
+            assert piece.start_offset < piece.end_offset or piece.start_offset == end
+        read = [row["offset"] for chunk in scan.read(max_bytes=1) for row in chunk.to_pylist()]
+        assert read == [row[0] for row in after if row[0] >= offset]
     # S8.2: a second pass finds nothing to do and commits nothing; new records below the LSO make it due again.
     version = cold.version
     assert compact_partition(cold, T0) is None and cold.version == version
