@@ -71,6 +71,7 @@ class MemberDescription:
     target_assignment: list[TopicPartition]
     pending_revocation: list[TopicPartition]
     subscribed_topics: list[str]
+    # The last renewal of the member's liveness lease (S6.5): heartbeats between renewals write nothing.
     last_heartbeat_ms: int
 
 
