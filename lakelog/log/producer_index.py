@@ -3,7 +3,8 @@
 An entry is a function of the snapshot's rows (lakelog.log.producer_state.fold).
 `ProducerIndex` is an in-process cache of those entries, never state: it folds
 the rows appended since its position (the files that hold them, found by
-bisect, as lakelog.log.transactions does), so catching up after one commit reads
+bisect, as lakelog.log.transactions does; a key-compacted file holds fewer
+rows than its offset range, and keeps every producer's last batch), so catching up after one commit reads
 one small file whatever the number of producers. It holds only the entries
 that have not expired by the clock of the last decision, plus those with an
 open transaction: its size follows the live producers, not all that ever wrote.
@@ -100,7 +101,7 @@ class ProducerIndex:
         offsets = rows.column("offset")
         if offsets[0].as_py() != self.position:
             return
-        self._fold(rows.select(STATE_COLUMNS))
+        self._fold(rows.select(STATE_COLUMNS), offsets[-1].as_py() + 1)
 
     def catch_up(self, table: Table, end_offset: int) -> None:
         """Fold the rows [position, end_offset) of the table's snapshot in hand; CorruptRecord if a file is missing."""
@@ -115,32 +116,38 @@ class ProducerIndex:
         if end_offset == self.position:
             return
         files = table.files()
-        start = self.position
+        # Rows that retention removed since the position are gone, and so are the entries they left (S9.4).
+        start = max(self.position, files[0].min_offset if files else end_offset)
+        if start >= end_offset:
+            self.position = end_offset
+            return
         first = bisect.bisect_left(files, start, key=lambda entry: entry.max_offset)
         chunks = []
+        # The files' offset ranges must tile [start, end_offset); a key-compacted file holds fewer rows than its range.
+        covered = start
         for entry in files[first:]:
-            if entry.min_offset >= end_offset:
+            if entry.min_offset >= end_offset or entry.min_offset > covered:
                 break
+            covered = entry.max_offset + 1
             predicate = None if entry.min_offset >= start else pc.field("offset") >= start
             chunks.append(table.read_file(entry, STATE_COLUMNS, predicate))
-        rows = pa.concat_tables(chunks) if chunks else None
-        if rows is not None and rows.num_rows and rows.column("offset")[-1].as_py() >= end_offset:
-            rows = rows.filter(pc.field("offset") < end_offset)
-        if rows is None or rows.num_rows != end_offset - start or rows.column("offset")[0].as_py() != start:
+        if covered < end_offset:
             raise CorruptRecord(
-                f"{table.uri}: offsets {start}-{end_offset - 1} should be {end_offset - start} rows, "
-                f"the data files hold {0 if rows is None else rows.num_rows}",
+                f"{table.uri}: offsets {start}-{end_offset - 1} are not all held by data files (they stop at {covered - 1})",
                 path=table.uri,
             )
-        self._fold(rows)
+        rows = pa.concat_tables(chunks)
+        if rows.num_rows and rows.column("offset")[-1].as_py() >= end_offset:
+            rows = rows.filter(pc.field("offset") < end_offset)
+        self._fold(rows, end_offset)
 
-    def _fold(self, rows: pa.Table) -> None:
+    def _fold(self, rows: pa.Table, end_offset: int) -> None:
         changed = fold(rows)
         self._entries.update(changed)
         for entry in changed.values():
             if not entry.transaction_open and (self._oldest is None or entry.last_timestamp_ms < self._oldest):
                 self._oldest = entry.last_timestamp_ms
-        self.position = rows.column("offset")[-1].as_py() + 1
+        self.position = end_offset
 
     def _drop_expired(self, now_ms: int, expiration_ms: int) -> None:
         """Drop the entries expired at `now_ms` with no open transaction: the cache holds the live producers."""

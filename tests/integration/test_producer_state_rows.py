@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from helpers import table_fingerprint
@@ -217,3 +218,22 @@ def test_S9_4_producer_whose_rows_are_gone_is_unknown(root, topic):
         assert handle.producer_entry(1) is None and handle.producer_entry(2).last_offset == 1
         refused(handle, UnknownProducerId, BatchHeader(1, 0, 1))
     assert log.append(one(), BatchHeader(2, 0, 1)).base_offset == 3
+
+
+def test_S9_4_entries_survive_key_compaction_that_keeps_each_producers_last_batch(root, topic):
+    """S9.4, S9.3: a compacted file holds fewer rows than its offset range; a handle behind it catches up across it."""
+    name = topic()
+    log = open_partition(root, name, 0)
+    behind = open_partition(root, name, 0)
+    assert behind.producer_entry(1) is None  # its cache is at offset 0
+    log.append(one(), BatchHeader(1, 0, 0))
+    log.append(one(), BatchHeader(1, 0, 1))
+    log.append(one(), BatchHeader(2, 0, 0))
+    log.refresh()
+    kept = log.fetch(0, max_records=10).rows.filter(pc.field("offset") > 0)  # producer 1's first batch goes
+    log.table.rewrite(removed=log.table.files(), added=[(kept, (0, 2))], data_change=False)
+    for handle in (behind, open_partition(root, name, 0)):
+        handle.refresh()
+        assert handle.producer_entry(1).last_offset == 1 and handle.producer_entry(2).last_offset == 2
+    assert behind.append(one(), BatchHeader(1, 0, 2)).base_offset == 3
+    refused(open_partition(root, name, 0), OutOfOrderSequence, BatchHeader(2, 0, 5))
