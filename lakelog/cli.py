@@ -50,6 +50,8 @@ from lakelog.store import Location, check_root
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
+# The coordinator sweep's steps, each of which `--skip` may leave out.
+SWEEP_STEPS = ("transactions", "groups", "log-cleaner", "internal-compaction")
 # Errors that say the command asked for something wrong (exit 2); every other error is a failure (exit 1).
 BAD_INPUT_ERRORS = (
     InvalidRequest,
@@ -256,6 +258,10 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep = coordinator.add_parser(
         "sweep", parents=[common],
         help="abort timed-out transactions, roll decided ones forward, expire idle ids, remove dead group members",
+    )
+    sweep.add_argument(
+        "--skip", action="append", default=[], choices=SWEEP_STEPS, metavar="STEP",
+        help=f"leave out a step (repeatable): {', '.join(SWEEP_STEPS)}",
     )
     sweep.set_defaults(handler=_coordinator_sweep)
 
@@ -637,13 +643,21 @@ def _jsonable(value: Any) -> Any:
 
 def _coordinator_sweep(args: argparse.Namespace) -> int:
     root = args.root
-    report = dataclasses.asdict(TransactionCoordinator(root).sweep())
-    # S6.5: members past their session or rebalance timeout leave their groups.
-    report["members_expired"] = [{"group": group, "member_id": member} for group, member in GroupCoordinator(root).sweep()]
-    # S9.1, S9.3: retention and compaction of every topic, on the wall clock.
-    report["log_cleaner"] = [dataclasses.asdict(done) for done in retention.clean_topics(root, wall_clock_ms())]
-    # S9.3: __consumer_offsets and __transaction_state compacted by their record keys.
-    report["internal_compaction"] = [dataclasses.asdict(done) for done in compact_internal_logs(root)]
+    skip = set(args.skip)
+    report: dict[str, Any] = {}
+    if "transactions" not in skip:
+        report.update(dataclasses.asdict(TransactionCoordinator(root).sweep()))
+    if "groups" not in skip:
+        # S6.5: members past their session or rebalance timeout leave their groups.
+        report["members_expired"] = [
+            {"group": group, "member_id": member} for group, member in GroupCoordinator(root).sweep()
+        ]
+    if "log-cleaner" not in skip:
+        # S9.1, S9.3: retention and compaction of every topic, on the wall clock.
+        report["log_cleaner"] = [dataclasses.asdict(done) for done in retention.clean_topics(root, wall_clock_ms())]
+    if "internal-compaction" not in skip:
+        # S9.3: __consumer_offsets and __transaction_state compacted by their record keys.
+        report["internal_compaction"] = [dataclasses.asdict(done) for done in compact_internal_logs(root)]
     print(json.dumps(report))
     return 0
 

@@ -34,3 +34,20 @@ def test_S9_3_S8_2_coordinator_sweep_compacts_compact_topics_and_the_internal_lo
     # Idempotent: the next sweep has nothing to compact.
     again = json.loads(ok(lakelog("coordinator", "sweep", "--root", lake)))
     assert again["internal_compaction"] == [] and all(item["compaction"] is None for item in again["log_cleaner"])
+
+
+def test_S8_2_coordinator_sweep_skips_the_steps_it_is_told_to(lakelog, lake):
+    create_topic(lake, "prices", 1, {"cleanup.policy": "compact"})
+    producer = Producer({"lakelog.root": lake, "linger.ms": 600_000})
+    for n in range(4):
+        producer.produce("prices", f"p{n}", key="sku", partition=0)
+        producer.flush()
+    before = open_partition(lake, "prices", 0).version
+
+    report = json.loads(ok(lakelog("coordinator", "sweep", "--root", lake, "--skip", "log-cleaner",
+                                   "--skip", "internal-compaction", "--skip", "groups")))
+    assert "aborted_timed_out" in report
+    assert not {"log_cleaner", "internal_compaction", "members_expired"} & set(report)
+    assert open_partition(lake, "prices", 0).version == before  # nothing compacted
+    bad = lakelog("coordinator", "sweep", "--root", lake, "--skip", "everything")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
