@@ -6,8 +6,15 @@ one commit grows with three things, and each has its remedy here:
 1. The age of the `DeltaTable` handle: a handle replays every commit it has seen
    since it was opened. `maintain` reopens it right after each checkpoint, so it
    loads from that checkpoint alone.
-2. The number of files in `_delta_log/`: every commit lists the folder (on a
-   local root, one stat per entry), about 12 ms more per 1,000 log files. Delta's
+2. The number of files in `_delta_log/`: a commit lists the folder three times
+   in delta-rs 1.6 (`create_write_transaction` asks for the latest version
+   before its put and updates its own snapshot after it, a copy Python never
+   gets; then `Table.refresh` moves the handle, and every way to move it lists).
+   On S3 a listing starts after the handle's version; on a local root it reads
+   every entry of the folder (a directory has no start-after; object_store
+   drops the older names after reading and converting each, without a stat),
+   about 3 us per entry per listing, 10-12 ms more per commit per 1,000 log
+   files. Nothing above delta-rs removes these listings. Delta's
    own cleanup deletes only log files older than `delta.logRetentionDuration`
    (30 days), which is unbounded at high commit rates. `cleanup_log` deletes the
    commits behind the kept checkpoints (count-based) once they are also older
