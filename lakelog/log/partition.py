@@ -209,7 +209,7 @@ class PartitionLog:
             new_leo = decision.base_offset + payload.num_rows
             # The producer's entry is its rows (S9.4): only the LEO and the caller's ids go to the txn actions.
             versions = {LOG_END_OFFSET_APP_ID: new_leo, **(app_versions or {})}
-            version = self._commit(rows, new_leo, versions, backoff)
+            version = self._commit(rows, new_leo, versions, backoff, now_ms)
             if version is None:
                 reloaded = True
                 continue
@@ -256,7 +256,7 @@ class PartitionLog:
             now_ms = self._clock()
             leo = self.log_end_offset()
             rows = stamp(payload, leo, header, now_ms * 1000, control)
-            version = self._commit(rows, leo + 1, {LOG_END_OFFSET_APP_ID: leo + 1}, backoff)
+            version = self._commit(rows, leo + 1, {LOG_END_OFFSET_APP_ID: leo + 1}, backoff, now_ms)
             if version is None:
                 continue
             return AppendResult(leo, leo, version)
@@ -267,16 +267,20 @@ class PartitionLog:
         new_leo: int,
         versions: Mapping[str, int],
         backoff: Backoff,
+        now_ms: int,
     ) -> int | None:
         """Commit `rows` as exactly the next version, then maintain the table; returns the version.
 
         None if another writer took that version: after the backoff's wait the
         snapshot is reloaded, and the caller decides again on it. KafkaTimeout once
         the backoff's deadline has passed. The rows are folded into the producer
-        index, so the next decision reads no file for them.
+        index, so the next decision reads no file for them. `now_ms`, the log's clock
+        at the decision, is the file's append time (its add action's modificationTime).
         """
         try:
-            version = self.table.append(rows, app_versions=versions, compression=self.config.compression_type)
+            version = self.table.append(
+                rows, app_versions=versions, compression=self.config.compression_type, modification_time_ms=now_ms
+            )
         except CommitConflict as conflict:
             taken = getattr(conflict, "decided_on", self.version) + 1
             if not backoff.wait():
@@ -289,7 +293,7 @@ class PartitionLog:
             self.refresh()
             return None
         self._leo = (version, new_leo)
-        self._producer_index.apply(rows)
+        self._producer_index.apply(rows, now_ms)
         self.last_maintenance = maintain(self.table, self.maintenance)
         return version
 

@@ -94,14 +94,14 @@ class ProducerIndex:
             return None
         return found
 
-    def apply(self, rows: pa.Table) -> None:
-        """Fold the rows of a commit this process made; ignored unless they start exactly at the position."""
+    def apply(self, rows: pa.Table, append_time_ms: int) -> None:
+        """Fold the rows of a commit this process made at `append_time_ms`; ignored unless they start at the position."""
         if self.position is None or rows.num_rows == 0:
             return
         offsets = rows.column("offset")
         if offsets[0].as_py() != self.position:
             return
-        self._fold(rows.select(STATE_COLUMNS), offsets[-1].as_py() + 1)
+        self._fold([(rows.select(STATE_COLUMNS), append_time_ms)], offsets[-1].as_py() + 1)
 
     def catch_up(self, table: Table, end_offset: int) -> None:
         """Fold the rows [position, end_offset) of the table's snapshot in hand; CorruptRecord if a file is missing."""
@@ -130,19 +130,22 @@ class ProducerIndex:
                 break
             covered = entry.max_offset + 1
             predicate = None if entry.min_offset >= start else pc.field("offset") >= start
-            chunks.append(table.read_file(entry, STATE_COLUMNS, predicate))
+            chunks.append((table.read_file(entry, STATE_COLUMNS, predicate), entry.modification_time_ms))
         if covered < end_offset:
             raise CorruptRecord(
                 f"{table.uri}: offsets {start}-{end_offset - 1} are not all held by data files (they stop at {covered - 1})",
                 path=table.uri,
             )
-        rows = pa.concat_tables(chunks)
+        rows, append_time_ms = chunks[-1]
         if rows.num_rows and rows.column("offset")[-1].as_py() >= end_offset:
-            rows = rows.filter(pc.field("offset") < end_offset)
-        self._fold(rows, end_offset)
+            chunks[-1] = (rows.filter(pc.field("offset") < end_offset), append_time_ms)
+        self._fold(chunks, end_offset)
 
-    def _fold(self, rows: pa.Table, end_offset: int) -> None:
-        changed = fold(rows)
+    def _fold(self, chunks: list[tuple[pa.Table, int]], end_offset: int) -> None:
+        """Fold each file's rows in offset order, with the file's append time (producer_state.fold)."""
+        changed: dict[int, ProducerEntry] = {}
+        for rows, append_time_ms in chunks:
+            changed.update(fold(rows, append_time_ms))
         self._entries.update(changed)
         for entry in changed.values():
             if not entry.transaction_open and (self._oldest is None or entry.last_timestamp_ms < self._oldest):
@@ -186,11 +189,11 @@ class ProducerIndex:
             )
             rows = table.read_file(entry, STATE_COLUMNS, predicate)
             if rows.num_rows:
-                found = rows.sort_by("offset")
+                found, append_time_ms = rows.sort_by("offset"), entry.modification_time_ms
                 break
         else:
             return None
-        entry = fold(found)[producer_id]
+        entry = fold(found, append_time_ms)[producer_id]
         self._entries[producer_id] = entry
         if not entry.transaction_open and (self._oldest is None or entry.last_timestamp_ms < self._oldest):
             self._oldest = entry.last_timestamp_ms

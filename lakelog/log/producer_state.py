@@ -12,9 +12,12 @@ of producers (S9.4); any process recovers the same entries from the rows, after
 checkpoints too (S3.5). `fold` computes them; lakelog.log.producer_index keeps
 them up to date for one table.
 
-Kafka takes a batch's max timestamp as the producer's last timestamp; rows
-carry no batch boundaries, so here it is the timestamp of P's last row
-(CreateTime as the producer sent it, else the log's clock at the append).
+Kafka takes a batch's max timestamp as the producer's last timestamp, so a
+producer that sends old CreateTimes (a backfill of event times) expires at once
+and its next batch is UNKNOWN_PRODUCER_ID (KAFKA-6817). Here the last timestamp
+is the later of P's last row's timestamp and the append time of the file that
+holds it (its add action's modificationTime, the log's clock at the append): a
+producer is idle from when it last wrote, whatever its records' times.
 """
 
 from __future__ import annotations
@@ -49,11 +52,13 @@ class ProducerEntry:
         return not self.transaction_open and now_ms - self.last_timestamp_ms > expiration_ms
 
 
-def fold(rows: pa.Table) -> dict[int, ProducerEntry]:
+def fold(rows: pa.Table, append_time_ms: int = 0) -> dict[int, ProducerEntry]:
     """The entries that `rows` (STATE_COLUMNS, in offset order) leave to the producers that have rows in them.
 
     Rows that follow others only replace the entries of their own producers, so
     folding the rows in any number of steps gives the entries of one fold.
+    `append_time_ms` is when the rows were appended (their file's append time):
+    no entry's last timestamp is earlier.
     """
     if rows.num_rows == 0:
         return {}
@@ -64,7 +69,7 @@ def fold(rows: pa.Table) -> dict[int, ProducerEntry]:
     last = _last_per_producer(producer_ids, picked)
     index = np.fromiter(last.values(), dtype=np.int64, count=len(last))
     taken = rows.take(pa.array(index))
-    timestamps = taken.column("timestamp").cast(pa.int64()).fill_null(0).to_numpy() // 1000
+    timestamps = np.maximum(taken.column("timestamp").cast(pa.int64()).fill_null(0).to_numpy() // 1000, append_time_ms)
     offsets = taken.column("offset").to_numpy()
     epochs = taken.column("producer_epoch").to_numpy()
     sequences = taken.column("sequence").to_numpy()

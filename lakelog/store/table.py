@@ -59,6 +59,8 @@ class FileEntry:
     size_bytes: int
     min_producer_id: int
     max_producer_id: int
+    # The add action's modificationTime: when the file was committed, by the clock its writer passed in.
+    modification_time_ms: int = 0
 
 
 class Table:
@@ -192,6 +194,7 @@ class Table:
                             size_bytes=columns["size_bytes"][i],
                             min_producer_id=columns["min.producer_id"][i],
                             max_producer_id=columns["max.producer_id"][i],
+                            modification_time_ms=columns["modification_time"][i] or 0,
                         )
                     )
             entries.sort(key=lambda entry: entry.min_offset)
@@ -287,11 +290,14 @@ class Table:
         app_versions: Mapping[str, int] | None = None,
         metadata: Mapping[str, str] | None = None,
         compression: str = "snappy",
+        modification_time_ms: int | None = None,
     ) -> int:
         """Commit `data` as one new file in version `self.version + 1`, or raise `CommitConflict`.
 
         The file is written under a fresh name first; if the commit loses its race
         the file is deleted again, so a refused append leaves the folder as it was.
+        `modification_time_ms` is the add action's time (default: the wall clock);
+        the log passes its own clock, the append time of the batch.
         """
         decided_on = self.version
         name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
@@ -301,7 +307,7 @@ class Table:
             path=name,
             size=size,
             partition_values={},
-            modification_time=time.time_ns() // 1_000_000,
+            modification_time=time.time_ns() // 1_000_000 if modification_time_ms is None else modification_time_ms,
             data_change=True,
             stats=_statistics(data),
         )

@@ -89,6 +89,26 @@ def test_S9_4_expiry_edge_decided_alike_by_every_process(root, topic, decider):
     assert handle.append(one(), BatchHeader(1, 0, 0)).base_offset == 4
 
 
+@pytest.mark.parametrize("decider", ["same handle", "cold handle"])
+def test_S9_4_old_create_times_do_not_expire_a_producer_that_is_writing(root, topic, decider):
+    """S9.4: idle is since the producer's last append, not its records' CreateTime (a backfill of event times).
+
+    Kafka expires such a producer at once (KAFKA-6817); here its entry's time is the later
+    of the row's timestamp and the file's append time (the log's clock), so it lives on.
+    """
+    name = topic({"producer.id.expiration.ms": EXPIRATION})
+    clock = FakeClock()
+    log = open_partition(root, name, 0, clock=clock)
+    a_year_ago = T0 - 365 * 86_400_000
+    for sequence in range(3):
+        log.append(payload_table([b"e"], timestamps_ms=[a_year_ago + sequence]), BatchHeader(1, 0, sequence))
+        clock.now_ms += EXPIRATION // 2
+    handle = log if decider == "same handle" else open_partition(root, name, 0, clock=clock)
+    assert handle.append(payload_table([b"e"], timestamps_ms=[a_year_ago]), BatchHeader(1, 0, 3)).base_offset == 3
+    clock.now_ms += EXPIRATION + 1  # now idle past the expiration since its last append
+    refused(handle, UnknownProducerId, BatchHeader(1, 0, 4))
+
+
 def test_S9_4_a_clock_behind_the_rows_still_sees_the_entry(root, topic):
     """S9.4: the verdict is a function of (rows, now): a handle that dropped an entry at a later clock reads it back."""
     name = topic({"producer.id.expiration.ms": EXPIRATION})
@@ -129,7 +149,7 @@ def _commit_producers(log: PartitionLog, producer_ids: range, now_ms: int) -> No
     rows = pa.concat_tables(
         stamp(conform_payload(one()), leo + i, BatchHeader(pid, 0, 0), now_ms * 1000) for i, pid in enumerate(producer_ids)
     )
-    log.table.append(rows, app_versions={LOG_END_OFFSET_APP_ID: leo + len(producer_ids)})
+    log.table.append(rows, app_versions={LOG_END_OFFSET_APP_ID: leo + len(producer_ids)}, modification_time_ms=now_ms)
 
 
 def test_S9_4_cache_holds_only_live_producers(root, topic):
