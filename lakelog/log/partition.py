@@ -293,6 +293,9 @@ class PartitionLog:
             self.refresh()
             return None
         self._leo = (version, new_leo)
+        if self._recorded_start is not None and self._recorded_start[0] == version - 1 and LOG_START_OFFSET_APP_ID not in versions:
+            # This commit did not move the recorded log start: carry it, sparing a txn lookup per append.
+            self._recorded_start = (version, self._recorded_start[1])
         self._producer_index.apply(rows, now_ms)
         self.last_maintenance = maintain(self.table, self.maintenance)
         return version
