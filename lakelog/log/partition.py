@@ -398,14 +398,8 @@ class PartitionLog:
             )
         if start_offset > self.log_end_offset() or start_offset < self.log_start_offset():
             self.refresh()
-        leo, log_start = self.log_end_offset(), self.log_start_offset()
-        if not log_start <= start_offset <= leo:
-            raise OffsetOutOfRange(
-                f"{self.topic}-{self.partition}: offset {start_offset} is outside [{log_start}, {leo}]",
-                log_start_offset=log_start,
-                log_end_offset=leo,
-            )
         read_committed = isolation_level == READ_COMMITTED
+        self._check_in_range(start_offset)
         for attempt in range(2):
             try:
                 if read_committed:
@@ -414,10 +408,24 @@ class PartitionLog:
                     return self._fetch_files(start_offset, end, max_records, max_bytes, _AbortedRows(aborted))
                 return self._fetch_files(start_offset, self.high_watermark(), max_records, max_bytes, None)
             except CorruptRecord:
-                # Compaction may have removed a file after our snapshot: reload once.
-                if attempt or not self.refresh():
+                # Compaction or retention (S9.1) may have removed a file after our snapshot (the transaction
+                # index may have reloaded already): reload once; a start the log start has passed since is
+                # then out of range, not corrupt.
+                if attempt:
                     raise
+                self.refresh()
+                self._check_in_range(start_offset)
         raise AssertionError("unreachable")
+
+    def _check_in_range(self, start_offset: int) -> None:
+        """OffsetOutOfRange unless start_offset is in [log start offset, LEO] of the snapshot in hand (S9.1)."""
+        leo, log_start = self.log_end_offset(), self.log_start_offset()
+        if not log_start <= start_offset <= leo:
+            raise OffsetOutOfRange(
+                f"{self.topic}-{self.partition}: offset {start_offset} is outside [{log_start}, {leo}]",
+                log_start_offset=log_start,
+                log_end_offset=leo,
+            )
 
     def fetch_planned(
         self, start_offset: int, end_offset: int, max_bytes: int, aborted: Sequence[AbortedTransaction] | None

@@ -182,7 +182,9 @@ def test_longest_legal_topic_name_accepted(root):
 @pytest.mark.parametrize(
     "overrides, key",
     [
-        ({"retention.ms": 1000}, "retention.ms"),
+        ({"retention.ms": -2}, "retention.ms"),
+        ({"cleanup.policy": "shred"}, "cleanup.policy"),
+        ({"no.such.key": 1}, "no.such.key"),
         ({"check.expected.offsets": "maybe"}, "check.expected.offsets"),
         ({"checkpoint.interval.commits": 0}, "checkpoint.interval.commits"),
         ({"compression.type": "brotli"}, "compression.type"),

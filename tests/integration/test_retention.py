@@ -289,3 +289,19 @@ def test_s9_2_a_cold_index_uses_a_snapshot_only_at_or_above_the_floor(
     assert cold.snapshot_position == (9 if loads_snapshot else 0)
     assert [(t.producer_id, t.first_offset, t.marker_offset) for t in cold.aborted_transactions(0, 15)] == aborted
     assert cold.position == 15 and cold.last_stable_offset() == 15
+
+
+@pytest.mark.parametrize("isolation_level", ["read_uncommitted", READ_COMMITTED])
+def test_s9_1_a_fetch_on_a_handle_behind_a_trim_whose_files_are_gone_is_out_of_range(topic, open_log, isolation_level):
+    """S9.1: a start the log start passed while this handle was behind, its files since vacuumed: OffsetOutOfRange."""
+    name = topic({"retention.ms": -1})
+    behind = open_log(name)
+    for _ in range(3):
+        data(behind)  # files 0-2, 3-5, 6-8
+    trimmer = open_log(name)
+    assert delete_records(trimmer, 6) == 6
+    assert vacuum_all(trimmer) == 2
+    with pytest.raises(OffsetOutOfRange) as raised:
+        behind.fetch(0, isolation_level=isolation_level)  # in range on its snapshot; its file is gone
+    assert raised.value.log_start_offset == 6
+    assert values(behind.fetch(6, isolation_level=isolation_level).rows) == [b"v0", b"v1", b"v2"]
