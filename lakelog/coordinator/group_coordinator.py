@@ -10,6 +10,7 @@ replay turns a producer's pending offsets into committed ones or drops them.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -32,6 +33,8 @@ from lakelog.log import PartitionLog, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+
+log = logging.getLogger(__name__)
 
 CONSUMER_OFFSETS_LOG = "__consumer_offsets"
 
@@ -146,27 +149,30 @@ class GroupCoordinator:
         """Remove members past their session or rebalance timeout (S6.5, S8.2); returns (group, member) removed."""
         removed = []
         for partition in existing_internal_partitions(self.root, CONSUMER_OFFSETS_LOG):
-            log = self._log(partition)
-            for group_id, group in list(log.catch_up().groups.items()):
+            offsets_log = self._log(partition)
+            for group_id, group in list(offsets_log.catch_up().groups.items()):
                 if not handlers.expire_members(group, {}, self._clock()).records:
                     continue
                 subscribed = {t for m in group.members.values() for t in m.metadata.subscribed_topics}
                 counts = self._partition_counts(subscribed)
-                outcome = log.run(
+                outcome = offsets_log.run(
                     lambda state: handlers.expire_members(state.group(group_id) or Group(group_id), counts, self._clock())
                 )
-                removed.extend((group_id, member_id) for member_id in outcome.response or [])
+                for member_id in outcome.response or []:
+                    # S6.5: its lease ran out; its next heartbeat or commit is fenced (UnknownMemberId).
+                    log.info("group %s: member %s removed, its liveness lease ran out", group_id, member_id)
+                    removed.append((group_id, member_id))
         return removed
 
     # -- internals -------------------------------------------------------------------------------
 
     def _run(self, group_id: str, handler: Any) -> Any:
-        log = self._log_of(group_id)
-        if handler(log.state).records:
+        group_log = self._log_of(group_id)
+        if handler(group_log.state).records:
             # It will write: decide on the latest snapshot, or the append loses a race to the rows this
             # process has not read yet and backs off (every member's writes made every other one wait).
-            log.catch_up()
-        outcome = log.run(handler)
+            group_log.catch_up()
+        outcome = group_log.run(handler)
         if not outcome.ok:
             raise outcome.error
         return outcome.response
@@ -198,9 +204,11 @@ class GroupCoordinator:
 
     def _log(self, partition: int) -> CoordinatorLog[GroupState]:
         if partition not in self._logs:
-            log = open_internal_partition(self.root, CONSUMER_OFFSETS_LOG, partition, self._requested_partitions, self._clock)
+            partition_log = open_internal_partition(
+                self.root, CONSUMER_OFFSETS_LOG, partition, self._requested_partitions, self._clock
+            )
             self._logs[partition] = CoordinatorLog(
-                log,
+                partition_log,
                 GroupState(),
                 lambda row: handlers.from_row(row),
                 handlers.replay,
