@@ -26,14 +26,13 @@ An entry whose last row is below the log start offset is gone with its rows
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import CorruptRecord
+from lakelog.log.file_ranges import read_offset_range
 from lakelog.log.producer_state import STATE_COLUMNS, ProducerEntry, fold
 from lakelog.store import Table
 
@@ -121,24 +120,11 @@ class ProducerIndex:
         if start >= end_offset:
             self.position = end_offset
             return
-        first = bisect.bisect_left(files, start, key=lambda entry: entry.max_offset)
-        chunks = []
         # The files' offset ranges must tile [start, end_offset); a key-compacted file holds fewer rows than its range.
-        covered = start
-        for entry in files[first:]:
-            if entry.min_offset >= end_offset or entry.min_offset > covered:
-                break
-            covered = entry.max_offset + 1
-            predicate = None if entry.min_offset >= start else pc.field("offset") >= start
-            chunks.append((table.read_file(entry, STATE_COLUMNS, predicate), entry.modification_time_ms))
-        if covered < end_offset:
-            raise CorruptRecord(
-                f"{table.uri}: offsets {start}-{end_offset - 1} are not all held by data files (they stop at {covered - 1})",
-                path=table.uri,
-            )
-        rows, append_time_ms = chunks[-1]
-        if rows.num_rows and rows.column("offset")[-1].as_py() >= end_offset:
-            chunks[-1] = (rows.filter(pc.field("offset") < end_offset), append_time_ms)
+        chunks = [
+            (rows, entry.modification_time_ms)
+            for entry, rows in read_offset_range(table, files, start, end_offset, STATE_COLUMNS)
+        ]
         self._fold(chunks, end_offset)
 
     def _fold(self, chunks: list[tuple[pa.Table, int]], end_offset: int) -> None:

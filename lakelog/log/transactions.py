@@ -44,9 +44,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakelog.errors import CorruptRecord
+from lakelog.log.file_ranges import read_offset_range
 from lakelog.log.records import ControlType
 from lakelog.store import Table
 from lakelog.store.sidecar import read_snapshots, write_snapshot
@@ -210,29 +210,9 @@ class TransactionIndex:
             return  # a loaded snapshot may already be at the end
         files = table.files()
         start = self.position
-        # Files tile the offsets in order, so their max offsets are sorted too.
-        first = bisect.bisect_left(files, start, key=lambda entry: entry.max_offset)
-        chunks = []
         # The files' offset ranges must tile [start, end_offset); a compacted file holds fewer rows than its range.
-        covered = start
-        for entry in files[first:]:
-            if entry.min_offset >= end_offset or entry.min_offset > covered:
-                break
-            covered = entry.max_offset + 1
-            if entry.min_offset >= start:
-                chunks.append(table.read_file(entry, HEADER_COLUMNS))
-            else:
-                chunks.append(table.read_file(entry, HEADER_COLUMNS, pc.field("offset") >= start))
-        if not chunks:
-            raise CorruptRecord(f"{table.uri}: no data file holds offsets {start}-{end_offset - 1}", path=table.uri)
-        headers = pa.concat_tables(chunks)
-        if headers.num_rows and headers.column("offset")[-1].as_py() >= end_offset:
-            headers = headers.filter(pc.field("offset") < end_offset)
-        if covered < end_offset:
-            raise CorruptRecord(
-                f"{table.uri}: offsets {start}-{end_offset - 1} are not all held by data files (they stop at {covered - 1})",
-                path=table.uri,
-            )
+        chunks = read_offset_range(table, files, start, end_offset, HEADER_COLUMNS, none_held_message=True)
+        headers = pa.concat_tables([rows for _, rows in chunks])
         self.apply(headers, end_offset)
 
     # -- snapshots (a cache: see the module docstring) ------------------------------------
