@@ -306,22 +306,27 @@ class TransactionCoordinator:
         forward, expire idle transactional ids. Idempotent; safe beside clients and other sweeps."""
         report = SweepReport()
         for partition in existing_internal_partitions(self.root, TRANSACTION_STATE_LOG):
-            log = self._log(partition)
+            state_log = self._log(partition)
             report.partitions_scanned += 1
-            state = log.catch_up()
+            state = state_log.catch_up()
             for transactional_id, metadata in list(state.items()):
                 report.ids_seen += 1
                 # Most ids need nothing: look on the state in hand, commit (on the latest) only if something is due.
                 if txn.sweep(metadata, self._clock(), self.config).response is SweepAction.NONE:
                     continue
-                outcome = log.run(lambda state: txn.sweep(state.get(transactional_id), self._clock(), self.config))
+                outcome = state_log.run(lambda state: txn.sweep(state.get(transactional_id), self._clock(), self.config))
                 action = outcome.response
                 if action is SweepAction.ABORT_TIMED_OUT:
                     report.aborted_timed_out.append(transactional_id)
+                    log.info("sweep: transactional.id %r past transaction.timeout.ms: aborting, its producer fenced (S4.7)",
+                             transactional_id)
                 elif action is SweepAction.EXPIRE:
                     report.expired.append(transactional_id)
+                    log.info("sweep: transactional.id %r idle past transactional.id.expiration.ms: expired", transactional_id)
                 elif action is SweepAction.ROLL_FORWARD:
                     report.rolled_forward.append(transactional_id)
+                    log.info("sweep: transactional.id %r was decided: finishing its markers and completion (S4.5)",
+                             transactional_id)
                 if action in (SweepAction.ABORT_TIMED_OUT, SweepAction.ROLL_FORWARD):
                     self.finish(transactional_id)
         return report
