@@ -51,11 +51,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog import catalog
-from lakelog.errors import CommitConflict, KafkaTimeout
+from lakelog.errors import CommitConflict
 from lakelog.log import READ_COMMITTED, topic_config
 from lakelog.log.scan import LATEST, PartitionScan, plan_scan
 from lakelog.store import Location, Table, check_root
 from pipelines._args import storage_option_pairs
+from pipelines._commit import wait_after_lost_commit
 from lakelog.store.fileio import one_line
 from lakelog.store.maintenance import vacuum
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
@@ -134,14 +135,7 @@ def materialize_committed_view(
             for name in names:
                 view.io.delete(view.child_uri(name))
             _delete_quietly(staging)
-            if not backoff.wait():
-                message = f"view of {topic}: lost its commit past the deadline, after {backoff.retries} retries"
-                log.warning("%s; giving up", message)
-                raise KafkaTimeout(message) from None
-            log.debug(
-                "view of %s: lost its commit to another run; retry %d decides again on the latest snapshot",
-                topic, backoff.retries,
-            )
+            wait_after_lost_commit(backoff, log, f"view of {topic}")
             continue
         hit(FAULT_COMMITTED)
         _delete_quietly(staging)

@@ -31,11 +31,12 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog import catalog
-from lakelog.errors import CommitConflict, KafkaTimeout
+from lakelog.errors import CommitConflict
 from lakelog.log import open_partition, topic_config
 from lakelog.store import Location, Table, check_root
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
 from pipelines._args import storage_option_pairs
+from pipelines._commit import wait_after_lost_commit
 
 logger = logging.getLogger(__name__)
 
@@ -78,14 +79,7 @@ def partition_status(spark: Any, root: str | Location, topic: str, *, backoff: B
             version = table.commit_files([name], catalog.STATUS_SCHEMA, overwrite=True)
         except CommitConflict:
             table.io.delete(table.child_uri(name))
-            if not backoff.wait():
-                message = f"status of {topic}: lost its commit past the deadline, after {backoff.retries} retries"
-                logger.warning("%s; giving up", message)
-                raise KafkaTimeout(message) from None
-            logger.debug(
-                "status of %s: lost its commit to another run; retry %d decides again on the latest snapshot",
-                topic, backoff.retries,
-            )
+            wait_after_lost_commit(backoff, logger, f"status of {topic}")
             continue
         return StatusReport(version, num_partitions, sorted(changed))
 
