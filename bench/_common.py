@@ -8,9 +8,12 @@ import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from lakelog import AdminClient, NewTopic, Producer
+from lakelog.client.group_admin import ConsumerGroupState, group_state
 from lakelog.log import PartitionLog
 from lakelog.store import Location
 
@@ -21,6 +24,12 @@ def parser(description: str) -> argparse.ArgumentParser:
     args.add_argument("--root", help="folder to create the temporary root in (default: the system temp folder)")
     args.add_argument("--keep", action="store_true", help="keep the temporary root (its path is printed)")
     return args
+
+
+def cli(run: Callable[[bool, str | None, bool], object], doc: str, argv: list[str] | None = None) -> None:
+    """A benchmark module's `main`: parse the common arguments (the docstring's first line as description), run."""
+    options = parser(doc.splitlines()[0]).parse_args(argv)
+    run(options.quick, options.root, options.keep)
 
 
 @contextlib.contextmanager
@@ -36,6 +45,15 @@ def temp_root(parent: str | None = None, keep: bool = False, prefix: str = "lake
         else:
             location = Location.of(path)
             location.io.delete_tree(location.uri)
+
+
+@contextlib.contextmanager
+def session(benchmark: str, headline: str, parent: str | None = None, keep: bool = False) -> Iterator[tuple[Result, str]]:
+    """A benchmark's run: its Result, its `== benchmark: headline` line, and a temporary root for its body."""
+    result = Result(benchmark)
+    print(f"== {benchmark}: {headline}")
+    with temp_root(parent, keep) as root:
+        yield result, root
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -149,3 +167,56 @@ def table_line(log: PartitionLog) -> str:
         f"version {log.version:,}, {len(log.table.files()):,} active files, "
         f"{len(log_files):,} files in _delta_log"
     )
+
+
+# -- shared workloads -------------------------------------------------------------
+
+def transactional_and_idempotent_rounds(
+    root: str, size: int, partitions: int, value: bytes, topic_prefix: str, transactional_id: str,
+) -> tuple[Callable[[], float], Callable[[], float]]:
+    """Two producers writing `size` records over `partitions` new partitions per round: a transactional one
+    (begin, produce, commit) and an idempotent one (produce, flush), each on its own topic
+    (`{topic_prefix}txn-{size}`, `{topic_prefix}idem-{size}`), both warmed up once. Returns their round
+    functions, each returning the round's seconds."""
+    conf = {"lakelog.root": root, "linger.ms": 60_000, "batch.num.messages": 1_000_000, "batch.size": 1 << 30}
+    topics = {kind: f"{topic_prefix}{kind}-{size}" for kind in ("txn", "idem")}
+    AdminClient({"lakelog.root": root}).create_topics(
+        [NewTopic(name, num_partitions=partitions) for name in topics.values()]
+    )
+    transactional = Producer({**conf, "transactional.id": transactional_id})
+    transactional.init_transactions()
+    idempotent = Producer(conf)
+    per_partition = size // partitions
+
+    def produce_all(producer: Producer, topic: str) -> None:
+        for partition in range(partitions):
+            for _ in range(per_partition):
+                producer.produce(topic, value, partition=partition)
+
+    def transactional_round() -> float:
+        t0 = time.perf_counter()
+        transactional.begin_transaction()
+        produce_all(transactional, topics["txn"])
+        transactional.commit_transaction()
+        return time.perf_counter() - t0
+
+    def idempotent_round() -> float:
+        t0 = time.perf_counter()
+        produce_all(idempotent, topics["idem"])
+        idempotent.flush()
+        return time.perf_counter() - t0
+
+    transactional_round(), idempotent_round()  # warm-up: open handles, allocate ids
+    return transactional_round, idempotent_round
+
+
+def settle_group(describe: Callable[[], object], members: Iterable[str], beat: Callable[[str], None]) -> tuple[int, int]:
+    """Heartbeat every member (`beat`) round after round until `describe()` shows the group STABLE.
+    Returns (heartbeats, rounds)."""
+    heartbeats = rounds = 0
+    while group_state(describe()) is not ConsumerGroupState.STABLE:
+        for member_id in list(members):
+            beat(member_id)
+            heartbeats += 1
+        rounds += 1
+    return heartbeats, rounds

@@ -23,9 +23,8 @@ WARMUP = 5
 
 def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
     count = APPENDS_QUICK if quick else APPENDS
-    result = _common.Result("conditional_append")
-    print(f"== conditional_append: {count} single-record appends each, conditional (expected_offset=LEO) vs plain")
-    with _common.temp_root(root_parent, keep) as root:
+    headline = f"{count} single-record appends each, conditional (expected_offset=LEO) vs plain"
+    with _common.session("conditional_append", headline, root_parent, keep) as (result, root):
         create_topic(root, "conditional", 2)
         conditional = open_partition(root, "conditional", 0)
         plain = open_partition(root, "conditional", 1)
@@ -76,8 +75,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = _common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    run(options.quick, options.root, options.keep)
+    _common.cli(run, __doc__, argv)
 
 
 if __name__ == "__main__":

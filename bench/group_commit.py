@@ -27,7 +27,6 @@ import time
 
 from bench import _common
 from lakelog import Consumer, Producer, TopicPartition
-from lakelog.client.group_admin import ConsumerGroupState, group_state
 from lakelog.coordinator.group import Heartbeat
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.log import create_topic
@@ -115,13 +114,7 @@ def _settle_after_join(root: str, size: int) -> list:
         return response.member_id
 
     def settle() -> tuple[int, int]:
-        heartbeats = rounds = 0
-        while group_state(coordinator.describe(group)) is not ConsumerGroupState.STABLE:
-            for member_id in list(owned):
-                beat(member_id)
-                heartbeats += 1
-            rounds += 1
-        return heartbeats, rounds
+        return _common.settle_group(lambda: coordinator.describe(group), owned, beat)
 
     for _ in range(size):
         join()
@@ -134,8 +127,7 @@ def _settle_after_join(root: str, size: int) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = _common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    run(options.quick, options.root, options.keep)
+    _common.cli(run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -107,16 +107,14 @@ def _settle_after_join(root: str, size: int) -> list:
         response = coordinator.heartbeat(Heartbeat(group, "", 0, (topic,), frozenset(), session_timeout_ms=600_000))
         members[response.member_id] = (coordinator, response.member_epoch, response.assignment)
 
+    def beat(member_id: str) -> None:
+        coordinator, epoch, owned = members[member_id]
+        request = Heartbeat(group, member_id, epoch, (topic,), owned, session_timeout_ms=600_000)
+        response = coordinator.heartbeat(request)
+        members[member_id] = (coordinator, response.member_epoch, response.assignment)
+
     def settle() -> tuple[int, int]:
-        heartbeats = rounds = 0
-        while group_state(watcher.describe(group)) is not ConsumerGroupState.STABLE:
-            for member_id, (coordinator, epoch, owned) in list(members.items()):
-                request = Heartbeat(group, member_id, epoch, (topic,), owned, session_timeout_ms=600_000)
-                response = coordinator.heartbeat(request)
-                members[member_id] = (coordinator, response.member_epoch, response.assignment)
-                heartbeats += 1
-            rounds += 1
-        return heartbeats, rounds
+        return _common.settle_group(lambda: watcher.describe(group), members, beat)
 
     for _ in range(size):
         join()
@@ -134,8 +132,7 @@ def _settle_after_join(root: str, size: int) -> list:
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = _common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    run(options.quick, options.root, options.keep)
+    _common.cli(run, __doc__, argv)
 
 
 if __name__ == "__main__":

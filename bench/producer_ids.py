@@ -26,9 +26,8 @@ TARGET = 1.2
 
 def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
     late = LATE_QUICK if quick else LATE
-    result = _common.Result("producer_ids")
-    print(f"== producer_ids: allocate_producer_id after {late:,} ids vs after {EARLY}")
-    with _common.temp_root(root_parent, keep) as parent:
+    headline = f"allocate_producer_id after {late:,} ids vs after {EARLY}"
+    with _common.session("producer_ids", headline, root_parent, keep) as (result, parent):
         roots = {count: f"{parent}/ids-{count}" for count in (EARLY, late)}
         started = time.perf_counter()
         for count, root in roots.items():
@@ -60,8 +59,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = _common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    run(options.quick, options.root, options.keep)
+    _common.cli(run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -77,35 +77,9 @@ def _state_log_version(root: str, transactional_id: str) -> int:
 
 
 def _produce_rounds(root: str, size: int, rounds: int) -> tuple[list[float], list[float]]:
-    conf = {"lakelog.root": root, "linger.ms": 60_000, "batch.num.messages": 1_000_000, "batch.size": 1 << 30}
-    topics = {kind: f"cost-{kind}-{size}" for kind in ("txn", "idem")}
-    AdminClient({"lakelog.root": root}).create_topics(
-        [NewTopic(name, num_partitions=PARTITIONS) for name in topics.values()]
+    transactional_round, idempotent_round = _common.transactional_and_idempotent_rounds(
+        root, size, PARTITIONS, VALUE, "cost-", f"cost-{size}"
     )
-    transactional = Producer({**conf, "transactional.id": f"cost-{size}"})
-    transactional.init_transactions()
-    idempotent = Producer(conf)
-    per_partition = size // PARTITIONS
-
-    def produce_all(producer: Producer, topic: str) -> None:
-        for partition in range(PARTITIONS):
-            for _ in range(per_partition):
-                producer.produce(topic, VALUE, partition=partition)
-
-    def transactional_round() -> float:
-        t0 = time.perf_counter()
-        transactional.begin_transaction()
-        produce_all(transactional, topics["txn"])
-        transactional.commit_transaction()
-        return time.perf_counter() - t0
-
-    def idempotent_round() -> float:
-        t0 = time.perf_counter()
-        produce_all(idempotent, topics["idem"])
-        idempotent.flush()
-        return time.perf_counter() - t0
-
-    transactional_round(), idempotent_round()  # warm-up: open handles, allocate ids
     transactional_s: list[float] = []
     idempotent_s: list[float] = []
     for n in range(rounds):
@@ -165,8 +139,7 @@ def _offset_rounds(root: str, rounds: int) -> tuple[list[float], list[float]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = _common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    run(options.quick, options.root, options.keep)
+    _common.cli(run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,7 @@ four coordinator commits and four markers, is most of the time).
 
 from __future__ import annotations
 
-import time
-
 from bench import _common
-from lakelog import AdminClient, NewTopic, Producer
 
 PARTITIONS = 4
 SIZES = (100, 10_000, 100_000)
@@ -48,35 +45,9 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
 
 
 def _measure(root: str, size: int, rounds: int) -> tuple[float, float]:
-    conf = {"lakelog.root": root, "linger.ms": 60_000, "batch.num.messages": 1_000_000, "batch.size": 1 << 30}
-    topics = {kind: f"{kind}-{size}" for kind in ("txn", "idem")}
-    AdminClient({"lakelog.root": root}).create_topics(
-        [NewTopic(name, num_partitions=PARTITIONS) for name in topics.values()]
+    transactional_round, idempotent_round = _common.transactional_and_idempotent_rounds(
+        root, size, PARTITIONS, VALUE, "", f"bench-{size}"
     )
-    transactional = Producer({**conf, "transactional.id": f"bench-{size}"})
-    transactional.init_transactions()
-    idempotent = Producer(conf)
-    per_partition = size // PARTITIONS
-
-    def produce_all(producer: Producer, topic: str) -> None:
-        for partition in range(PARTITIONS):
-            for _ in range(per_partition):
-                producer.produce(topic, VALUE, partition=partition)
-
-    def transactional_round() -> float:
-        t0 = time.perf_counter()
-        transactional.begin_transaction()
-        produce_all(transactional, topics["txn"])
-        transactional.commit_transaction()
-        return time.perf_counter() - t0
-
-    def idempotent_round() -> float:
-        t0 = time.perf_counter()
-        produce_all(idempotent, topics["idem"])
-        idempotent.flush()
-        return time.perf_counter() - t0
-
-    transactional_round(), idempotent_round()  # warm-up: open handles, allocate ids
     transactional_s = idempotent_s = 0.0
     for n in range(rounds):
         if n % 2:
@@ -89,8 +60,7 @@ def _measure(root: str, size: int, rounds: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = _common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    run(options.quick, options.root, options.keep)
+    _common.cli(run, __doc__, argv)
 
 
 if __name__ == "__main__":
