@@ -36,3 +36,24 @@ def folder_listing(path: str | os.PathLike[str]) -> list[str]:
         parts = relative.split("/")
         names.update("/".join(parts[:index]) + "/" for index in range(1, len(parts)))
     return sorted(names)
+
+
+class FakeClock:
+    """A clock in milliseconds that moves only when a test says so: pass it as `clock=` (S4.7, S6.5 timeouts).
+
+    `FakeClock()` starts at a fixed instant; `FakeClock(wall_clock_ms())` starts at now, for tests whose other
+    processes run on the wall clock (advancing it then reads as "that much later" to the in-test actors only).
+    """
+
+    def __init__(self, start_ms: int = 1_000_000_000_000) -> None:
+        self.now_ms = start_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> int:
+        """Move the clock `ms` milliseconds on; returns the new time."""
+        if ms < 0:
+            raise ValueError(f"a clock does not go back ({ms} ms)")
+        self.now_ms += ms
+        return self.now_ms
