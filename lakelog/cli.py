@@ -75,13 +75,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Errors reach the user as one line below; $LAKELOG_LOG_LEVEL=INFO shows what lakelog does on the way.
-    logging.basicConfig(
-        level=os.environ.get("LAKELOG_LOG_LEVEL", "CRITICAL").upper(), format="lakelog: %(levelname)s %(name)s: %(message)s"
-    )
+    # Errors reach the user as one line below; log lines (WARNING and up by default, --log-level INFO shows what
+    # lakelog does on the way) go to stderr too.
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
+        _configure_logging(getattr(args, "log_level", None) or _env_log_level())
         if not getattr(args, "handler", None):
             raise BadInput(
                 "lakelog: a command is required (init, topics, produce, consume, load, transactions, groups, "
@@ -108,6 +107,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _env_log_level() -> str:
+    level = os.environ.get("LAKELOG_LOG_LEVEL", "WARNING").strip().upper()
+    if level not in LOG_LEVELS:
+        raise BadInput(f"lakelog: $LAKELOG_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def _configure_logging(level: str) -> None:
+    """The CLI's log lines go to stderr as `lakelog: LEVEL logger: message`; library code never prints."""
+    logging.basicConfig(level=level, format="lakelog: %(levelname)s %(name)s: %(message)s", force=True)
+
+
 def _one_line(text: str) -> str:
     return " / ".join(part.strip() for part in text.splitlines() if part.strip())
 
@@ -132,6 +146,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "--storage-option", action="append", default=[], metavar="KEY=VALUE",
         help="a connection setting of the root's store, overriding its AWS_* variable (endpoint_url, region, "
         "access_key_id, secret_access_key, session_token, allow_http, timeout, ...); repeatable",
+    )
+    common.add_argument(
+        "--log-level", type=str.upper, choices=LOG_LEVELS, default=None,
+        help="show log lines from this level up on stderr (default $LAKELOG_LOG_LEVEL or WARNING)",
     )
     parser = _Parser(prog="lakelog", description="Kafka's exactly-once semantics on Delta Lake tables")
     commands = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)

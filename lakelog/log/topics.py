@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +14,8 @@ from lakelog.log.topic_config import TopicConfig
 from lakelog.store import Location, Table, TableNotFoundError, check_root
 
 TOPICS_DIR = "topics"
+
+log = logging.getLogger(__name__)
 
 
 def topic_path(root: str | Location, topic: str) -> Location:
@@ -35,6 +38,7 @@ def create_topic(root: str, topic: str, num_partitions: int | None = None, confi
     if not created:
         raise TopicAlreadyExists(f"topic {topic} already exists", topic=topic)
     _complete_partitions(root, topic, topic_config)
+    log.info("created topic %s with %d partition(s) under %s", topic, topic_config.num_partitions, path.uri)
     return topic_config
 
 

@@ -59,6 +59,7 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
 from lakelog.errors import CommitConflict, KafkaStorageError
+from lakelog.store.fileio import one_line
 from lakelog.store import table as table_module
 from lakelog.store.table import FileEntry, Table, _statistics, is_checkpoint_version, load_handle
 
@@ -168,6 +169,7 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
                 report.files_vacuumed = len(vacuum(table))
         except Exception as error:  # noqa: BLE001 - see the docstring
             report.errors.append(f"log maintenance: {error!r}")
+            _warn_failed(table, version, "log maintenance (checkpoint reload, log cleanup, vacuum)", error)
     if version % policy.check_every == 0:
         try:
             if len(table.files()) >= policy.segment_files:
@@ -179,7 +181,16 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
                 )
         except Exception as error:  # noqa: BLE001 - see the docstring
             report.errors.append(f"compaction: {error!r}")
+            _warn_failed(table, version, "compaction", error)
     return report
+
+
+def _warn_failed(table: Table, version: int, step: str, error: BaseException) -> None:
+    """One WARNING per failed maintenance step, naming the table and the version whose commit ran it."""
+    log.warning(
+        "%s: %s after version %d failed (the commit stands; the step is due again later): %s: %s",
+        table.uri, step, version, type(error).__name__, one_line(error),
+    )
 
 
 def checkpoint_interval(table: Table) -> int:
