@@ -8,6 +8,7 @@ naming the key, before anything touches a table.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -118,6 +119,13 @@ def validate_name(value: Any, *, what: str = "topic") -> str:
     return value
 
 
+def _logger(name: str, raw: Any) -> logging.Logger | logging.LoggerAdapter:
+    """confluent-kafka's `logger`: the client's log lines go to this logger instead of lakelog's module loggers."""
+    if isinstance(raw, (logging.Logger, logging.LoggerAdapter)):
+        return raw
+    raise InvalidConfig(f"config {name} takes a logging.Logger, not {raw!r}", key=name)
+
+
 INT = Key(_int)
 NON_NEGATIVE = Key(_int, low=0)
 POSITIVE = Key(_int, low=1)
@@ -125,6 +133,9 @@ BOOL = Key(_bool)
 STRING = Key(_str)
 OPTIONAL_ID = Key(_optional_name)
 ROOT = Key(_root)
+LOGGER = Key(_logger)
+# Keys that have no default in lakelog/conf/ (a properties file cannot hold their values).
+NO_DEFAULT = frozenset({"logger"})
 COMPRESSION = Key(_str, choices=("none", "snappy", "gzip", "lz4", "zstd"))
 # retry.backoff.ms and retry.backoff.max.ms (KIP-580); together also checked by `_check_together`.
 BACKOFF = Key(_int, low=1, high=300_000)
@@ -132,6 +143,7 @@ BACKOFF = Key(_int, low=1, high=300_000)
 SCHEMA: dict[str, dict[str, Key]] = {
     "producer": {
         "lakelog.root": ROOT,
+        "logger": LOGGER,
         "client.id": STRING,
         "enable.idempotence": BOOL,
         "acks": Key(_str, choices=("all", "-1")),
@@ -150,6 +162,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "consumer": {
         "lakelog.root": ROOT,
+        "logger": LOGGER,
         "client.id": STRING,
         "group.id": OPTIONAL_ID,
         "group.instance.id": OPTIONAL_ID,
@@ -172,6 +185,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "admin": {
         "lakelog.root": ROOT,
+        "logger": LOGGER,
         "client.id": STRING,
         "request.timeout.ms": NON_NEGATIVE,
         "retry.backoff.ms": BACKOFF,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import shutil
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from lakelog.errors import InvalidConfig, InvalidTopic
 
 NAME_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 # Keys typed as a root folder have no default on purpose: every client must name its root.
-NO_DEFAULT = {"lakelog.root"}
+NO_DEFAULT = {"lakelog.root", "logger"}
 
 
 def refused(kind: str, key: str, value) -> InvalidConfig:
@@ -237,3 +239,13 @@ def test_empty_id_means_unset_but_empty_name_is_refused():
     with pytest.raises(InvalidConfig) as raised:
         config.validate_name("", what="transactional.id")
     assert raised.value.key == "transactional.id"
+
+
+@pytest.mark.parametrize("kind", ["producer", "consumer", "admin"])
+def test_logger_takes_a_logging_logger_as_confluent_kafka_does(kind):
+    logger = logging.getLogger("app.lakelog")
+    assert config.load(kind, {"logger": logger})["logger"] is logger
+    adapter = logging.LoggerAdapter(logger, {"task": "t1"})
+    assert config.load(kind, {"logger": adapter})["logger"] is adapter
+    assert "logger" not in config.load(kind)
+    assert "logging.Logger" in str(refused(kind, "logger", "app.lakelog"))
