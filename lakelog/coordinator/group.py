@@ -27,14 +27,28 @@ Epochs, as KIP-848 and KAFKA-19779 define them:
 from __future__ import annotations
 
 import dataclasses
-import enum
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from lakelog.config import validate_name
+from lakelog.coordinator.group_records import (
+    LEASE_RENEW_DIVISOR,
+    CurrentRecord,
+    GroupLogRecord,
+    GroupRecord,
+    MemberRecord,
+    OffsetRecord,
+    RecordKind,
+    TargetRecord,
+    TopicPartitionKey,
+    from_row,
+    record_key,
+)
 from lakelog.coordinator.transaction import _java_abs, java_string_hash
 from lakelog.errors import (
+    CorruptRecord,
     FencedInstanceId,
     FencedMemberEpoch,
     GroupIdNotFound,
@@ -50,7 +64,8 @@ from lakelog.errors import (
 )
 from lakelog.log.records import ControlType
 
-TopicPartitionKey = tuple[str, int]
+log = logging.getLogger(__name__)
+
 R = TypeVar("R")
 
 LEAVE_GROUP_EPOCH = -1
@@ -59,173 +74,6 @@ LEAVE_GROUP_STATIC_EPOCH = -2
 # A commit from outside the group protocol (manual assignment): no member, generation -1.
 NO_MEMBER_EPOCH = -1
 ASSIGNORS = ("uniform", "range")
-# A member's lease is renewed once at most 1/LEASE_RENEW_DIVISOR of its session is left: a settled member
-# writes about once per session.timeout.ms, not once per heartbeat (Kafka keeps liveness in timers).
-LEASE_RENEW_DIVISOR = 3
-
-
-# -- records ----------------------------------------------------------------------------
-
-
-class RecordKind(enum.Enum):
-    GROUP = "group"
-    MEMBER = "member"
-    TARGET = "target"
-    CURRENT = "current"
-    OFFSET = "offset"
-
-
-class _Record:
-    """What every record of this log has: `to_row` for the log, `from_row` to read it back."""
-
-    def to_row(self) -> dict[str, Any]:
-        return _row_of(self)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class GroupRecord(_Record):
-    """The group epoch and assignor (Kafka's ConsumerGroupMetadataValue); `deleted` removes the group."""
-
-    group_id: str
-    group_epoch: int
-    assignor: str = "uniform"
-    deleted: bool = False
-    kind: RecordKind = RecordKind.GROUP
-
-
-@dataclass(frozen=True)
-class MemberRecord(_Record):
-    """A member's subscription and timeouts (ConsumerGroupMemberMetadataValue); `removed` is the tombstone.
-
-    `last_heartbeat_ms` is the last renewal of the member's liveness lease, not its last heartbeat:
-    the lease runs until `lease_expires_ms` and is renewed only when due (S6.5).
-    """
-
-    group_id: str
-    member_id: str
-    instance_id: str | None
-    subscribed_topics: tuple[str, ...]
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    last_heartbeat_ms: int
-    removed: bool = False
-    kind: RecordKind = RecordKind.MEMBER
-
-    @property
-    def lease_expires_ms(self) -> int:
-        """The last moment the member is alive without a renewal: last renewal + session.timeout.ms."""
-        return self.last_heartbeat_ms + self.session_timeout_ms
-
-    def lease_expired(self, now_ms: int) -> bool:
-        """S6.5: past its lease the member is removed (by the sweep)."""
-        return now_ms > self.lease_expires_ms
-
-    def lease_due(self, now_ms: int) -> bool:
-        """The lease needs renewing: at most a third of the session is left (or it ran out)."""
-        return self.lease_expires_ms - now_ms <= self.session_timeout_ms // LEASE_RENEW_DIVISOR
-
-
-@dataclass(frozen=True)
-class TargetRecord(_Record):
-    """The target assignment of every member at `assignment_epoch`."""
-
-    group_id: str
-    assignment_epoch: int
-    assignment: Mapping[str, frozenset[TopicPartitionKey]]
-    kind: RecordKind = RecordKind.TARGET
-
-
-@dataclass(frozen=True)
-class CurrentRecord(_Record):
-    """A member's current assignment and epochs (ConsumerGroupCurrentMemberAssignmentValue + KAFKA-19779)."""
-
-    group_id: str
-    member_id: str
-    member_epoch: int
-    previous_member_epoch: int
-    revocation_epoch: int
-    assigned: frozenset[TopicPartitionKey]
-    pending_revocation: frozenset[TopicPartitionKey]
-    # Partition -> the member epoch it was last revoked from this member at.
-    partition_revocation_epochs: Mapping[TopicPartitionKey, int]
-    # When the member was asked to revoke (for the rebalance timeout); -1 if nothing is pending.
-    revocation_started_ms: int = -1
-    kind: RecordKind = RecordKind.CURRENT
-
-
-@dataclass(frozen=True)
-class OffsetRecord(_Record):
-    """A committed offset (S6.1); with `producer_id` >= 0 a transactional one, pending until its marker (S7.1)."""
-
-    group_id: str
-    topic: str
-    partition: int
-    offset: int
-    metadata: str
-    commit_ms: int
-    producer_id: int = -1
-    producer_epoch: int = -1
-    removed: bool = False
-    kind: RecordKind = RecordKind.OFFSET
-
-
-GroupLogRecord = GroupRecord | MemberRecord | TargetRecord | CurrentRecord | OffsetRecord
-
-
-def _row_of(record: GroupLogRecord) -> dict[str, Any]:
-    """A record as a JSON-able dict (partitions as "topic:partition")."""
-    row: dict[str, Any] = {}
-    for item in dataclasses.fields(record):
-        value = getattr(record, item.name)
-        if isinstance(value, enum.Enum):
-            value = value.value
-        elif item.name in ("assigned", "pending_revocation"):
-            value = sorted(_tp_text(tp) for tp in value)
-        elif item.name == "assignment":
-            value = {member: sorted(_tp_text(tp) for tp in tps) for member, tps in sorted(value.items())}
-        elif item.name == "partition_revocation_epochs":
-            value = {_tp_text(tp): epoch for tp, epoch in sorted(value.items())}
-        elif isinstance(value, tuple):
-            value = list(value)
-        row[item.name] = value
-    return row
-
-
-def from_row(row: Mapping[str, Any]) -> GroupLogRecord:
-    kind = RecordKind(row["kind"])
-    values = {key: value for key, value in row.items() if key != "kind"}
-    if kind is RecordKind.GROUP:
-        return GroupRecord(**values)
-    if kind is RecordKind.MEMBER:
-        return MemberRecord(**{**values, "subscribed_topics": tuple(values["subscribed_topics"])})
-    if kind is RecordKind.TARGET:
-        assignment = {member: frozenset(_tp_parse(t) for t in tps) for member, tps in values["assignment"].items()}
-        return TargetRecord(**{**values, "assignment": assignment})
-    if kind is RecordKind.CURRENT:
-        return CurrentRecord(
-            **{
-                **values,
-                "assigned": frozenset(_tp_parse(t) for t in values["assigned"]),
-                "pending_revocation": frozenset(_tp_parse(t) for t in values["pending_revocation"]),
-                "partition_revocation_epochs": {
-                    _tp_parse(t): epoch for t, epoch in values["partition_revocation_epochs"].items()
-                },
-            }
-        )
-    return OffsetRecord(**values)
-
-
-def record_key(record: GroupLogRecord) -> str:
-    return record.group_id
-
-
-def _tp_text(tp: TopicPartitionKey) -> str:
-    return f"{tp[0]}:{tp[1]}"
-
-
-def _tp_parse(text: str) -> TopicPartitionKey:
-    topic, _, partition = text.rpartition(":")
-    return topic, int(partition)
 
 
 # -- state ----------------------------------------------------------------------------------
@@ -273,20 +121,61 @@ class Group:
         return not self.members
 
 
+@dataclass(frozen=True)
+class CorruptGroupRow:
+    """The first row of a group that did not decode: the group's state is unknown from there on."""
+
+    table: str
+    offset: int
+    reason: str
+
+    def error(self, group_id: str) -> CorruptRecord:
+        """What a request to the group, or a description of it, gets instead."""
+        return CorruptRecord(
+            f"group {group_id!r} is not served: its record at {self.table} offset {self.offset} does not decode "
+            f"({self.reason})",
+            group_id=group_id, table=self.table, offset=self.offset,
+        )
+
+
 @dataclass
 class GroupState:
-    """Every group of one `__consumer_offsets` partition, plus the transaction markers seen there."""
+    """Every group of one `__consumer_offsets` partition, plus the transaction markers seen there.
+
+    A group with a row that does not decode is in `corrupt` instead of `groups`: it is refused,
+    the other groups of the partition are served.
+    """
 
     groups: dict[str, Group] = field(default_factory=dict)
     # Producer id -> the epoch of the last marker written for it to this partition (fences late offsets).
     marker_epochs: dict[int, int] = field(default_factory=dict)
+    corrupt: dict[str, CorruptGroupRow] = field(default_factory=dict)
 
     def group(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
 
 
+def replay_corrupt(state: GroupState, group_id: str | None, error: CorruptRecord) -> GroupState:
+    """A row of `group_id` that does not decode: that group is set aside; raises `error` if no group is named."""
+    if not group_id:
+        raise error
+    if group_id not in state.corrupt:
+        log.warning("group %s is not served from now on: %s", group_id, error)
+        state.corrupt[group_id] = CorruptGroupRow(error.table, error.offset, str(error.reason))
+    state.groups.pop(group_id, None)
+    return state
+
+
 def replay(state: GroupState, record: GroupLogRecord) -> GroupState:
-    """Fold one record into the state (in place) and return it."""
+    """Fold one record into the state (in place) and return it.
+
+    A group set aside by a corrupt row folds no later row (its state is unknown), except its deletion,
+    which wipes every row of the group before it: the group starts again empty.
+    """
+    if record.group_id in state.corrupt:
+        if isinstance(record, GroupRecord) and record.deleted:
+            del state.corrupt[record.group_id]
+        return state
     group = state.groups.get(record.group_id)
     if group is None:
         group = state.groups[record.group_id] = Group(record.group_id)
@@ -349,7 +238,8 @@ def snapshot_of(state: GroupState) -> dict[str, Any]:
                 ],
             }
         )
-    return {"groups": groups, "marker_epochs": sorted(state.marker_epochs.items())}
+    corrupt = [[group_id, row.table, row.offset, row.reason] for group_id, row in sorted(state.corrupt.items())]
+    return {"groups": groups, "marker_epochs": sorted(state.marker_epochs.items()), "corrupt": corrupt}
 
 
 def state_from_snapshot(body: Mapping[str, Any]) -> GroupState:
@@ -368,6 +258,8 @@ def state_from_snapshot(body: Mapping[str, Any]) -> GroupState:
             record = _record_of(row, OffsetRecord)
             group.pending.setdefault(record.producer_id, {})[(record.topic, record.partition)] = record
         state.groups[group.group_id] = group
+    for group_id, table, offset, reason in body.get("corrupt", []):
+        state.corrupt[str(group_id)] = CorruptGroupRow(str(table), int(offset), str(reason))
     return state
 
 

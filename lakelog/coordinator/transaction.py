@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from lakelog.coordinator.record_codec import VERSION_FIELD, RecordCodec
 from lakelog.errors import (
     ConcurrentTransactions,
     CorruptRecord,
@@ -132,7 +133,10 @@ ROW_TYPES: dict[str, str] = {
     "partitions": "list<string>",
     "txn_start_ms": "int64",
     "txn_last_update_ms": "int64",
+    VERSION_FIELD: "int32",
 }
+# The version of the rows `to_row` writes; `from_row` reads every one up to it (lakelog.coordinator.record_codec).
+TRANSACTION_RECORD: RecordCodec[Any] = RecordCodec("__transaction_state", version=1)
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,7 @@ class TransactionMetadata:
 
     def to_row(self) -> dict[str, Any]:
         """This record as a flat dict of plain values; partitions as sorted "topic:partition" strings."""
-        return {
+        return TRANSACTION_RECORD.stamp({
             "transactional_id": self.transactional_id,
             "producer_id": self.producer_id,
             "previous_producer_id": self.previous_producer_id,
@@ -191,11 +195,12 @@ class TransactionMetadata:
             "partitions": [f"{topic}:{partition}" for topic, partition in sorted(self.partitions)],
             "txn_start_ms": self.txn_start_ms,
             "txn_last_update_ms": self.txn_last_update_ms,
-        }
+        })
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> TransactionMetadata:
-        """The record `to_row` wrote; raises CorruptRecord if the row is not one."""
+        """The record `to_row` wrote (any version up to ours); raises CorruptRecord if the row is not one."""
+        TRANSACTION_RECORD.version_of(row)
         try:
             integers = {
                 name: _plain_int(row[name])
