@@ -1,0 +1,187 @@
+"""The history checker on hand-built histories: each anomaly class from its smallest case, none from
+a clean one, and none from any history a correct model of a partition log produces (hypothesis)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chaos.checker import ANOMALIES, check, found, table
+from chaos.history import INVOKE, OK, Op
+
+RC, RU = "read_committed", "read_uncommitted"
+
+
+class Builder:
+    """Ops with increasing times, in the order they are added."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self._clock = itertools.count(1)
+
+    def op(self, process, type_, f, value=None, **fields) -> None:
+        self.ops.append(Op(process, type_, f, value, next(self._clock), len(self.ops), **fields))
+
+    def send(self, process, *writes, txn=None) -> None:
+        self.op(process, OK, "send", [list(w) for w in writes], txn=txn)
+
+    def poll(self, process, reads: dict, isolation=RC, txn=None) -> None:
+        self.op(process, OK, "poll", {k: [list(p) for p in v] for k, v in reads.items()}, isolation=isolation, txn=txn)
+
+    def transaction(self, process, txn, *writes, end="commit") -> None:
+        self.op(process, INVOKE, "txn", txn=txn)
+        self.send(process, *writes, txn=txn)
+        self.op(process, INVOKE, end, txn=txn)
+        self.op(process, OK, end, txn=txn)
+
+
+def clean() -> Builder:
+    """p0 commits a, b to k; aborts x; commits c. A reader reads a, b, c (offsets 0, 1, [2 x, 3 marker], 5)."""
+    h = Builder()
+    h.transaction("p0", 0, ("k", 0, "a"), ("k", 1, "b"))
+    h.transaction("p0", 1, ("k", 3, "x"), end="abort")
+    h.transaction("p0", 2, ("k", 5, "c"))
+    h.poll("r", {"k": [(0, "a"), (1, "b")]})
+    h.poll("r", {"k": [(5, "c")]})
+    return h
+
+
+def test_a_clean_history_has_no_anomaly():
+    assert found(check(clean().ops)) == {}
+
+
+def test_a_table_row_per_class():
+    lines = table({"duplicate": 2}).splitlines()
+    assert len(lines) == 1 + len(ANOMALIES)
+    assert lines[1 + ANOMALIES.index("duplicate")].split() == ["duplicate", "2"]
+
+
+def planted(name: str) -> Builder:
+    h = clean()
+    if name == "lost-write":
+        h.transaction("p0", 3, ("k", 7, "d"), ("k", 8, "e"))
+        h.poll("r2", {"k": [(8, "e")]})  # d: committed, before e, read by nobody
+    elif name == "duplicate":
+        h.send("p1", ("k", 7, "a"))  # p1 sent a again, under another producer
+    elif name == "aborted-read":
+        h.poll("r2", {"k": [(0, "a"), (1, "b"), (3, "x"), (5, "c")]})
+    elif name == "precommitted-read":
+        h.op("p0", INVOKE, "txn", txn=3)
+        h.send("p0", ("k", 7, "d"), txn=3)
+        h.poll("r", {"k": [(7, "d")]})  # before p0 asked to commit
+        h.op("p0", INVOKE, "commit", txn=3)
+        h.op("p0", OK, "commit", txn=3)
+    elif name == "nonmonotonic-poll":
+        h.poll("r", {"k": [(1, "b")]})
+    elif name == "nonmonotonic-send":
+        h.send("p0", ("k", 7, "d"))
+        h.send("p0", ("k", 6, "e"))
+    elif name == "poll-skip":
+        h.transaction("p0", 3, ("k", 7, "d"), ("k", 8, "e"))
+        h.poll("r", {"k": [(8, "e")]})
+        h.poll("r2", {"k": [(0, "a"), (1, "b"), (5, "c"), (7, "d"), (8, "e")]})  # nothing lost
+    elif name == "inconsistent-offsets":
+        h.poll("r2", {"k": [(1, "c")]}, isolation=RU)  # b is at offset 1
+    return h
+
+
+@pytest.mark.parametrize("name", ANOMALIES)
+def test_each_class_is_found_in_its_planted_history(name):
+    assert found(check(planted(name).ops)) == {name: 1}
+
+
+def test_a_reassigned_key_may_be_read_again():
+    h = clean()
+    h.op("r", OK, "assign", ["k"])
+    h.poll("r", {"k": [(0, "a")]})
+    assert found(check(h.ops)) == {}
+
+
+def test_read_uncommitted_may_read_aborted_and_open_transactions():
+    h = clean()
+    h.poll("r2", {"k": [(0, "a"), (1, "b"), (3, "x"), (5, "c")]}, isolation=RU)
+    h.op("p0", INVOKE, "txn", txn=3)
+    h.send("p0", ("k", 7, "d"), txn=3)
+    h.poll("r2", {"k": [(7, "d")]}, isolation=RU)
+    assert found(check(h.ops)) == {}
+
+
+def test_a_transaction_reading_its_own_write_is_a_precommitted_read():
+    h = clean()
+    h.op("p0", INVOKE, "txn", txn=3)
+    h.send("p0", ("k", 7, "d"), txn=3)
+    h.op("p0", INVOKE, "commit", txn=3)
+    h.poll("p0", {"k": [(7, "d")]}, txn=3)
+    h.op("p0", OK, "commit", txn=3)
+    result = check(h.ops)
+    assert found(result) == {"precommitted-read": 1} and result["precommitted-read"][0]["own"]
+
+
+def test_an_unknown_outcome_is_neither_lost_nor_aborted():
+    h = clean()
+    h.op("p1", INVOKE, "txn", txn=0)
+    h.send("p1", ("k", 7, "d"), txn=0)  # p1 died: d may be aborted by the sweep, or rolled forward
+    h.transaction("p0", 3, ("k", 9, "e"))
+    h.poll("r", {"k": [(9, "e")]})
+    assert found(check(h.ops)) == {}
+
+
+# -- a correct model: every history it produces is clean --------------------------------------------
+
+
+@st.composite
+def model_histories(draw):
+    """Producers run transactions (commit or abort) or plain sends on two keys; a model log gives
+    offsets (one marker after each transaction's rows); readers poll read_committed from where they
+    were, up to the model's LSO, sometimes reassigning back to the start."""
+    h = Builder()
+    logs: dict[str, list[tuple[str, str | None]]] = {"k0": [], "k1": []}  # offset -> (value, status)
+    positions: dict[tuple[str, str], int] = {}
+    counter = itertools.count()
+    txns = itertools.count()
+    for step in draw(st.lists(st.sampled_from(["txn", "send", "poll", "assign"]), min_size=1, max_size=25)):
+        if step in ("txn", "send"):
+            producer = draw(st.sampled_from(["p0", "p1"]))
+            keys = draw(st.lists(st.sampled_from(sorted(logs)), min_size=1, max_size=4))
+            writes = []
+            for key in keys:
+                value = f"v{next(counter)}"
+                writes.append((key, len(logs[key]), value))
+                logs[key].append((value, None if step == "txn" else "committed"))
+            if step == "send":
+                h.send(producer, *writes)
+                continue
+            txn = next(txns)
+            h.op(producer, INVOKE, "txn", txn=txn)
+            h.send(producer, *writes, txn=txn)
+            end = draw(st.sampled_from(["commit", "abort"]))
+            h.op(producer, INVOKE, end, txn=txn)
+            for key in set(keys):
+                logs[key] = [(v, "committed" if end == "commit" else "aborted") if v in {w[2] for w in writes} else (v, s)
+                             for v, s in logs[key]]
+                logs[key].append(("marker", "marker"))
+            h.op(producer, OK, end, txn=txn)
+        else:
+            reader = draw(st.sampled_from(["r0", "r1"]))
+            if step == "assign":
+                h.op(reader, OK, "assign", sorted(logs))
+                for key in logs:
+                    positions[(reader, key)] = 0
+                continue
+            reads = {}
+            for key, log in logs.items():
+                lso = next((i for i, (_, status) in enumerate(log) if status is None), len(log))
+                start = positions.get((reader, key), 0)
+                reads[key] = [(o, v) for o, (v, s) in enumerate(log[start:lso], start) if s == "committed"]
+                positions[(reader, key)] = lso
+            h.poll(reader, reads)
+    return h.ops
+
+
+@given(model_histories())
+@settings(max_examples=150, deadline=None)
+def test_a_correct_model_produces_no_anomaly(history):
+    assert found(check(history)) == {}
