@@ -6,6 +6,10 @@ group's `__consumer_offsets/<n>` partition and appends its records with
 transaction coordinator writes COMMIT/ABORT markers into the same partition
 (a transaction that sent offsets has added `("__consumer_offsets", n)`), and
 replay turns a producer's pending offsets into committed ones or drops them.
+
+A row that does not decode sets its group aside (lakelog.coordinator.group.replay_corrupt):
+every request to that group, and its description, is `CorruptRecord` naming the
+table and offset of the row; the other groups of the partition are served as before.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ from lakelog.coordinator.group import (
     TopicPartitionKey,
 )
 from lakelog.coordinator.state_log import CoordinatorLog, StateCodec
-from lakelog.errors import UnknownTopicOrPartition
+from lakelog.errors import CorruptRecord, KafkaException, UnknownTopicOrPartition
 from lakelog.log import PartitionLog, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
+from lakelog.log.verification import TransactionVerification, verify_write
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -106,14 +111,47 @@ class GroupCoordinator:
         producer_id: int,
         producer_epoch: int,
         offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+        *,
+        transaction: TransactionVerification | None = None,
     ) -> dict[TopicPartitionKey, int]:
-        """Write offsets pending in the producer's transaction (S7.1); group metadata checked as S7.2 says."""
-        return self._run(
-            metadata.group_id,
-            lambda state: handlers.commit_transactional_offsets(
+        """Write offsets pending in the producer's transaction (S7.1); group metadata checked as S7.2 says.
+
+        The transaction must hold the group's `__consumer_offsets` partition, verified with
+        `transaction`'s coordinator (S4.4; InvalidTxnState without one): offsets no marker
+        would ever reach are never written. A decision at a new log position verifies again."""
+        group_log = self._log_of(metadata.group_id)
+        topic, partition = self.offsets_partition(metadata.group_id)
+        verified_at: set[int] = set()
+
+        def decide(state: GroupState) -> handlers.Outcome[dict[TopicPartitionKey, int]]:
+            outcome = handlers.commit_transactional_offsets(
                 state, metadata, producer_id, producer_epoch, offsets, self._clock(), self.group_config
-            ),
+            )
+            if outcome.records and group_log.position not in verified_at:
+                try:
+                    verify_write(transaction, producer_id, producer_epoch, topic, partition)
+                except KafkaException as error:
+                    return handlers.Outcome(error=error)
+                verified_at.add(group_log.position)
+            return outcome
+
+        return self._run(metadata.group_id, decide)
+
+    def check_transactional_offsets(
+        self,
+        metadata: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    ) -> None:
+        """Raise what `commit_transactional_offsets` would refuse for the group metadata (S7.2), writing nothing:
+        checked on the latest state before a transaction adds the offsets partition (S8.3)."""
+        outcome = handlers.commit_transactional_offsets(
+            self._log_of(metadata.group_id).catch_up(), metadata, producer_id, producer_epoch, offsets,
+            self._clock(), self.group_config,
         )
+        if not outcome.ok:
+            raise outcome.error
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartitionKey] | None = None, require_stable: bool = True
@@ -134,7 +172,19 @@ class GroupCoordinator:
     # -- admin and the sweep ----------------------------------------------------------------------
 
     def describe(self, group_id: str) -> Group | None:
-        return self._log_of(group_id).catch_up().group(group_id)
+        """The group's state, None if it does not exist; CorruptRecord if a row of it does not decode."""
+        state = self._log_of(group_id).catch_up()
+        if group_id in state.corrupt:
+            raise state.corrupt[group_id].error(group_id)
+        return state.group(group_id)
+
+    def corrupt_groups(self) -> dict[str, CorruptRecord]:
+        """Every group set aside by a row that does not decode, with the error its requests get."""
+        corrupt: dict[str, CorruptRecord] = {}
+        for partition in existing_internal_partitions(self.root, CONSUMER_OFFSETS_LOG):
+            for group_id, row in self._log(partition).catch_up().corrupt.items():
+                corrupt[group_id] = row.error(group_id)
+        return dict(sorted(corrupt.items()))
 
     def list_groups(self) -> list[Group]:
         groups: list[Group] = []
@@ -156,7 +206,9 @@ class GroupCoordinator:
                 subscribed = {t for m in group.members.values() for t in m.metadata.subscribed_topics}
                 counts = self._partition_counts(subscribed)
                 outcome = offsets_log.run(
-                    lambda state: handlers.expire_members(state.group(group_id) or Group(group_id), counts, self._clock())
+                    _served(group_id, lambda state: handlers.expire_members(
+                        state.group(group_id) or Group(group_id), counts, self._clock()
+                    ))
                 )
                 for member_id in outcome.response or []:
                     # S6.5: its lease ran out; its next heartbeat or commit is fenced (UnknownMemberId).
@@ -168,6 +220,7 @@ class GroupCoordinator:
 
     def _run(self, group_id: str, handler: Any) -> Any:
         group_log = self._log_of(group_id)
+        handler = _served(group_id, handler)
         if handler(group_log.state).records:
             # It will write: decide on the latest snapshot, or the append loses a race to the rows this
             # process has not read yet and backs off (every member's writes made every other one wait).
@@ -216,8 +269,19 @@ class GroupCoordinator:
                 apply_marker=handlers.replay_marker,
                 codec=StateCodec(handlers.snapshot_of, handlers.state_from_snapshot),
                 retry=self.retry,
+                on_corrupt=handlers.replay_corrupt,
             )
         return self._logs[partition]
+
+
+def _served(group_id: str, handler: Any) -> Any:
+    """`handler`, refused with CorruptRecord while the group is set aside by a row that does not decode."""
+
+    def decide(state: GroupState) -> handlers.Outcome[Any]:
+        corrupt = state.corrupt.get(group_id)
+        return handlers.Outcome(error=corrupt.error(group_id)) if corrupt is not None else handler(state)
+
+    return decide
 
 
 __all__ = ["CONSUMER_OFFSETS_LOG", "GroupCoordinator"]

@@ -12,8 +12,11 @@ waits out the retry policy's backoff (lakelog.store.retry) first, on one backoff
 per request.
 
 A record is one row: key = the coordinator key (a transactional.id, a group id),
-value = the record as JSON. Replay is incremental: only rows past the last
-replayed offset are read.
+value = the record as JSON, versioned by its codec (lakelog.coordinator.record_codec).
+Replay is incremental: only rows past the last replayed offset are read. A row
+that does not decode is `CorruptRecord` naming the table and offset; given
+`on_corrupt`, replay hands it the row's key instead and carries on (a group
+coordinator refuses that one group and serves the others), else replay stops there.
 
 A new process would replay the partition from offset 0, so the cost of every
 cold start (each sweep, CLI command, init_transactions) would grow with the
@@ -22,8 +25,8 @@ log's length. Given a `StateCodec`, the log writes a snapshot of its state every
 (`_lakelog/coordinator/<position>.json`, lakelog.store.sidecar), and a cold
 start loads the newest one at or below the LEO and replays only the rows after
 it. A snapshot is a cache, derived from the rows alone and naming the table it
-came from: one that is missing, unreadable or does not fit is skipped, and
-replay starts earlier.
+came from, and the format version of its `StateCodec`: one that is missing,
+unreadable, of another format or does not fit is skipped, and replay starts earlier.
 
 `compact(live)` compacts the log by its record keys (S9.3, Kafka's compacted
 internal topics): `live(entries)` names the rows that make up the state
@@ -34,6 +37,8 @@ log whose position (or snapshot) lies below rows a compaction dropped starts
 again from offset 0 (or from a snapshot past every compacted file): a reader in
 the middle of a compacted range would miss the rows that superseded the ones it
 read. A compacted file is known by its gaps (fewer records than its range).
+A log holding a row that does not decode is not compacted (CorruptRecord): a
+plan would have to drop that row, or keep it blind to what it superseded.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from lakelog.coordinator.record_codec import located
 from lakelog.errors import CorruptRecord, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, ControlType, PartitionLog, payload_table
 from lakelog.log.compaction import CleanableRows, CompactionResult, rewrite_below_lso
@@ -86,18 +92,24 @@ class Marker:
 
 @dataclass(frozen=True)
 class StateCodec(Generic[S]):
-    """A coordinator state as JSON and back: `load(dump(state))` must equal `state`."""
+    """A coordinator state as JSON and back: `load(dump(state))` must equal `state`.
+
+    `version` is the snapshot format `dump` writes; a snapshot of any other format is skipped.
+    """
 
     dump: Callable[[S], Any]
     load: Callable[[Any], S]
+    version: int = 1
 
 
 class CoordinatorLog(Generic[S]):
     """One partition of an internal log and the state replayed from it.
 
     `key_of(record)` names a record's key; `decode(key, row)` turns a stored row
-    back into a record; `apply(state, record)` folds one record into the state
-    (in place) and returns it; `retry` times the retries of lost races.
+    back into a record (CorruptRecord if it cannot); `apply(state, record)` folds one
+    record into the state (in place) and returns it; `on_corrupt(state, key, error)`
+    folds a row that does not decode (its key column, the located CorruptRecord)
+    or raises it; `retry` times the retries of lost races.
     """
 
     def __init__(
@@ -110,6 +122,7 @@ class CoordinatorLog(Generic[S]):
         apply_marker: Callable[[S, int, int, ControlType], S] | None = None,
         codec: StateCodec[S] | None = None,
         retry: RetryPolicy = DEFAULT_POLICY,
+        on_corrupt: Callable[[S, str | None, CorruptRecord], S] | None = None,
     ) -> None:
         self.log = log
         self.retry = retry
@@ -121,6 +134,7 @@ class CoordinatorLog(Generic[S]):
         self._key_of = key_of
         # Transaction markers written into this log (offsets in transactions, S7.1); others ignore them.
         self._apply_marker = apply_marker
+        self._on_corrupt = on_corrupt
         # Every record below this offset is folded into `state`.
         self.position = 0
         self._codec = codec
@@ -151,7 +165,7 @@ class CoordinatorLog(Generic[S]):
     def _load_snapshot(self, end: int) -> None:
         """Take the state of the newest usable snapshot at or below `end`, if any."""
         assert self._codec is not None
-        for position, body in read_snapshots(self.log.table, SNAPSHOT_FOLDER, end):
+        for position, body in read_snapshots(self.log.table, SNAPSHOT_FOLDER, end, self._codec.version):
             if self._compacted_from(position):
                 return  # this one and every older one: the rows after them are not all there
             try:
@@ -190,7 +204,8 @@ class CoordinatorLog(Generic[S]):
                 if control is not None:
                     entries.append((offset, Marker(producer_id, producer_epoch, ControlType(control))))
                 elif value is not None:
-                    entries.append((offset, self._decode(json.loads(value))))
+                    # A row that does not decode stops the plan: it is reported, never dropped or rewritten.
+                    entries.append((offset, self._decode_row(value, offset)))
             kept = live(entries)
             if not kept:
                 return everything  # a compacted file keeps a row (lakelog.log.compaction): none would not replay as none
@@ -217,7 +232,8 @@ class CoordinatorLog(Generic[S]):
     def _snapshot_if_due(self) -> None:
         if self.snapshot_every_records and self.position - self.snapshot_position >= self.snapshot_every_records:
             assert self._codec is not None
-            if write_snapshot(self.log.table, SNAPSHOT_FOLDER, self.position, self._codec.dump(self.state)):
+            body = self._codec.dump(self.state)
+            if write_snapshot(self.log.table, SNAPSHOT_FOLDER, self.position, body, self._codec.version):
                 self.snapshot_position = self.position
 
     def run(self, decide: Callable[[S], O], timeout_s: float = 60.0, *, backoff: Backoff | None = None) -> O:
@@ -275,12 +291,34 @@ class CoordinatorLog(Generic[S]):
         )
 
     def _replay(self, rows: pa.Table) -> None:
-        columns = rows.select(["value", "control", "producer_id", "producer_epoch"]).to_pydict()
-        for value, control, producer_id, producer_epoch in zip(
-            columns["value"], columns["control"], columns["producer_id"], columns["producer_epoch"]
-        ):
+        columns = rows.select(["offset", "key", "value", "control", "producer_id", "producer_epoch"]).to_pydict()
+        for offset, key, value, control, producer_id, producer_epoch in zip(*columns.values()):
             if control is not None:
                 if self._apply_marker is not None:
                     self.state = self._apply_marker(self.state, producer_id, producer_epoch, ControlType(control))
             elif value is not None:
-                self.state = self._apply(self.state, self._decode(json.loads(value)))
+                try:
+                    record = self._decode_row(value, offset)
+                except CorruptRecord as error:
+                    if self._on_corrupt is None:
+                        raise
+                    self.state = self._on_corrupt(self.state, _key_text(key), error)
+                    continue
+                self.state = self._apply(self.state, record)
+
+    def _decode_row(self, value: bytes, offset: int) -> Any:
+        """The record of one row; CorruptRecord naming this table and the row's offset if it does not decode."""
+        try:
+            return self._decode(json.loads(value))
+        except CorruptRecord as error:
+            raise located(error, self.log.table.uri, offset) from None
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise located(CorruptRecord(f"not a record: {error}"), self.log.table.uri, offset) from None
+
+
+def _key_text(key: bytes | None) -> str | None:
+    """A row's key column as text, or None if it has none that reads as UTF-8."""
+    try:
+        return None if key is None else key.decode()
+    except UnicodeDecodeError:
+        return None

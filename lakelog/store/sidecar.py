@@ -10,10 +10,9 @@ are atomic (a temporary name, then a move), so readers never see half a file.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
-
-import logging
 
 from lakelog.errors import KafkaStorageError
 from lakelog.store.table import Table
@@ -71,13 +70,17 @@ def delete_sidecar(table: Table, folder: str, name: str) -> None:
 
 # -- snapshots: state derived from the rows below a position, named by that position -----------
 
+# The format of a snapshot written before snapshots named one.
+UNVERSIONED_FORMAT = 1
 
-def read_snapshots(table: Table, folder: str, at_most: int) -> Iterator[tuple[int, Any]]:
+
+def read_snapshots(table: Table, folder: str, at_most: int, format_version: int = 1) -> Iterator[tuple[int, Any]]:
     """(position, body) of the snapshots in `folder` at or below `at_most`, newest first.
 
-    Only snapshots that parse and name this table's id and their own position
-    are given: one of a table created again in the same place is skipped. The
-    caller still checks the body and moves on to the next if it does not fit.
+    Only snapshots that parse and name this table's id, their own position and
+    `format_version` are given: one of a table created again in the same place,
+    or one its writer's code laid out otherwise, is skipped. The caller still
+    checks the body and moves on to the next if it does not fit.
     """
     positions = sorted(filter(None, map(_snapshot_position, list_sidecars(table, folder))), reverse=True)
     table_id = table.table_id
@@ -89,14 +92,19 @@ def read_snapshots(table: Table, folder: str, at_most: int) -> Iterator[tuple[in
             snapshot = json.loads(data) if data is not None else None
             if snapshot is None or snapshot["table_id"] != table_id or snapshot["position"] != position:
                 continue
+            if snapshot.get("format", UNVERSIONED_FORMAT) != format_version:
+                log.info("%s: snapshot %s/%d is of format %r, not %d; skipped",
+                         table.uri, folder, position, snapshot.get("format", UNVERSIONED_FORMAT), format_version)
+                continue
             yield position, snapshot["body"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
 
 
-def write_snapshot(table: Table, folder: str, position: int, body: Any) -> bool:
-    """Write the snapshot of `position` and delete all but the newest `SNAPSHOTS_KEPT`; False if refused."""
-    snapshot = {"table_id": table.table_id, "position": position, "body": body}
+def write_snapshot(table: Table, folder: str, position: int, body: Any, format_version: int = 1) -> bool:
+    """Write the snapshot of `position` (of `format_version`) and delete all but the newest `SNAPSHOTS_KEPT`;
+    False if refused."""
+    snapshot = {"table_id": table.table_id, "position": position, "format": format_version, "body": body}
     if not write_sidecar(table, folder, _snapshot_name(position), json.dumps(snapshot, separators=(",", ":")).encode()):
         return False
     names = [name for name in list_sidecars(table, folder) if _snapshot_position(name)]
