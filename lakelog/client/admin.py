@@ -1,4 +1,9 @@
-"""`AdminClient`: create, list and describe topics, shaped like confluent_kafka.admin.AdminClient."""
+"""`AdminClient`: create, list and describe topics, shaped like confluent_kafka.admin.AdminClient.
+
+Time is passed in: `clock` (milliseconds, the wall clock by default) is what
+`find_hanging_transactions` judges transaction timeouts on and the clock of the
+partition logs `delete_records` commits to.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from lakelog.client import group_admin, transaction_admin
 from lakelog.client.group_admin import ConsumerGroupTopicPartitions, ListConsumerGroupsResult
 from lakelog.errors import InvalidProducerIdMapping, InvalidRequest, KafkaException
 from lakelog.log import create_topic, list_topics, open_partition, retention, topic_config
+from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import validate_new_topic
 from lakelog.config import storage_options
 from lakelog.store import check_root
@@ -78,9 +84,10 @@ class DeletedRecords:
 class AdminClient:
     """Admin operations on the topics of `lakelog.root`; results come as resolved futures."""
 
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    def __init__(self, conf: Mapping[str, Any], *, clock: Clock = wall_clock_ms) -> None:
         values, _ = split_callbacks(conf, ("error_cb",))
         self.config = config.load("admin", values)
+        self._clock = clock
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: the retries of the writes admin operations make.
         self._retry = RetryPolicy.from_config(self.config)
@@ -137,7 +144,7 @@ class AdminClient:
         return {p: _call(self._delete_records, p) for p in topic_partition_offsets}
 
     def _delete_records(self, partition: TopicPartition) -> DeletedRecords:
-        log = open_partition(self._root, partition.topic, partition.partition)
+        log = open_partition(self._root, partition.topic, partition.partition, clock=self._clock)
         low_watermark = retention.delete_records(log, partition.offset, backoff=self._retry.start(retention.TRIM_TIMEOUT_S))
         return DeletedRecords(low_watermark)
 
@@ -161,7 +168,7 @@ class AdminClient:
 
     def find_hanging_transactions(self, topic: str | None = None, **_timeouts: Any) -> Future:
         """A future resolving to the transactions that hold an LSO and that no live producer will close."""
-        return _call(transaction_admin.find_hanging_transactions, self._root, topic)
+        return _call(transaction_admin.find_hanging_transactions, self._root, topic, self._clock())
 
     def abort_transaction(self, partition: TopicPartition, producer_id: int, **_timeouts: Any) -> Future:
         """Abort a hanging transaction of `producer_id` in `partition` (KIP-664); resolves to the marker's offset."""

@@ -26,6 +26,11 @@ The parts live by concept: `consumer_membership` (the group member: heartbeat,
 reconcile, lose, leave), `consumer_offsets` (commit, committed, store_offsets,
 auto-commit) and `consumer_fetch` (the assigned partitions, their positions and
 fetches); `Consumer` holds their state and runs the poll loop.
+
+Time is passed in: `clock` (milliseconds, the wall clock by default) drives the
+heartbeat and auto-commit timers and the group coordinator's session-timeout
+decisions, so a test moves it on instead of sleeping. `poll`/`consume` timeouts
+are the caller's own waits, in real time.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from lakelog.config import storage_options
 from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.errors import InvalidConfig, InvalidRequest, KafkaError
+from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.store import check_root
 from lakelog.store.retry import RetryPolicy
 
@@ -56,9 +62,11 @@ IDLE_BACKOFF_S = 0.05
 class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
     """A consumer reading the topics of `lakelog.root`, shaped like confluent_kafka.Consumer."""
 
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    def __init__(self, conf: Mapping[str, Any], *, clock: Clock = wall_clock_ms) -> None:
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
         self.config = config.load("consumer", values)
+        # The clock of this consumer's timers and of the coordinator it calls (S6.5: session timeouts).
+        self._clock = clock
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: every retry of this consumer and of the coordinator it calls.
         self._retry = RetryPolicy.from_config(self.config)
@@ -78,7 +86,7 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
         # What this consumer last committed per partition (auto-commit sends only what changed).
         self._last_committed: dict[TopicPartitionKey, int] = {}
         self._commit_reports: deque[tuple[KafkaError | None, list[TopicPartition]]] = deque()
-        self._next_auto_commit = time.monotonic() + self.config["auto.commit.interval.ms"] / 1000
+        self._next_auto_commit = self._now_s() + self.config["auto.commit.interval.ms"] / 1000
 
     # -- reading ---------------------------------------------------------------------
 
@@ -96,6 +104,7 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
         self._check_open()
         if not isinstance(num_messages, int) or isinstance(num_messages, bool) or not 1 <= num_messages <= 1_000_000:
             raise InvalidRequest(f"num_messages must be an integer from 1 to 1000000, not {num_messages!r}")
+        # The caller's wait, in real time (it sleeps); the group's timers run on the passed-in clock.
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
             self._serve_commit_reports()
@@ -124,7 +133,7 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
             if deadline is not None:
                 wait = min(wait, deadline - now)
             if self._membership is not None:
-                wait = min(wait, max(0.0, self._membership.next_heartbeat - now))
+                wait = min(wait, max(0.0, self._membership.next_heartbeat - self._now_s()))
             time.sleep(max(0.0, wait))
             for state in self._assigned.values():
                 state.log.refresh()
@@ -157,8 +166,14 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
 
     def _coordinator(self) -> GroupCoordinator:
         if self._groups is None:
-            self._groups = GroupCoordinator(self._root, assignor=self.config["group.remote.assignor"], retry=self._retry)
+            self._groups = GroupCoordinator(
+                self._root, assignor=self.config["group.remote.assignor"], retry=self._retry, clock=self._clock
+            )
         return self._groups
+
+    def _now_s(self) -> float:
+        """The passed-in clock, in seconds: what the heartbeat, auto-commit and offset-fetch timers read."""
+        return self._clock() / 1000
 
     def _check_open(self) -> None:
         if self._closed:

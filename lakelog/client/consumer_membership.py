@@ -7,7 +7,6 @@ assigning (S6.2). The coordinator's half is `lakelog.coordinator.group`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
@@ -46,6 +45,7 @@ class _Membership:
     member_epoch: int = 0
     # S6.6: the member epoch partitions were last revoked at; None until a revocation.
     revocation_epoch: int | None = None
+    # When the next heartbeat is due, in seconds of the consumer's clock.
     next_heartbeat: float = 0.0
     # Inside a rebalance callback (on_revoke may commit: the coordinator holds the bump meanwhile).
     in_callback: str | None = None
@@ -131,7 +131,7 @@ class _GroupMembership:
                 self._lose(membership.fenced)
                 force = True
             for _ in range(MAX_HEARTBEATS_PER_POLL):
-                if not force and time.monotonic() < membership.next_heartbeat:
+                if not force and self._now_s() < membership.next_heartbeat:
                     return
                 force = self._heartbeat(membership)
         finally:
@@ -149,7 +149,7 @@ class _GroupMembership:
             self.config["session.timeout.ms"],
             self.config["max.poll.interval.ms"],
         )
-        membership.next_heartbeat = time.monotonic() + self.config["heartbeat.interval.ms"] / 1000
+        membership.next_heartbeat = self._now_s() + self.config["heartbeat.interval.ms"] / 1000
         try:
             response = self._coordinator().heartbeat(request)
         except (UnknownMemberId, FencedMemberEpoch) as error:

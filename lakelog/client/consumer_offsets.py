@@ -3,7 +3,6 @@ committed offset a newly assigned partition starts at (S6.1, S6.4, S6.6, S7.3)."
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 
 from lakelog.client.consumer_fetch import TopicPartitionKey, _partition_list, _state_error
@@ -144,9 +143,9 @@ class _OffsetCommits:
         return _topic_partitions(offsets)
 
     def _maybe_auto_commit(self) -> None:
-        if time.monotonic() < self._next_auto_commit:
+        if self._now_s() < self._next_auto_commit:
             return
-        self._next_auto_commit = time.monotonic() + self.config["auto.commit.interval.ms"] / 1000
+        self._next_auto_commit = self._now_s() + self.config["auto.commit.interval.ms"] / 1000
         self._auto_commit(list(self._assigned))
 
     def _auto_commit(self, partitions: list[TopicPartitionKey]) -> None:
@@ -174,7 +173,7 @@ class _OffsetCommits:
     def _resolve_positions(self) -> None:
         """Start partitions without a position at the group's committed offset; in read_committed the
         fetch is stable, and partitions a pending transaction holds are asked again later (S7.3)."""
-        now = time.monotonic()
+        now = self._now_s()
         wanted = [tp for tp, state in self._assigned.items() if state.position is None and state.resolve_after <= now]
         if not wanted or self._group_id is None:
             return

@@ -4,15 +4,15 @@ kafka-consumer-groups.sh; and the group part of `lakelog coordinator sweep` (S6,
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from helpers import table_fingerprint
+from helpers import FakeClock, table_fingerprint
 
 from lakelog import Producer
 from lakelog.coordinator.group import Heartbeat
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.log import create_topic
+from lakelog.log.partition import Clock, wall_clock_ms
 
 
 def ok(result) -> str:
@@ -43,9 +43,9 @@ def orders(lake) -> str:
     return "orders"
 
 
-def join(lake: str, group: str, topic: str, session_timeout_ms: int = 45_000) -> str:
+def join(lake: str, group: str, topic: str, session_timeout_ms: int = 45_000, clock: Clock = wall_clock_ms) -> str:
     request = Heartbeat(group, "", 0, (topic,), frozenset(), session_timeout_ms=session_timeout_ms)
-    return GroupCoordinator(lake).heartbeat(request).member_id
+    return GroupCoordinator(lake, clock=clock).heartbeat(request).member_id
 
 
 def test_groups_list_and_describe_show_state_epochs_and_members(lakelog, lake, orders):
@@ -131,8 +131,11 @@ def test_groups_bad_input_exits_2_with_one_line_and_writes_nothing(lakelog, lake
 
 
 def test_S6_5_coordinator_sweep_removes_members_past_their_session(lakelog, lake, orders):
-    member_id = join(lake, "etl", orders, session_timeout_ms=100)
-    time.sleep(0.3)
+    """The member joined a minute ago by its passed-in clock, with a 45 s session: the sweep, a process on
+    the wall clock, finds its lease over without the test waiting for it."""
+    member_id = join(lake, "etl", orders, session_timeout_ms=45_000, clock=FakeClock(wall_clock_ms() - 60_000))
+    live_id = join(lake, "etl", orders, session_timeout_ms=45_000)
     report = json.loads(ok(lakelog("coordinator", "sweep", "--root", lake)))
     assert report["members_expired"] == [{"group": "etl", "member_id": member_id}]
+    assert set(GroupCoordinator(lake).describe("etl").members) == {live_id}
     assert json.loads(ok(lakelog("coordinator", "sweep", "--root", lake)))["members_expired"] == []

@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from helpers import table_fingerprint
+from helpers import FakeClock, table_fingerprint
 
 from lakelog import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from lakelog.coordinator.group import GroupMetadata, Heartbeat
 from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.log.partition import wall_clock_ms
 from lakelog.errors import (
     FencedInstanceId,
     InvalidConfig,
@@ -31,8 +32,8 @@ GROUP = "g"
 FAST = {"heartbeat.interval.ms": 50, "auto.offset.reset": "earliest", "enable.auto.commit": False}
 
 
-def group_consumer(lake: str, **conf) -> Consumer:
-    return Consumer({"lakelog.root": lake, "group.id": GROUP, **FAST, **conf})
+def group_consumer(lake: str, clock=wall_clock_ms, **conf) -> Consumer:
+    return Consumer({"lakelog.root": lake, "group.id": GROUP, **FAST, **conf}, clock=clock)
 
 
 def produce(lake: str, topic: str, partitions: int, per_partition: int) -> None:
@@ -231,13 +232,21 @@ def test_S6_1_manual_assignment_with_group_id_starts_at_the_committed_offset(lak
 
 
 def test_S6_5_a_member_past_its_session_timeout_is_removed_then_commits_fail_and_it_rejoins_on_lost(lake, four):
+    """The consumer and the sweep share a passed-in clock: the member stops polling (no heartbeat), the clock
+    moves to the last millisecond of its lease (the sweep leaves it), then one past (the sweep removes it)."""
     events: list = []
-    c = group_consumer(lake, **{"session.timeout.ms": 300})
+    clock = FakeClock()
+    c = group_consumer(lake, clock, **{"session.timeout.ms": 45_000})
     c.subscribe([four], on_lost=recorder(events, "lost"), on_assign=recorder(events, "assign"))
     poll_until([c], lambda: len(owned(c)) == 4)
     old = c.consumer_group_metadata()
-    time.sleep(0.5)  # no poll: no heartbeat
-    assert GroupCoordinator(lake).sweep() == [(GROUP, old.member_id)]
+    sweeper = GroupCoordinator(lake, clock=clock)
+    lease_end = sweeper.describe(GROUP).members[old.member_id].metadata.lease_expires_ms
+    assert lease_end - clock() == 45_000
+    clock.advance(lease_end - clock())  # no poll: no heartbeat
+    assert sweeper.sweep() == []
+    clock.advance(1)
+    assert sweeper.sweep() == [(GROUP, old.member_id)]
     with pytest.raises(UnknownMemberId):
         c.commit(offsets=[TopicPartition(four, 0, 1)], asynchronous=False)
     poll_until([c], lambda: len(events) == 3)

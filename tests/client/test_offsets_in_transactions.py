@@ -12,27 +12,30 @@ import shutil
 import time
 
 import pytest
+from helpers import FakeClock
 
 from lakelog import Consumer, Producer, TopicPartition
 from lakelog.config import CONF_DIR_ENV, conf_dir
 from lakelog.coordinator.group import GroupMetadata, Heartbeat
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.errors import IllegalGeneration, StaleMemberEpoch, UnknownMemberId
+from lakelog.log.partition import wall_clock_ms
 
 pytestmark = pytest.mark.roots("local", "s3")
 
 GROUP = "g"
 
 
-def group_consumer(lake: str, **conf) -> Consumer:
+def group_consumer(lake: str, clock=wall_clock_ms, **conf) -> Consumer:
     return Consumer(
         {"lakelog.root": lake, "group.id": GROUP, "heartbeat.interval.ms": 50, "enable.auto.commit": False,
-         "auto.offset.reset": "earliest", **conf}
+         "auto.offset.reset": "earliest", **conf},
+        clock=clock,
     )
 
 
-def transactional(lake: str, transactional_id: str = "t") -> Producer:
-    producer = Producer({"lakelog.root": lake, "transactional.id": transactional_id})
+def transactional(lake: str, transactional_id: str = "t", clock=wall_clock_ms) -> Producer:
+    producer = Producer({"lakelog.root": lake, "transactional.id": transactional_id}, clock=clock)
     producer.init_transactions()
     return producer
 
@@ -87,13 +90,16 @@ def test_S7_1_sent_offsets_become_committed_only_when_the_transaction_commits(la
 
 
 def test_S7_2_a_removed_members_offsets_are_refused_though_its_producer_epoch_is_current(lake, make_topic):
+    """The member, its producer and the sweep share a passed-in clock, moved past the member's session timeout
+    (S6.5) but not past the transaction's timeout (60 s): only the group metadata fences the zombie."""
     topic = make_topic()
-    zombie = group_consumer(lake, **{"session.timeout.ms": 200})
+    clock = FakeClock()
+    zombie = group_consumer(lake, clock, **{"session.timeout.ms": 45_000})
     metadata = joined(zombie, topic, 1)
-    producer = transactional(lake)
+    producer = transactional(lake, clock=clock)
     producer.begin_transaction()
-    time.sleep(0.3)
-    assert GroupCoordinator(lake).sweep() == [(GROUP, metadata.member_id)]
+    clock.advance(45_001)  # no poll: no heartbeat
+    assert GroupCoordinator(lake, clock=clock).sweep() == [(GROUP, metadata.member_id)]
     with pytest.raises(UnknownMemberId) as caught:
         producer.send_offsets_to_transaction([TopicPartition(topic, 0, 5)], metadata)
     assert caught.value.args[0].txn_requires_abort()
