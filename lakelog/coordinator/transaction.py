@@ -313,10 +313,15 @@ class Outcome(Generic[R]):
     records: tuple[TransactionMetadata, ...] = ()
     response: R | None = None
     error: KafkaException | None = None
+    # Nothing decided yet: the request goes through only with a newly allocated producer id, which the caller
+    # allocates once this answer holds on the latest state, then asks again with it (S8.3: no id for a refusal).
+    needs_producer_id: bool = False
 
     def __post_init__(self) -> None:
         if self.response is not None and self.error is not None:
             raise ValueError("an outcome has a response or an error, not both")
+        if self.needs_producer_id and (self.records or self.response is not None or self.error is not None):
+            raise ValueError("an outcome that needs a producer id decides nothing else")
 
     @property
     def ok(self) -> bool:
@@ -328,6 +333,9 @@ class Outcome(Generic[R]):
             return current
         last = self.records[-1]
         return None if last.state is TxnState.DEAD else last
+
+
+_NEEDS_PRODUCER_ID: Outcome[Any] = Outcome(needs_producer_id=True)
 
 
 def replay(state_by_id: dict[str, TransactionMetadata], record: TransactionMetadata) -> dict[str, TransactionMetadata]:
@@ -378,18 +386,6 @@ def is_epoch_exhausted(producer_epoch: int) -> bool:
     return producer_epoch >= MAX_EPOCH - 1
 
 
-def init_needs_producer_id(current: TransactionMetadata | None) -> bool:
-    """Whether `init_producer_id` on `current` needs a freshly allocated `new_producer_id`."""
-    if current is None or current.state is TxnState.DEAD:
-        return True
-    return current.state.is_idle and is_epoch_exhausted(current.producer_epoch)
-
-
-def end_needs_producer_id(current: TransactionMetadata | None) -> bool:
-    """Whether `end_transaction` on `current` needs a freshly allocated `new_producer_id`."""
-    return current is not None and current.state is TxnState.ONGOING and is_epoch_exhausted(current.producer_epoch)
-
-
 def markers_for(metadata: TransactionMetadata | None) -> TransactionMarkers | None:
     """The markers a PREPARE_* state still needs written (S4.5); None for any other state."""
     if metadata is None or not metadata.state.is_prepared:
@@ -416,10 +412,11 @@ def init_producer_id(
 ) -> Outcome[InitProducerIdResult]:
     """InitProducerId (S4.1, S4.2): map the id to a producer id and bump the epoch, fencing earlier holders.
 
-    `new_producer_id` is used only if `init_needs_producer_id(current)`; it must then
-    be given. Over an ongoing transaction: one PREPARE_ABORT record (epoch bumped,
-    the holder fenced) and ConcurrentTransactions; the caller writes the markers,
-    completes, and retries. Over PREPARE_*: ConcurrentTransactions, no record.
+    An id that is new or whose epoch is exhausted moves to `new_producer_id`: without
+    one the answer is `needs_producer_id` (nothing decided). Over an ongoing
+    transaction: one PREPARE_ABORT record (epoch bumped, the holder fenced) and
+    ConcurrentTransactions; the caller writes the markers, completes, and retries.
+    Over PREPARE_*: ConcurrentTransactions, no record.
     """
     request_error = _check_transactional_id(transactional_id, current)
     if request_error is not None:
@@ -428,9 +425,11 @@ def init_producer_id(
     if timeout_error is not None:
         return Outcome(error=timeout_error)
     if current is None or current.state is TxnState.DEAD:
+        if new_producer_id is None:
+            return _NEEDS_PRODUCER_ID
         record = TransactionMetadata(
             transactional_id=transactional_id,
-            producer_id=_require_new_producer_id(new_producer_id, transactional_id),
+            producer_id=_check_new_producer_id(new_producer_id, transactional_id),
             previous_producer_id=NO_PRODUCER_ID,
             producer_epoch=0,
             last_producer_epoch=NO_PRODUCER_EPOCH,
@@ -444,8 +443,10 @@ def init_producer_id(
     state = current.state
     if state.is_idle:
         if is_epoch_exhausted(current.producer_epoch):
+            if new_producer_id is None:
+                return _NEEDS_PRODUCER_ID
             identity = {
-                "producer_id": _require_new_producer_id(new_producer_id, transactional_id),
+                "producer_id": _check_new_producer_id(new_producer_id, transactional_id),
                 "previous_producer_id": current.producer_id,
                 "producer_epoch": 0,
             }
@@ -604,7 +605,8 @@ def end_transaction(
     other result is InvalidTxnState. Abort with the current epoch while no
     transaction is open (EMPTY/COMPLETE_*) succeeds with no record; commit there is
     InvalidTxnState. With the current epoch while PREPARE_*: ConcurrentTransactions.
-    `new_producer_id` is needed only if `end_needs_producer_id(current)`.
+    An end at the exhausted epoch moves to `new_producer_id`: without one the answer
+    is `needs_producer_id` (nothing decided); every refusal is decided before that.
     """
     request_error = _check_transactional_id(transactional_id, current)
     if request_error is not None:
@@ -630,7 +632,9 @@ def end_transaction(
     if state is TxnState.ONGOING:
         next_producer_id = NO_PRODUCER_ID
         if is_epoch_exhausted(current.producer_epoch):
-            next_producer_id = _require_new_producer_id(new_producer_id, transactional_id)
+            if new_producer_id is None:
+                return _NEEDS_PRODUCER_ID
+            next_producer_id = _check_new_producer_id(new_producer_id, transactional_id)
         record = _transition(
             current,
             TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
@@ -776,8 +780,8 @@ def _check_transactional_id(transactional_id: Any, current: TransactionMetadata 
     return None
 
 
-def _require_new_producer_id(new_producer_id: int | None, transactional_id: str) -> int:
-    if new_producer_id is None or isinstance(new_producer_id, bool) or new_producer_id < 0:
+def _check_new_producer_id(new_producer_id: int, transactional_id: str) -> int:
+    if not isinstance(new_producer_id, int) or isinstance(new_producer_id, bool) or new_producer_id < 0:
         raise ValueError(
             f"transactional.id {transactional_id!r} needs a newly allocated producer id, got {new_producer_id!r}"
         )

@@ -128,27 +128,17 @@ class TransactionCoordinator:
         if timeout_error is not None:
             raise timeout_error
         backoff = self.retry.start(timeout_s)
-        allocated: list[int] = []
-
-        def new_producer_id(current: TransactionMetadata | None) -> int | None:
-            if not txn.init_needs_producer_id(current):
-                return None
-            if not allocated:
-                allocated.append(allocate_producer_id(self.root, transactional_id, retry=self.retry))
-            return allocated[0]
-
+        # Allocated at most once per request, and only once an answer on the latest state needs it (S8.3).
+        new_producer_id: int | None = None
         finished = False
         while True:
-            outcome = self._log_of(transactional_id).run(
-                lambda state: txn.init_producer_id(
-                    state.get(transactional_id),
-                    transactional_id,
-                    transaction_timeout_ms,
-                    new_producer_id(state.get(transactional_id)),
-                    self._clock(),
-                    self.config,
+            outcome, new_producer_id = self._run_allocating(
+                transactional_id,
+                lambda current, producer_id: txn.init_producer_id(
+                    current, transactional_id, transaction_timeout_ms, producer_id, self._clock(), self.config
                 ),
-                backoff=backoff,
+                backoff,
+                new_producer_id,
             )
             if outcome.ok:
                 return outcome.response
@@ -220,24 +210,18 @@ class TransactionCoordinator:
         leaves `Complete*` to this object's next `add_partitions` for the id (or any
         init, or the sweep): one serial commit less per transaction.
         """
-        allocated: list[int] = []
-
-        def new_producer_id(current: TransactionMetadata | None) -> int | None:
-            if not txn.end_needs_producer_id(current):
-                return None
-            if not allocated:
-                allocated.append(allocate_producer_id(self.root, transactional_id, retry=self.retry))
-            return allocated[0]
-
         # One backoff for the decision, the markers and the completion.
         backoff = self.retry.start(APPEND_TIMEOUT_S)
-        result = self._run(
+        outcome, _ = self._run_allocating(
             transactional_id,
-            lambda current: txn.end_transaction(
-                current, transactional_id, producer_id, producer_epoch, commit, self._clock(), new_producer_id(current)
+            lambda current, new_producer_id: txn.end_transaction(
+                current, transactional_id, producer_id, producer_epoch, commit, self._clock(), new_producer_id
             ),
             backoff,
         )
+        if not outcome.ok:
+            raise outcome.error
+        result = outcome.response
         self._hit(FAULT_AFTER_DECISION, transactional_id=transactional_id)
         # The state the decision was made on (or verified on the latest) is in hand: no reload to finish it.
         self._finish(self._log_of(transactional_id).state.get(transactional_id), backoff, complete)
@@ -356,6 +340,34 @@ class TransactionCoordinator:
         if not outcome.ok:
             raise outcome.error
         return outcome.response
+
+    def _run_allocating(
+        self,
+        transactional_id: str,
+        handler: Callable[[TransactionMetadata | None, int | None], Outcome[Any]],
+        backoff: Backoff,
+        new_producer_id: int | None = None,
+    ) -> tuple[Outcome[Any], int | None]:
+        """Run `handler(current, new_producer_id)`; allocate a producer id only for an answer that needs one.
+
+        `CoordinatorLog.run` returns an answer without records only once it holds on the
+        latest state, so an id is allocated only when the request, decided on the latest
+        state, goes through with it: never for a refusal, nor for a stale state a lost race
+        corrects (S8.3). At most one per request: a lost race after it reuses it, and it
+        stays unused only if the state moved on between the allocation and the commit.
+        Returns the outcome and the id allocated (or `new_producer_id` as given).
+        """
+        while True:
+            outcome = self._log_of(transactional_id).run(
+                lambda state: handler(state.get(transactional_id), new_producer_id), backoff=backoff
+            )
+            if not outcome.needs_producer_id:
+                return outcome, new_producer_id
+            if new_producer_id is not None:
+                raise AssertionError(f"{transactional_id!r}: a handler given producer id {new_producer_id} asked for one")
+            new_producer_id = allocate_producer_id(self.root, transactional_id, retry=self.retry)
+            log.debug("transactional.id %r: producer id %d allocated, deciding again with it", transactional_id,
+                      new_producer_id)
 
     def _log_of(self, transactional_id: str) -> CoordinatorLog[dict[str, TransactionMetadata]]:
         if not isinstance(transactional_id, str) or not transactional_id:

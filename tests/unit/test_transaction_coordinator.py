@@ -2,7 +2,7 @@
 
 `Harness` plays the store: it appends each outcome's records to an in-memory
 `__transaction_state` log, checking every transition against the state table, and
-allocates producer ids only when a handler needs one.
+allocates a producer id only when a handler's answer says it needs one, as the coordinator does.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ from lakelog.coordinator import (
     TxnState,
     add_partitions,
     complete_transaction,
-    end_needs_producer_id,
     end_transaction,
-    init_needs_producer_id,
     init_producer_id,
     markers_for,
     partition_for_transactional_id,
@@ -95,12 +93,23 @@ class Harness:
             self.state[transactional_id] = after
         return outcome
 
+    def with_new_producer_id(self, decide) -> tuple[Outcome, int | None]:
+        """`decide(new_producer_id)` without an id first; with one allocated only if that answer needs it."""
+        outcome = decide(None)
+        if not outcome.needs_producer_id:
+            return outcome, None
+        assert (outcome.records, outcome.response, outcome.error) == ((), None, None), "it decided nothing"
+        new_id = self.allocate()
+        outcome = decide(new_id)
+        assert not outcome.needs_producer_id
+        return outcome, new_id
+
     def init(self, transactional_id: str = TID, timeout_ms: int = MINUTE) -> Outcome:
         current = self.state.get(transactional_id)
-        new_id = self.allocate() if init_needs_producer_id(current) else None
-        return self.apply(
-            transactional_id, init_producer_id(current, transactional_id, timeout_ms, new_id, self.now, self.config)
+        outcome, _ = self.with_new_producer_id(
+            lambda new_id: init_producer_id(current, transactional_id, timeout_ms, new_id, self.now, self.config)
         )
+        return self.apply(transactional_id, outcome)
 
     def add(self, pid: int, epoch: int, partitions, transactional_id: str = TID) -> Outcome:
         current = self.state.get(transactional_id)
@@ -108,10 +117,10 @@ class Harness:
 
     def end(self, pid: int, epoch: int, commit: bool, transactional_id: str = TID) -> Outcome:
         current = self.state.get(transactional_id)
-        new_id = self.allocate() if end_needs_producer_id(current) else None
-        return self.apply(
-            transactional_id, end_transaction(current, transactional_id, pid, epoch, commit, self.now, new_id)
+        outcome, _ = self.with_new_producer_id(
+            lambda new_id: end_transaction(current, transactional_id, pid, epoch, commit, self.now, new_id)
         )
+        return self.apply(transactional_id, outcome)
 
     def verify(self, pid: int, epoch: int, partitions, transactional_id: str = TID) -> Outcome:
         outcome = verify_partitions(self.state.get(transactional_id), transactional_id, pid, epoch, partitions)
@@ -220,19 +229,42 @@ def test_S4_1_exhausted_epoch_moves_the_id_to_a_new_producer_id():
     h.seed(metadata(epoch=MAX_EPOCH - 2))
     last_of_old = h.init_until_done()
     assert last_of_old == InitProducerIdResult(7, MAX_EPOCH - 1), "clients never get MAX_EPOCH"
-    assert init_needs_producer_id(h.current)
+    assert init_producer_id(h.current, TID, MINUTE, None, NOW, CONFIG).needs_producer_id
     rotated = h.init_until_done()
     assert rotated.producer_id not in (7, -1) and rotated.producer_epoch == 0
     assert h.current.previous_producer_id == 7
     assert isinstance(h.add(7, MAX_EPOCH - 1, [A0]).error, ProducerFenced)
 
 
-def test_S4_1_init_needs_a_producer_id_only_when_it_uses_one():
-    assert init_needs_producer_id(None)
-    assert not init_needs_producer_id(metadata())
-    assert not init_needs_producer_id(metadata(TxnState.ONGOING, epoch=MAX_EPOCH - 1))
-    with pytest.raises(ValueError, match="newly allocated producer id"):
-        init_producer_id(None, TID, MINUTE, None, NOW, CONFIG)
+@pytest.mark.parametrize(
+    "current, needs",
+    [
+        (None, True),
+        (metadata(TxnState.COMPLETE_COMMIT, epoch=MAX_EPOCH - 1), True),
+        (metadata(), False),
+        (metadata(TxnState.ONGOING, epoch=MAX_EPOCH - 1), False),
+        (metadata(TxnState.PREPARE_ABORT, epoch=MAX_EPOCH), False),
+    ],
+    ids=["unknown", "exhausted", "idle", "ongoing", "prepared"],
+)
+def test_S8_3_init_asks_for_a_producer_id_only_when_it_uses_one(current, needs):
+    """S4.1, S8.3: the answer says "needs a new producer id" (deciding nothing) instead of taking one up front."""
+    outcome = init_producer_id(current, TID, MINUTE, None, NOW, CONFIG)
+    assert outcome.needs_producer_id is needs
+    if needs:
+        assert (outcome.records, outcome.response, outcome.error) == ((), None, None)
+        assert init_producer_id(current, TID, MINUTE, 42, NOW, CONFIG).response.producer_id == 42
+        with pytest.raises(ValueError, match="newly allocated producer id"):
+            init_producer_id(current, TID, MINUTE, -5, NOW, CONFIG)
+
+
+def test_S8_3_a_refused_init_never_asks_for_a_producer_id():
+    for outcome in (
+        init_producer_id(None, "", MINUTE, None, NOW, CONFIG),
+        init_producer_id(None, TID, 0, None, NOW, CONFIG),
+        init_producer_id(None, TID, CONFIG.transaction_max_timeout_ms + 1, None, NOW, CONFIG),
+    ):
+        assert outcome.error is not None and not outcome.needs_producer_id and outcome.records == ()
 
 
 def test_S4_1_init_refuses_an_empty_transactional_id():
@@ -566,9 +598,11 @@ def test_S4_6_an_end_at_the_last_epoch_moves_to_a_new_producer_id_on_completion(
     ident = h.init_until_done()
     assert ident.producer_epoch == MAX_EPOCH - 1
     assert h.add(7, MAX_EPOCH - 1, [A0]).ok
-    assert end_needs_producer_id(h.current)
-    with pytest.raises(ValueError, match="newly allocated producer id"):
-        end_transaction(h.current, TID, 7, MAX_EPOCH - 1, True, h.now)
+    assert end_transaction(h.current, TID, 7, MAX_EPOCH - 1, True, h.now).needs_producer_id
+    # S8.3: a refused end is refused before any producer id is asked for.
+    for zombie in ((7, MAX_EPOCH - 2), (8, MAX_EPOCH - 1)):
+        refused = end_transaction(h.current, TID, *zombie, True, h.now)
+        assert isinstance(refused.error, (ProducerFenced, InvalidProducerIdMapping)) and not refused.needs_producer_id
     outcome = h.end(7, MAX_EPOCH - 1, commit=True)
     new_id = h.allocated[-1]
     assert outcome.response == EndTransactionResult(ControlType.COMMIT, new_id, 0)
@@ -726,10 +760,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def init(self, transactional_id, timeout):
         h = self.h
         before = h.state.get(transactional_id)
-        new_id = h.allocate() if init_needs_producer_id(before) else None
-        outcome = self._apply(
-            transactional_id, init_producer_id(before, transactional_id, timeout, new_id, h.now, h.config)
+        outcome, new_id = h.with_new_producer_id(
+            lambda new_id: init_producer_id(before, transactional_id, timeout, new_id, h.now, h.config)
         )
+        self._apply(transactional_id, outcome)
+        if not outcome.ok:
+            assert new_id is None, "S8.3: a refusal allocates no producer id"
         if before is not None and before.state is TxnState.ONGOING:
             assert isinstance(outcome.error, ConcurrentTransactions)
             (fence,) = outcome.records
@@ -809,9 +845,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def end(self, client, commit):
         h, tid = self.h, client.transactional_id
         before = h.state.get(tid)
-        new_id = h.allocate() if end_needs_producer_id(before) else None
         request = (client.producer_id, client.producer_epoch)
-        outcome = self._apply(tid, end_transaction(before, tid, *request, commit, h.now, new_id))
+        outcome, new_id = h.with_new_producer_id(
+            lambda new_id: end_transaction(before, tid, *request, commit, h.now, new_id)
+        )
+        self._apply(tid, outcome)
+        if not outcome.ok:
+            assert new_id is None, "S8.3: a refusal allocates no producer id"
         if client.zombie:
             assert isinstance(outcome.error, (ProducerFenced, InvalidProducerIdMapping))
         is_current = before is not None and request == (before.producer_id, before.producer_epoch)
