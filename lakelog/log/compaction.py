@@ -51,7 +51,7 @@ from lakelog.log.partition import PartitionLog
 from lakelog.log.records import MAX_SEQUENCE
 from lakelog.log.transactions import AbortedTransaction
 from lakelog.store import FileEntry
-from lakelog.store.maintenance import maintain
+from lakelog.store.maintenance import maintain, newest_modification
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ def rewrite_below_lso(
             return None
         removed, added = _runs(cleanable, keep) if not keep.all() else ([], [])
         before = sum(entry.num_records for entry in removed)
-        after = sum(table.num_rows for table, _ in added)
+        after = sum(item[0].num_rows for item in added)
         try:
             version = log_.table.rewrite(
                 removed,
@@ -197,14 +197,14 @@ def rewrite_below_lso(
         return result
 
 
-def _runs(cleanable: CleanableRows, keep: np.ndarray) -> tuple[list[FileEntry], list[tuple[pa.Table, tuple[int, int]]]]:
-    """The files that lose rows, and per run of consecutive such files the kept rows with the run's range."""
+def _runs(cleanable: CleanableRows, keep: np.ndarray) -> tuple[list[FileEntry], list[tuple[pa.Table, tuple[int, int], int | None]]]:
+    """The files that lose rows, and per run of consecutive such files the kept rows, the run's range and its newest time."""
     files = cleanable.files
     losing = np.zeros(len(files), dtype=bool)
     losing[np.unique(cleanable.file_index[~keep])] = True
     _anchor_empty_runs(losing, cleanable.file_index, keep)
     removed: list[FileEntry] = []
-    added: list[tuple[pa.Table, tuple[int, int]]] = []
+    added: list[tuple[pa.Table, tuple[int, int], int | None]] = []
     start = None
     for position in range(len(files) + 1):
         if position < len(files) and losing[position]:
@@ -214,7 +214,7 @@ def _runs(cleanable: CleanableRows, keep: np.ndarray) -> tuple[list[FileEntry], 
         if start is not None:
             run = files[start:position]
             in_run = (cleanable.file_index >= start) & (cleanable.file_index < position) & keep
-            added.append((cleanable.rows.filter(pa.array(in_run)), (run[0].min_offset, run[-1].max_offset)))
+            added.append((cleanable.rows.filter(pa.array(in_run)), (run[0].min_offset, run[-1].max_offset), newest_modification(run)))
             removed.extend(run)
             start = None
     return removed, added

@@ -51,6 +51,7 @@ import re
 import time
 import uuid
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -359,11 +360,22 @@ def _commit_merges(table: Table, merges: list[_Merge], decided_on: int) -> None:
     now_ms = time.time_ns() // 1_000_000
     actions: list[AddAction | RemoveAction] = []
     for merge in merges:
-        actions.append(AddAction(merge.path, merge.size, {}, now_ms, False, merge.stats))
+        modified_ms = newest_modification(merge.sources)
+        actions.append(AddAction(merge.path, merge.size, {}, now_ms if modified_ms is None else modified_ms, False, merge.stats))
         for source in merge.sources:
             actions.append(RemoveAction(source.path, False, now_ms, source.size_bytes, {}))
     metadata = {"lakelog.operation": COMPACT_OPERATION, "lakelog.decided_on": str(decided_on)}
     table._commit(actions, table.schema, "append", decided_on, None, metadata, [])
+
+
+def newest_modification(sources: Sequence[FileEntry]) -> int | None:
+    """The newest modificationTime of the files a rewrite replaces (None if one has none).
+
+    A merged or key-compacted file keeps it, so a producer's idle time (S9.4) still runs from its last
+    append, not from the rewrite; retention by time sees the file as old as its newest source.
+    """
+    times = [source.modification_time_ms for source in sources]
+    return max(times) if times and all(times) else None
 
 
 def _is_active(table: Table, path: str) -> bool:

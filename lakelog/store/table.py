@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,6 +62,8 @@ class FileEntry:
     max_producer_id: int
     # The add action's modificationTime: when the file was committed, by the clock its writer passed in.
     modification_time_ms: int = 0
+    # Rows whose key is null, from the statistics (-1: not recorded): a file of markers only has no keyed row.
+    null_keys: int = -1
 
 
 class Table:
@@ -184,6 +187,7 @@ class Table:
             entries = []
             if actions.num_rows:
                 columns = actions.to_pydict()
+                null_keys = columns.get("null_count.key") or [None] * actions.num_rows
                 for i in range(actions.num_rows):
                     entries.append(
                         FileEntry(
@@ -195,6 +199,7 @@ class Table:
                             min_producer_id=columns["min.producer_id"][i],
                             max_producer_id=columns["max.producer_id"][i],
                             modification_time_ms=columns["modification_time"][i] or 0,
+                            null_keys=-1 if null_keys[i] is None else null_keys[i],
                         )
                     )
             entries.sort(key=lambda entry: entry.min_offset)
@@ -327,7 +332,10 @@ class Table:
 
         Each item of `added` is a pyarrow table, or a pair `(table, (first, last))`
         whose file then claims the offset range first..last in its statistics
-        (a key-compacted file keeps the range of the files it replaces, S9.3).
+        (a key-compacted file keeps the range of the files it replaces, S9.3),
+        or a triple `(table, (first, last), modification_time_ms)` whose add
+        action keeps that time (the newest of the files it replaces, so a
+        producer's idle time, S9.4, still runs from its last append).
         This call writes them under fresh names; if the commit loses its race they
         are deleted again and `CommitConflict` is raised, so a refused rewrite
         leaves the folder as it was (S8.3); an unknown outcome is resolved by
@@ -347,12 +355,13 @@ class Table:
         schema: pa.Schema | None = None
         try:
             for item in added:
-                data, offset_range = item if isinstance(item, tuple) else (item, None)
+                data, offset_range, modified_ms = _added_item(item)
                 name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
                 path = self.child_uri(name)
                 owned.append(path)
                 size = self.io.write_parquet(data, path, compression=compression)
-                actions.append(AddAction(name, size, {}, now_ms, data_change, _statistics(data, offset_range)))
+                modified_ms = now_ms if modified_ms is None else modified_ms
+                actions.append(AddAction(name, size, {}, modified_ms, data_change, _statistics(data, offset_range)))
                 schema = schema or data.schema
         except BaseException:
             for path in owned:
@@ -732,6 +741,15 @@ def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:
 def is_checkpoint_version(version: int, interval: int) -> bool:
     """Whether a checkpoint is written at this version (99, 199, ...: delta-rs 1.6's own schedule, kept)."""
     return version > 0 and (version + 1) % interval == 0
+
+
+def _added_item(item: Any) -> tuple[pa.Table, tuple[int, int] | None, int | None]:
+    """A `rewrite` item as (rows, claimed offset range or None, modification time or None)."""
+    if not isinstance(item, tuple):
+        return item, None, None
+    if len(item) == 2:
+        return item[0], item[1], None
+    return item[0], item[1], item[2]
 
 
 def _remove_quietly(table: Table, path: str) -> None:

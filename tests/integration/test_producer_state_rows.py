@@ -257,3 +257,27 @@ def test_S9_4_entries_survive_key_compaction_that_keeps_each_producers_last_batc
         assert handle.producer_entry(1).last_offset == 1 and handle.producer_entry(2).last_offset == 2
     assert behind.append(one(), BatchHeader(1, 0, 2)).base_offset == 3
     refused(open_partition(root, name, 0), OutOfOrderSequence, BatchHeader(2, 0, 5))
+
+
+def test_S9_4_a_merged_file_keeps_its_newest_sources_time_so_idle_producers_still_expire(root, topic):
+    """S9.4: compaction's merged file takes the newest modificationTime of the files it replaces, not the wall clock.
+
+    Producer 1's last append is at T0 and producer 2's at T0 + EXPIRATION / 2; once both files are merged, a cold
+    handle at one ms past EXPIRATION after producer 2's append finds producer 1 unknown (had the merge taken the
+    time of its own commit, producer 1 would look as young as the compaction).
+    """
+    from lakelog.store.maintenance import compact
+
+    name = topic({"producer.id.expiration.ms": EXPIRATION})
+    clock = FakeClock()
+    log = open_partition(root, name, 0, clock=clock)
+    log.append(one(), BatchHeader(1, 0, 0))
+    clock.now_ms = T0 + EXPIRATION // 2
+    log.append(one(), BatchHeader(2, 0, 0))
+    assert compact(log.table, fan_in=2) is not None
+    merged = log.table.files()
+    assert len(merged) == 1 and merged[0].modification_time_ms == T0 + EXPIRATION // 2
+    clock.now_ms = T0 + EXPIRATION // 2 + EXPIRATION + 1
+    cold = open_partition(root, name, 0, clock=clock)
+    refused(cold, UnknownProducerId, BatchHeader(1, 0, 1))
+    refused(cold, UnknownProducerId, BatchHeader(2, 0, 1))
