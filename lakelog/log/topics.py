@@ -99,7 +99,12 @@ def open_partition(root: str, topic: str, partition: int, clock: Clock = wall_cl
 
 
 def open_internal_partition(
-    root: str, log_name: str, partition: int, num_partitions: int, clock: Clock = wall_clock_ms
+    root: str,
+    log_name: str,
+    partition: int,
+    num_partitions: int,
+    clock: Clock = wall_clock_ms,
+    config: Mapping[str, Any] | None = None,
 ) -> PartitionLog:
     """Open partition `partition` of an internal log `<root>/<log_name>/` (such as `__transaction_state`).
 
@@ -107,6 +112,7 @@ def open_internal_partition(
     root, by whoever creates partition 0 (put-if-absent); every later caller
     gets that count from partition 0, whatever `num_partitions` it passes, so
     processes with different configs still hash ids to the same partition.
+    `config` (topic configs such as `cleanup.policy`) applies to tables this call creates.
     """
     if not log_name.startswith("__"):
         raise ValueError(f"internal logs are named __<name>, not {log_name!r}")
@@ -121,7 +127,7 @@ def open_internal_partition(
             config = TopicConfig.from_table_configuration(table.configuration)
             if 0 <= partition < config.num_partitions:
                 return PartitionLog(table, log_name, partition, config, clock)
-    first = _open_or_create(folder / "0", TopicConfig.load({"num.partitions": num_partitions}))
+    first = _open_or_create(folder / "0", TopicConfig.load({**(config or {}), "num.partitions": num_partitions}))
     config = TopicConfig.from_table_configuration(first.configuration)
     if not 0 <= partition < config.num_partitions:
         raise UnknownTopicOrPartition(
