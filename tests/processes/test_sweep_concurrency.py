@@ -1,6 +1,8 @@
 """S8.2: coordinator sweeps run in parallel with each other and with clients, as real processes.
 
-Eight producers (five on S3) leave transactions open past their timeout over three partitions.
+Eight producers (five on S3) leave transactions open past their timeout over three partitions:
+they began them a minute and more ago by their passed-in clock, so the sweeps, on the wall
+clock, find them timed out without the test waiting for it.
 Three `lakelog coordinator sweep` processes and a client process that calls
 init_transactions on two of the ids start at once. Whatever the interleaving:
 each id's transaction is aborted exactly once (one PrepareAbort record, one
@@ -14,15 +16,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import FakeClock
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.coordinator.transaction_coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.log import open_partition
+from lakelog.log.partition import wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 
 pytestmark = [pytest.mark.slow, pytest.mark.roots("local", "s3")]
@@ -30,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Fewer ids on S3, where each commit costs several times more: still three for the sweeps alone.
 ID_COUNTS = {"local": 8, "s3": 5}
 CLIENT_IDS = ["job-0", "job-1"]
-TIMEOUT_MS = 1000
+TIMEOUT_MS = 60_000
 
 CLIENT = """
 import sys
@@ -56,15 +59,19 @@ def test_S8_2_parallel_sweeps_and_clients_abort_each_timed_out_transaction_once(
     ids = [f"job-{n}" for n in range(ID_COUNTS[root_kind])]
     AdminClient({"lakelog.root": root}).create_topics([NewTopic("work", num_partitions=3)])
     producer_ids = {}
+    # S4.7: each transaction began TIMEOUT_MS and a second ago by its producer's clock.
+    began = FakeClock(wall_clock_ms() - TIMEOUT_MS - 1_000)
     for n, transactional_id in enumerate(ids):
-        p = Producer({"lakelog.root": root, "transactional.id": transactional_id, "transaction.timeout.ms": TIMEOUT_MS})
+        p = Producer(
+            {"lakelog.root": root, "transactional.id": transactional_id, "transaction.timeout.ms": TIMEOUT_MS},
+            clock=began,
+        )
         p.init_transactions()
         p.begin_transaction()
         for partition in range(3):
             p.produce("work", value=f"{transactional_id}-{partition}", partition=partition)
         p.flush()
         producer_ids[transactional_id] = p._producer_id
-    time.sleep(TIMEOUT_MS / 1000 + 0.5)
 
     # The check below reads every record of __transaction_state, which the internal compaction (S9.3, tested
     # beside live clients in tests/client/test_coordinator_snapshots.py) would cut to the latest per id.
