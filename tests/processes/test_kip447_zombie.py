@@ -12,6 +12,12 @@ A and B are separate processes (tests/processes/group_workers.py); A's "long GC"
 is a SIGSTOP it sends itself right before `send_offsets_to_transaction`. Both run
 on a local folder and on an S3 prefix of the session's emulator (S12.1): the
 children get the root's URI and inherit the emulator's AWS_* settings.
+
+No timeout is waited out: the sweeps run in the test process on a passed-in
+clock set to the last millisecond of the stalled member's lease (or of its
+transaction's timeout), where they must leave it, and then one millisecond on.
+The children run on the wall clock with Kafka's default 45 s session, which the
+test never sleeps through.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import FakeClock
 
 from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from lakelog.coordinator.group_coordinator import GroupCoordinator
@@ -39,7 +46,29 @@ pytestmark = [pytest.mark.slow, pytest.mark.roots("local", "s3")]
 TESTS = Path(__file__).resolve().parents[1]
 GROUP = "etl"
 RECORDS = 10
-SESSION_MS = 1500
+SESSION_MS = 45_000
+
+
+def sweep_past_lease(root: str, member_id: str) -> list[tuple[str, str]]:
+    """S6.5 on a passed-in clock: at the last millisecond of the (stopped) member's lease the sweep leaves it,
+    one millisecond later it removes it; returns what that sweep removed."""
+    lease_end = GroupCoordinator(root).describe(GROUP).members[member_id].metadata.lease_expires_ms
+    clock = FakeClock(lease_end)
+    sweeper = GroupCoordinator(root, clock=clock)
+    assert sweeper.sweep() == []
+    clock.advance(1)
+    return sweeper.sweep()
+
+
+def sweep_past_transaction_timeout(root: str, transactional_id: str) -> list[str]:
+    """S4.7 on a passed-in clock: at the last millisecond of the transaction's timeout the sweep leaves it, one
+    millisecond later it aborts it; returns the ids that sweep aborted."""
+    metadata = TransactionCoordinator(root).describe(transactional_id)
+    clock = FakeClock(metadata.txn_start_ms + metadata.transaction_timeout_ms)
+    sweeper = TransactionCoordinator(root, clock=clock)
+    assert sweeper.sweep().aborted_timed_out == []
+    clock.advance(1)
+    return sweeper.sweep().aborted_timed_out
 
 
 class Child:
@@ -127,8 +156,7 @@ def test_S7_2_kip447_zombie_stalled_before_its_offset_commit_is_fenced_and_the_n
         assert len(read_output(root, "out", "read_uncommitted")) == RECORDS
 
         # 2. A's session times out; the sweep removes it and the group rebalances.
-        time.sleep(SESSION_MS / 1000 + 0.3)
-        assert groups.sweep() == [(GROUP, polled["member_id"])]
+        assert sweep_past_lease(root, polled["member_id"]) == [(GROUP, polled["member_id"])]
         assert groups.describe(GROUP).members == {}
 
         # 3-4. B joins, gets in-0, finds no pending offsets (A sent none), so it starts at the last committed
@@ -182,8 +210,8 @@ def test_S7_3_a_new_owner_waits_while_a_stalled_members_offsets_are_pending(root
     for n in range(2 * RECORDS):
         producer.produce("in", f"record-{n}", partition=0)
     producer.flush()
-    groups, transactions = GroupCoordinator(root), TransactionCoordinator(root)
-    txn_timeout_ms = 600_000 if end == "zombie-commits" else 4000
+    groups = GroupCoordinator(root)
+    txn_timeout_ms = 600_000 if end == "zombie-commits" else 60_000
     stop_file = tmp_path / "stop-b"
     a = b = None
     try:
@@ -191,8 +219,7 @@ def test_S7_3_a_new_owner_waits_while_a_stalled_members_offsets_are_pending(root
         sent = a.next("sent")
         assert sent["positions"] == {"0": RECORDS}
         a.wait_stopped()
-        time.sleep(SESSION_MS / 1000 + 0.3)
-        assert groups.sweep() == [(GROUP, sent["member_id"])]
+        assert sweep_past_lease(root, sent["member_id"]) == [(GROUP, sent["member_id"])]
 
         b = Child("process", root, GROUP, "in", "out", str(RECORDS), str(SESSION_MS), str(stop_file))
         deadline = time.monotonic() + 60
@@ -215,8 +242,7 @@ def test_S7_3_a_new_owner_waits_while_a_stalled_members_offsets_are_pending(root
         else:
             # A's transaction times out; the sweep aborts it (S4.7), its pending offsets vanish, B starts
             # from the old committed offset; A, woken, finds itself fenced.
-            time.sleep(txn_timeout_ms / 1000 + 0.2)
-            assert transactions.sweep().aborted_timed_out == ["kip447-a"]
+            assert sweep_past_transaction_timeout(root, "kip447-a") == ["kip447-a"]
             expected_b_offsets = list(range(RECORDS))
         committed_b = b.next("committed")
         assert committed_b["offsets"] == expected_b_offsets
