@@ -25,4 +25,5 @@ BENCHMARKS = (
     "year_of_traffic",
     "internal_compaction",
     "heartbeats",
+    "transaction_verification",
 )
