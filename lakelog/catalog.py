@@ -11,12 +11,15 @@ Topics whose names start with `__` are internal and never listed here.
 
 from __future__ import annotations
 
+import logging
 import pyarrow as pa
 
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import list_topics
 from lakelog.log.scan import KAFKA_SCHEMA
 from lakelog.store import Location, Table, TableNotFoundError, check_root
+
+logger = logging.getLogger(__name__)
 
 VIEWS_DIR = "views"
 STATUS_DIR = "status"

@@ -20,6 +20,8 @@ from typing import Any
 
 from lakelog.errors import InvalidConfig
 
+logger = logging.getLogger(__name__)
+
 CONF_DIR_ENV = "LAKELOG_CONF_DIR"
 KINDS = ("producer", "consumer", "admin", "topic", "broker")
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]+$")

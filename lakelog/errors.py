@@ -12,7 +12,10 @@ Classes follow KIP-1050's taxonomy: `retriable` (try the same call again),
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
+
+logger = logging.getLogger(__name__)
 
 
 class KafkaError:

@@ -11,6 +11,7 @@ reserved word in DuckDB: write `"offset"`.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 
@@ -21,6 +22,8 @@ from lakelog import catalog
 from lakelog.errors import InvalidConfig, InvalidRequest
 from lakelog.log.scan import KAFKA_SCHEMA, plan_scan
 from lakelog.store import Location, Table, check_root
+
+logger = logging.getLogger(__name__)
 
 
 def query(root: str | Location, sql: str) -> pa.Table:

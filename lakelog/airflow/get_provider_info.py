@@ -6,7 +6,10 @@ discovery stays cheap. The layout follows apache-airflow-providers-apache-spark.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 def get_provider_info() -> dict[str, Any]:

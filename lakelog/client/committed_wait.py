@@ -18,6 +18,7 @@ what was appended since the last one. It writes nothing.
 
 from __future__ import annotations
 
+import logging
 import ast
 import json
 from collections.abc import Mapping
@@ -28,6 +29,8 @@ from lakelog.errors import InvalidRequest, UnknownTopicOrPartition
 from lakelog.log import open_partition
 from lakelog.log.partition import PartitionLog
 from lakelog.store import Location, check_root
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

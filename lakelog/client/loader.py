@@ -20,6 +20,7 @@ are still read, never written.
 
 from __future__ import annotations
 
+import logging
 import contextlib
 import hashlib
 import io
@@ -39,6 +40,8 @@ from lakelog.errors import InvalidRequest, OffsetMismatch
 from lakelog.log import BatchHeader, PartitionLog, open_partition
 from lakelog.log.records import NO_PRODUCER_ID, PAYLOAD_SCHEMA
 from lakelog.store import Location, check_root
+
+logger = logging.getLogger(__name__)
 
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
 # The header of a load batch's last row: its load's dedupe record, {"load": id, "start": offset, "rows": n}.
@@ -197,6 +200,10 @@ def _load(
     resumed_from = done
     total = count_rows(path, kind)
     appended = 0
+    if record is None:
+        logger.info("load %s: %d record(s) of %s into %s-%d from offset %d", load_id, total, path.uri, topic, partition, start)
+    else:
+        logger.info("load %s: resuming at record %d of %d (offset %d of %s-%d)", load_id, done, total, start + done, topic, partition)
     with tqdm(total=total, initial=done, unit="rec", unit_scale=True, disable=not progress, desc=f"load {topic}-{partition}") as bar:
         position = 0
         for payload in source_payloads(path, kind, key_column, batch_records):
@@ -210,6 +217,7 @@ def _load(
                     )
                 except OffsetMismatch as mismatch:
                     done = _recover(log, load_id, start, done, mismatch)
+                    logger.info("load %s: another instance appended up to record %d; continuing from there", load_id, done)
                     bar.n = done
                     bar.refresh()
                     continue
@@ -217,6 +225,7 @@ def _load(
                 done += rows.num_rows
                 bar.update(rows.num_rows)
             position = batch_end
+    logger.info("load %s: done, offsets %d-%d of %s-%d (%d appended by this run)", load_id, start, start + total - 1, topic, partition, appended)
     return LoadResult(load_id, start, total, appended, resumed_from)
 
 

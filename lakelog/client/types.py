@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import Any
 
 from lakelog.errors import KafkaError
+
+logger = logging.getLogger(__name__)
 
 OFFSET_BEGINNING = -2
 OFFSET_END = -1

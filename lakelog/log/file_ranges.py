@@ -10,6 +10,7 @@ file, CorruptRecord.
 
 from __future__ import annotations
 
+import logging
 import bisect
 
 import pyarrow as pa
@@ -17,6 +18,8 @@ import pyarrow.compute as pc
 
 from lakelog.errors import CorruptRecord
 from lakelog.store import FileEntry, Table
+
+logger = logging.getLogger(__name__)
 
 
 def read_offset_range(

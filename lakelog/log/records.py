@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import enum
 from dataclasses import dataclass
 
@@ -10,6 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import InvalidRequest
+
+logger = logging.getLogger(__name__)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -19,6 +19,7 @@ too, for readers that filter the files themselves (Spark's Parquet reader).
 
 from __future__ import annotations
 
+import logging
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -33,6 +34,8 @@ from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition, topic_config
 from lakelog.log.transactions import AbortedTransaction
 from lakelog.store import FileEntry, PinnedSnapshot
+
+logger = logging.getLogger(__name__)
 
 # Spark's Kafka source (and Kafka's ListOffsets) spell "earliest" and "latest" as -2 and -1.
 EARLIEST = -2

@@ -6,11 +6,14 @@ snapshot that holds the config it obeys (`check.expected.offsets` among them).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lakelog import config
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "lakelog.topic."
 

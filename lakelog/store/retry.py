@@ -17,6 +17,7 @@ passed in, so a test runs a loop on a fake clock without sleeping.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lakelog.errors import InvalidConfig
+
+logger = logging.getLogger(__name__)
 
 # Kafka's defaults (CommonClientConfigs): retry.backoff.ms=100, retry.backoff.max.ms=1000.
 DEFAULT_BACKOFF_MS = 100

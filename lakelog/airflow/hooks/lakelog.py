@@ -16,6 +16,7 @@ From the environment:
 
 from __future__ import annotations
 
+import logging
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from lakelog.config import STORAGE_PREFIX
 from lakelog.errors import InvalidConfig, KafkaException
 from lakelog.store import Location, check_root
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_CONN_ID = "lakelog_default"
 CLIENT_KINDS = ("producer", "consumer", "admin")

@@ -25,6 +25,7 @@ workers run this interpreter (`PYSPARK_PYTHON`, `PYSPARK_DRIVER_PYTHON`).
 
 from __future__ import annotations
 
+import logging
 import collections
 import importlib.util
 import json
@@ -43,6 +44,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from lakelog import errors
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.store.fileio import S3_KEYS, storage_key
+
+logger = logging.getLogger(__name__)
 
 # Quiet, small defaults for the 2-core machines lakelog's jobs run on; `conf` overrides any of them.
 DEFAULT_CONF = {

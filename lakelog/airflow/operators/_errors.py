@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import contextlib
 from collections.abc import Iterator
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from lakelog.errors import KafkaException
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ The rows and the unit's record commit in one transaction
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,6 +30,8 @@ from lakelog.airflow.assets import emit_topic_event, parse_time_asset
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.airflow.operators._errors import task_errors
 from lakelog.client.unit_loader import load_unit
+
+logger = logging.getLogger(__name__)
 
 def unit_of(context: Mapping[str, Any]) -> str:
     """The unit a task instance covers: dag.task.map_index.<partition key or data interval>."""

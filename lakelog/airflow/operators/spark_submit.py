@@ -16,6 +16,7 @@ doubles a row.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,8 @@ from airflow.sdk import BaseOperator
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID
 from lakelog.airflow.hooks.spark_submit import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, SparkSubmitHook
 from lakelog.airflow.operators._errors import task_errors
+
+logger = logging.getLogger(__name__)
 
 
 class LakelogSparkSubmitOperator(BaseOperator):

@@ -10,6 +10,7 @@ retried runs do no harm.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -19,14 +20,16 @@ from airflow.sdk import BaseOperator
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.airflow.operators._errors import task_errors
 
+logger = logging.getLogger(__name__)
+
 
 class LakelogSweepOperator(BaseOperator):
     """Run the transaction and group sweeps of the connection's root; returns what each did.
 
     :param transactions: sweep the transaction coordinator's state (default True).
     :param groups: sweep consumer groups' members (default True).
-    :param log_cleaner: apply each topic's cleanup.policy: retention, compaction; and compact the
-        internal logs by their record keys (default True).
+    :param log_cleaner: apply each topic's cleanup.policy: retention, compaction; compact the
+        internal logs by their record keys; tombstone batch records whose rows are gone (default True).
     """
 
     template_fields: Sequence[str] = ()
@@ -70,6 +73,10 @@ class LakelogSweepOperator(BaseOperator):
 
                 report["internal_compaction"] = [asdict(done) for done in compact_internal_logs(root)]
                 self.log.info("internal log compaction: %s", report["internal_compaction"])
+                from lakelog.client.sink_records import sweep_sink_records
+
+                report["sink_records"] = [asdict(done) for done in sweep_sink_records(root, wall_clock_ms())]
+                self.log.info("sink records: %s", report["sink_records"])
         return report
 
 

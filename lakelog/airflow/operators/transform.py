@@ -24,6 +24,7 @@ mapped task needs one group per map index.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,6 +35,8 @@ from lakelog.airflow.assets import emit_topic_event, parse_time_asset
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.airflow.operators._errors import task_errors
 from lakelog.client.transform_run import Transform, TransformResult, run_transform, transform_transactional_id
+
+logger = logging.getLogger(__name__)
 
 
 class LakelogTransformOperator(BaseOperator):

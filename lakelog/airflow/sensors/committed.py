@@ -13,6 +13,7 @@ transaction (S4.7). The conditions live in `lakelog.client.committed_wait`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -25,6 +26,8 @@ from lakelog.airflow.operators._errors import task_errors
 from lakelog.airflow.triggers.committed import LakelogCommittedTrigger
 from lakelog.client.committed_wait import CommittedCheck, CommittedWait
 from lakelog.errors import KafkaException
+
+logger = logging.getLogger(__name__)
 
 
 class LakelogCommittedSensor(BaseSensorOperator):

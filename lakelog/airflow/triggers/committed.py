@@ -8,6 +8,7 @@ lakelog's reads block, so each check runs in a thread.
 
 from __future__ import annotations
 
+import logging
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -16,6 +17,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from lakelog.client.committed_wait import CommittedWait
 from lakelog.errors import KafkaException
+
+logger = logging.getLogger(__name__)
 
 
 class LakelogCommittedTrigger(BaseTrigger):
