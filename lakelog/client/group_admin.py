@@ -129,7 +129,11 @@ def group_state(group: Group) -> ConsumerGroupState:
 
 
 def read_group(root: str, group_id: str) -> Group | None:
-    """The group's state, or None if it does not exist; reads only (creates no internal table)."""
+    """The group's state, or None if it does not exist; reads only (creates no internal table).
+
+    CorruptRecord, naming the table and offset of the row, if a row of the group does not decode
+    (the other groups of its `__consumer_offsets` partition are still read).
+    """
     _check_group_id(group_id)
     existing = existing_internal_partitions(root, CONSUMER_OFFSETS_LOG)
     if 0 not in existing:
@@ -145,6 +149,7 @@ def list_groups(root: str) -> list[ConsumerGroupListing]:
 
 
 def describe_group(root: str, group_id: str) -> ConsumerGroupDescription:
+    """The group's state, epochs and members; GroupIdNotFound, or CorruptRecord naming the bad row (read_group)."""
     group = _existing(root, group_id)
     target = group.target.assignment if group.target else {}
     members = [

@@ -33,18 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from lakelog.config import validate_name
-from lakelog.coordinator.group_records import (
-    LEASE_RENEW_DIVISOR,
+from lakelog.coordinator.group_records import (  # the records, also read from here by callers and the coordinator log
     CurrentRecord,
     GroupLogRecord,
     GroupRecord,
     MemberRecord,
     OffsetRecord,
-    RecordKind,
     TargetRecord,
     TopicPartitionKey,
     from_row,
-    record_key,
+    record_key,  # noqa: F401
 )
 from lakelog.coordinator.transaction import _java_abs, java_string_hash
 from lakelog.errors import (

@@ -7,7 +7,10 @@ partition is compacted through its coordinator's own `CoordinatorLog`, so the
 rows are decoded and replayed exactly as the coordinator does, and a plan that
 would change the replayed state is not committed. A cold coordinator then
 replays the live state, not the history: its load cost follows the number of
-groups, members, offsets and ids, not how long the root has run.
+groups, members, offsets and ids, not how long the root has run. A partition
+holding a row that does not decode is left as it is and reported with the
+CorruptRecord naming the row's table and offset: compaction never drops or
+rewrites a row it cannot read.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from lakelog.coordinator.group import CurrentRecord, GroupRecord, MemberRecord, OffsetRecord, TargetRecord
+from lakelog.coordinator.group_records import CurrentRecord, GroupRecord, MemberRecord, OffsetRecord, TargetRecord
 from lakelog.coordinator.state_log import Marker
 from lakelog.coordinator.transaction import TransactionMetadata, TxnState
 from lakelog.log.records import ControlType

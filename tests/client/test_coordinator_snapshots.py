@@ -113,12 +113,20 @@ def test_S8_2_snapshots_that_are_garbage_or_of_another_table_are_skipped(lake, m
     full = replayed_from_zero(lake, TRANSACTION_STATE_LOG)
     folder = Path(lake) / TRANSACTION_STATE_LOG / "0" / SIDECAR_DIR / "coordinator"
     older, newest = sorted(folder.iterdir())
+    written = newest.read_bytes()
+    assert b'"format":1,' in written and b',"v":1}' in written
+    # Garbage, another table's, another format's (issue 12 item 4), or holding a record of a newer version.
     for garbage in (b"{not json", b'{"table_id": 1}', b"[]",
-                    newest.read_bytes().replace(b'"body":[', b'"body":[{"transactional_id":5},')):
+                    written.replace(b'"body":[', b'"body":[{"transactional_id":5},'),
+                    written.replace(b'"format":1,', b'"format":2,'),
+                    written.replace(b',"v":1}', b',"v":2}', 1)):
         newest.write_bytes(garbage)
         cold = cold_log(lake, TRANSACTION_STATE_LOG)
         assert cold.state == full
         assert cold.snapshot_position == int(older.stem), "the older snapshot is taken instead"
+    # Written before snapshots named their format (and records their version): read as format 1.
+    newest.write_bytes(written.replace(b'"format":1,', b"").replace(b',"v":1}', b"}"))
+    assert cold_log(lake, TRANSACTION_STATE_LOG).snapshot_position == int(newest.stem)
     older.unlink()
     newest.unlink()
     assert cold_log(lake, TRANSACTION_STATE_LOG).state == full  # no snapshot at all: replay from 0
