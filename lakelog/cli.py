@@ -29,6 +29,7 @@ from lakelog.client import (
 )
 from lakelog.client import group_admin, transaction_admin
 from lakelog.client.loader import load
+from lakelog.client.sink_records import sweep_sink_records
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.coordinator.internal_compaction import compact_internal_logs
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
@@ -51,7 +52,7 @@ from lakelog.store import Location, check_root
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
 # The coordinator sweep's steps, each of which `--skip` may leave out.
-SWEEP_STEPS = ("transactions", "groups", "log-cleaner", "internal-compaction")
+SWEEP_STEPS = ("transactions", "groups", "log-cleaner", "internal-compaction", "sink-records")
 # Errors that say the command asked for something wrong (exit 2); every other error is a failure (exit 1).
 BAD_INPUT_ERRORS = (
     InvalidRequest,
@@ -676,6 +677,9 @@ def _coordinator_sweep(args: argparse.Namespace) -> int:
     if "internal-compaction" not in skip:
         # S9.3: __consumer_offsets and __transaction_state compacted by their record keys.
         report["internal_compaction"] = [dataclasses.asdict(done) for done in compact_internal_logs(root)]
+    if "sink-records" not in skip:
+        # S9.4: batch records whose rows are all gone are tombstoned; __sink_batches is compacted by key (S9.3).
+        report["sink_records"] = [dataclasses.asdict(done) for done in sweep_sink_records(root, wall_clock_ms())]
     print(json.dumps(report))
     return 0
 
