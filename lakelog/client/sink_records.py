@@ -17,7 +17,7 @@ down to the log start:
 
 Nothing but rows: a record lives as long as its row, and `__sink_batches` is
 compacted by key (S9.3), so a transactional id keeps its newest record only.
-`tombstone_spent_records` (a sweep step) deletes a record once every partition
+`sweep_sink_records` (a sweep step) deletes a record once every partition
 it protects has moved its log start past what it protects: the rows are gone,
 so the unit they were may load again.
 
@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 
 from lakelog.coordinator.transaction import partition_for_transactional_id
 from lakelog.errors import ConcurrentTransactions, CorruptRecord, KafkaException, KafkaTimeout, OffsetMismatch, UnknownTopicOrPartition
+from lakelog.log.compaction import CompactionResult, compact_partition
 from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 from lakelog.store import FileEntry
@@ -83,10 +84,11 @@ class RecordState:
 
 @dataclass(frozen=True)
 class SpentRecords:
-    """What one sweep pass tombstoned in one `__sink_batches` partition: the transactional ids, or the error met."""
+    """What one sweep pass did to one `__sink_batches` partition: the ids it tombstoned, its compaction, or the error met."""
 
     partition: int
     transactional_ids: tuple[str, ...] = ()
+    compaction: CompactionResult | None = None
     error: str | None = None
 
 
@@ -162,15 +164,19 @@ def read_records(log: PartitionLog, transactional_id: str) -> RecordState:
     return RecordState(CommittedBatch(_as_int(floor, log, -1), {}, {}, {}), open_batch)
 
 
-def tombstone_spent_records(
-    root: str, *, policy: RetryPolicy = DEFAULT_POLICY, timeout_s: float = TOMBSTONE_TIMEOUT_S
+def sweep_sink_records(
+    root: str, now_ms: int, *, policy: RetryPolicy = DEFAULT_POLICY, timeout_s: float = TOMBSTONE_TIMEOUT_S
 ) -> list[SpentRecords]:
-    """One sweep pass: tombstone every committed record whose protected rows are all below their partitions' log start.
+    """One sweep pass over `__sink_batches`: tombstone spent records, then compact by key (S9.3, S9.4).
 
-    Per `__sink_batches` partition, the tombstones are one conditional append at
-    the log end offset they were decided on (KIP-27): a writer that recorded a
-    newer batch meanwhile wins, and the pass decides again. Safe beside writers
-    and other sweeps (S8.2); an error on one partition is reported and logged.
+    A committed record is spent once every partition it protects has its log
+    start past what it protects. Per partition, the tombstones are one
+    conditional append at the log end offset they were decided on (KIP-27): a
+    writer that recorded a newer batch meanwhile wins, and the pass decides again.
+    Compaction then keeps each id's newest record and drops tombstones
+    `delete.retention.ms` after `now_ms`. Safe beside writers and other sweeps
+    (S8.2); an error on one partition is reported and logged. Returns the
+    partitions where something was done.
     """
     report: list[SpentRecords] = []
     starts: dict[TopicPartitionKey, int | None] = {}
@@ -178,12 +184,13 @@ def tombstone_spent_records(
         try:
             log = open_internal_partition(root, SINK_BATCHES_LOG, partition, SINK_BATCHES_PARTITIONS)
             spent = _tombstone_partition(root, log, starts, policy.start(timeout_s))
+            compaction = compact_partition(log, now_ms, timeout_s=timeout_s)
         except KafkaException as error:
             logger.warning("sink records: %s-%d skipped: %s", SINK_BATCHES_LOG, partition, error)
             report.append(SpentRecords(partition, error=str(error)))
             continue
-        if spent:
-            report.append(SpentRecords(partition, tuple(spent)))
+        if spent or compaction is not None:
+            report.append(SpentRecords(partition, tuple(spent), compaction))
     return report
 
 
@@ -372,5 +379,5 @@ __all__ = [
     "protected_after",
     "read_records",
     "record_value",
-    "tombstone_spent_records",
+    "sweep_sink_records",
 ]
