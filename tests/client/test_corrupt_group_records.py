@@ -17,6 +17,7 @@ from lakelog.coordinator import state_log
 from lakelog.coordinator.group import GroupRecord, OffsetRecord
 from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
 from lakelog.coordinator.internal_compaction import compact_internal_logs
+from lakelog.coordinator.transaction_coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.errors import CorruptRecord
 from lakelog.log import BatchHeader, create_topic, payload_table
 from lakelog.log.topics import open_internal_partition
@@ -133,3 +134,17 @@ def test_deleting_a_group_after_its_corrupt_row_serves_it_again_from_empty(two_g
     coordinator = GroupCoordinator(lake)
     assert coordinator.describe("bad") is None
     assert coordinator.commit_offsets("bad", "", -1, {TP: (5, "")}) == {TP: 5}
+
+
+def test_a_corrupt_transaction_state_row_is_corrupt_record_naming_table_and_offset(lake):
+    """`__transaction_state` is not split by id on replay: its bad row stops the partition, but as
+    CorruptRecord naming where it is, never a raw KeyError (S4.3)."""
+    coordinator = TransactionCoordinator(lake, broker_config={"transaction.state.log.num.partitions": 1})
+    coordinator.init_producer_id("etl", 60_000)
+    log = open_internal_partition(lake, TRANSACTION_STATE_LOG, 0, 1)
+    offset = log.log_end_offset()
+    row = {"transactional_id": "etl", "state": "Ongoing"}
+    log.append(payload_table([json.dumps(row).encode()], keys=[b"etl"]), BatchHeader(expected_offset=offset))
+    with pytest.raises(CorruptRecord) as refused:
+        TransactionCoordinator(lake).list_transactions()
+    assert refused.value.offset == offset and f"{TRANSACTION_STATE_LOG}/0 offset {offset}" in str(refused.value)
