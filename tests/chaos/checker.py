@@ -12,8 +12,9 @@ lakelog's guarantees. Terms used below:
   rows included (an aborted row still holds its offset: S1.1, offsets are never renumbered).
 - The *visible order* of k: the offsets of committed writes and of read_committed reads (but of
   values whose write aborted: those are aborted reads), ranked
-  densely from 0; the *index* of a value is the rank of the first offset it has there. Aborted rows
+  densely from 0: the *index* of each offset there. Aborted rows
   and control markers take offsets but no index, so a read_committed reader steps index by index.
+  The index of a read or write is that of its offset.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class Analysis:
     writer_of: dict[tuple[str, str], Write] = field(default_factory=dict)
     offset_log: dict[str, dict[int, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
     visible: dict[str, dict[int, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
-    index_of: dict[tuple[str, str], int] = field(default_factory=dict)
+    rank_of: dict[str, dict[int, int]] = field(default_factory=dict)
     by_index: dict[str, list[set[str]]] = field(default_factory=dict)
 
 
@@ -119,12 +120,9 @@ def analyse(history: list[Op]) -> Analysis:
                     if op.isolation == READ_COMMITTED and (writer is None or writer.outcome != ABORTED):
                         analysis.visible[key][offset].add(value)
     for key, log in analysis.visible.items():
-        order = []
-        for offset in sorted(log):
-            for value in log[offset]:
-                analysis.index_of.setdefault((key, value), len(order))
-            order.append(log[offset])
-        analysis.by_index[key] = order
+        offsets = sorted(log)
+        analysis.rank_of[key] = {offset: index for index, offset in enumerate(offsets)}
+        analysis.by_index[key] = [log[offset] for offset in offsets]
     return analysis
 
 
@@ -154,19 +152,22 @@ def duplicates(analysis: Analysis) -> list[dict]:
 
 
 def lost_writes(analysis: Analysis) -> list[dict]:
-    """A committed write that no read returned although some read returned a value after it: with
-    `bound` the highest index any read of k reached, a committed write of k at an index <= bound
-    that no poll of any process returned (Jepsen: lost-write-cases)."""
+    """A committed write that no read_committed read returned although one returned a value after
+    it: with `bound` the highest index a read_committed read of k reached, a committed write of k at
+    an index <= bound that no read_committed poll of any process returned (Jepsen: lost-write-cases;
+    read_uncommitted reads see rows, not what committed, so they neither raise the bound nor clear a write)."""
     read_values: dict[str, set[str]] = defaultdict(set)
     bound: dict[str, int] = {}
     for read in analysis.reads:
+        if read.isolation != READ_COMMITTED:
+            continue
         read_values[read.key].add(read.value)
-        index = analysis.index_of.get((read.key, read.value))
+        index = analysis.rank_of.get(read.key, {}).get(read.offset)
         if index is not None:
             bound[read.key] = max(bound.get(read.key, -1), index)
     lost = []
     for write in analysis.writes:
-        index = analysis.index_of.get((write.key, write.value))
+        index = analysis.rank_of.get(write.key, {}).get(write.offset)
         if write.outcome != COMMITTED or index is None or write.key not in bound:
             continue
         if index <= bound[write.key] and write.value not in read_values[write.key]:
@@ -207,7 +208,7 @@ def poll_order(analysis: Analysis) -> tuple[list[dict], list[dict]]:
     """(nonmonotonic polls, poll skips). Each process's successive reads of a key, within a poll and
     across its polls, must step exactly one index of the visible order: a step < 1 is a nonmonotonic
     poll (read again or backwards), a step > 1 a poll skip (a visible value passed over). An `assign`
-    of the key starts its sequence again; values with no index (aborted ones) are not steps."""
+    of the key starts its sequence again; reads with no index (aborted rows) are not steps."""
     nonmonotonic, skips = [], []
     last: dict[str, dict[str, tuple[int, str]]] = defaultdict(dict)
     for op in analysis.history:
@@ -219,7 +220,7 @@ def poll_order(analysis: Analysis) -> tuple[list[dict], list[dict]]:
         elif op.f == "poll":
             for key, pairs in op.value.items():
                 for offset, value in pairs:
-                    index = analysis.index_of.get((key, value))
+                    index = analysis.rank_of.get(key, {}).get(offset)
                     if index is None:
                         continue
                     before = last[op.process].get(key)
