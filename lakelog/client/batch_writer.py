@@ -9,20 +9,21 @@ sequence, is_transactional)` headers, `end_transaction`.
 A retried job is recognised by its `batch_id` (an integer that grows from one
 batch to the next of a `transactional.id`, like Delta's `txnVersion` or a
 Structured Streaming batch id). The transaction that writes batch N also
-appends one row to `__sink_batches` (an internal log hashed by transactional
-id), so the batch's record commits or aborts with its data. That row's commit
-records three `txn` versions: the batch id, the row's offset (fixed in advance
-by KIP-27's expected offset) and the last batch id committed before it (plus one). After
-`init_producer_id` (which finishes any earlier attempt: S4.2), the last
-committed batch is the recorded one if its row committed, else the one
-recorded before it; a batch at or below it is skipped, writing nothing.
+appends one record row to `__sink_batches` (an internal log hashed by
+transactional id, compacted by key), so the batch's record commits or aborts
+with its data; the last committed batch is read from those rows alone
+(lakelog.client.sink_records), and a record lives as long as the rows it
+protects (S9.4). A batch at or below the last committed one is skipped, writing
+nothing.
 
-The record's value is JSON: the batch id, the rows and offsets each partition
-received, and a note of the caller's (what the batch covered), so a skipped
-retry can say where its batch landed. A retry is first checked read-only,
-before `init_producer_id`: a batch that committed is skipped without bumping
-the epoch (S8.3). Only when that check cannot tell (the record's transaction
-is still open) does the writer fence and look again.
+The record's value is JSON: the batch id, the batch committed before it, the
+rows and offsets each partition received, and a note of the caller's (what the
+batch covered), so a skipped retry can say where its batch landed. A retry is
+checked read-only, before `init_producer_id`: a batch at or below one that is
+committed is skipped without bumping the epoch (S8.3), even while a later
+batch's transaction is open (whatever that one decides, the batch before it
+stays committed). Only when the check cannot tell does the writer fence and
+look again.
 """
 
 from __future__ import annotations
@@ -36,33 +37,36 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog import config
-from lakelog.coordinator.transaction import partition_for_transactional_id
+from lakelog.client.sink_records import (
+    SINK_BATCHES_LOG,
+    SINK_BATCHES_PARTITIONS,
+    CommittedBatch,
+    RecordState,
+    open_batches_log,
+    protected_after,
+    read_records,
+    record_value,
+)
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.errors import (
     ConcurrentTransactions,
-    CorruptRecord,
     InvalidRequest,
     KafkaException,
     KafkaStorageError,
     KafkaTimeout,
     OffsetMismatch,
 )
-from lakelog.log import READ_UNCOMMITTED, BatchHeader, PartitionLog, open_partition, payload_table
+from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table
 from lakelog.log.partition import APPEND_TIMEOUT_S
 from lakelog.log.records import next_sequence
-from lakelog.log.topics import open_internal_partition
 from lakelog.store import check_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
 
-SINK_BATCHES_LOG = "__sink_batches"
-SINK_BATCHES_PARTITIONS = 8
 # How long a batch's record keeps trying for its offset, and how often an append meets a storage failure.
 RECORD_TIMEOUT_S = 60.0
 STORAGE_ATTEMPTS = 5
-# The `txn` app ids that record a transactional id's last batch in its __sink_batches partition.
-_APP_PREFIX = "lakelog.sink."
 
 TopicPartitionKey = tuple[str, int]
 # Kafka's "no producer id": what a batch skipped before `init_producer_id` reports.
@@ -87,16 +91,6 @@ class BatchWriteResult:
     producer_epoch: int
     offsets: Mapping[TopicPartitionKey, tuple[int, int]] = field(default_factory=dict)
     note: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CommittedBatch:
-    """The last committed batch of a transactional id, as its record tells it."""
-
-    batch_id: int
-    records: Mapping[TopicPartitionKey, int]
-    offsets: Mapping[TopicPartitionKey, tuple[int, int]]
-    note: Mapping[str, Any]
 
 
 class TransactionalBatchWriter:
@@ -195,7 +189,7 @@ class TransactionalBatchWriter:
                 records[tp] = records.get(tp, 0) + payload.num_rows
                 offsets[tp] = (offsets[tp][0] if tp in offsets else landed.base_offset, landed.last_offset)
             if batch_id is not None:
-                self._record_batch(batch_id, last_committed, producer_id, producer_epoch, records, offsets, note)
+                self._record_batch(batch_id, committed, producer_id, producer_epoch, records, offsets, note)
         except BaseException:
             try:
                 self._coordinator.end_transaction(self.transactional_id, producer_id, producer_epoch, commit=False)
@@ -227,44 +221,24 @@ class TransactionalBatchWriter:
     def committed_batch(self) -> CommittedBatch | None:
         """The last committed batch of this transactional id with what its record says, or None.
 
-        If the last record's transaction aborted, the batch committed before it is
-        returned without offsets or note (its record is not at hand). Raises
+        If the last record's transaction aborted and no older record is left, the
+        batch committed before it is returned without offsets or note. Raises
         ConcurrentTransactions while the last record's transaction is open.
         """
-        log = self._batches_log()
-        log.refresh()
-        app = self._app_ids()
-        recorded = log.table.app_version(app["batch"])
-        if recorded is None:
-            return None
-        offset = log.table.app_version(app["offset"])
-        # Stored plus one: 0 says no batch had committed before.
-        before = (log.table.app_version(app["before"]) or 0) - 1
-        rows = log.fetch(offset, max_records=1, isolation_level=READ_UNCOMMITTED).rows
-        if rows.num_rows != 1 or rows.column("key")[0].as_py() != self.transactional_id.encode():
-            raise CorruptRecord(
-                f"{SINK_BATCHES_LOG}-{log.partition}: offset {offset} is not the batch record of {self.transactional_id!r}"
-            )
-        producer_id = rows.column("producer_id")[0].as_py()
-        open_first = log.open_transactions().get(producer_id)
-        if open_first is not None and open_first <= offset:
+        state = self._records()
+        if state.open_batch is not None:
             raise ConcurrentTransactions(
-                f"the transaction that wrote batch {recorded} of {self.transactional_id!r} is still open; retry"
+                f"the transaction that wrote batch {state.open_batch} of {self.transactional_id!r} is still open; retry"
             )
-        aborted = any(
-            txn.producer_id == producer_id and txn.first_offset <= offset < txn.marker_offset
-            for txn in log.aborted_transactions(offset, offset + 1)
-        )
-        if not aborted:
-            return _decode_record(recorded, rows.column("value")[0].as_py())
-        return CommittedBatch(before, {}, {}, {}) if before >= 0 else None
+        return state.committed
 
     def _skip_before_init(self, batch_id: int) -> BatchWriteResult | None:
         """A batch already committed, told read-only before fencing anyone (S8.3); None to go on and write."""
         try:
-            committed = self.committed_batch()
+            committed = self._records().committed
         except ConcurrentTransactions:
-            return None  # an attempt is open: `init_producer_id` finishes it, then the check is made again
+            return None  # a record of the older format is open: `init_producer_id` finishes it, then the check is made again
+        # A later batch's open transaction does not matter: the batches committed before it stay committed.
         if committed is None or batch_id > committed.batch_id:
             return None
         return _skipped(batch_id, committed, NO_PRODUCER_ID, NO_PRODUCER_ID)
@@ -274,7 +248,7 @@ class TransactionalBatchWriter:
     def _record_batch(
         self,
         batch_id: int,
-        last_committed: int | None,
+        committed: CommittedBatch | None,
         producer_id: int,
         producer_epoch: int,
         records: Mapping[TopicPartitionKey, int],
@@ -282,26 +256,16 @@ class TransactionalBatchWriter:
         note: Mapping[str, Any],
     ) -> None:
         log = self._batches_log()
-        app = self._app_ids()
-        value = {
-            "batch": batch_id,
-            "records": {_tp_text(tp): count for tp, count in sorted(records.items())},
-            "offsets": {_tp_text(tp): list(span) for tp, span in sorted(offsets.items())},
-            "note": dict(note),
-        }
-        payload = payload_table([json.dumps(value, sort_keys=True).encode()], keys=[self.transactional_id.encode()])
+        before = committed.batch_id if committed is not None else None
+        value = record_value(batch_id, before, records, offsets, note, protected_after(committed, offsets))
+        payload = payload_table([value], keys=[self.transactional_id.encode()])
         backoff = self.retry.start(RECORD_TIMEOUT_S)
         while True:
             expected = log.log_end_offset()
             header = BatchHeader(producer_id, producer_epoch, 0, is_transactional=True, expected_offset=expected)
-            versions = {
-                app["batch"]: batch_id,
-                app["offset"]: expected,
-                app["before"]: 0 if last_committed is None else last_committed + 1,
-            }
             try:
                 # A lost commit race waits in there, on this record's backoff, before the append decides again.
-                log.append(payload, header, app_versions=versions, backoff=backoff)
+                log.append(payload, header, backoff=backoff)
                 return
             except OffsetMismatch:
                 # Another id's record took the offset first: nothing was written. The refusal was checked on the
@@ -311,19 +275,18 @@ class TransactionalBatchWriter:
                     logger.warning("%s; giving up", message)
                     raise KafkaTimeout(message) from None
 
-    def _app_ids(self) -> dict[str, str]:
-        prefix = f"{_APP_PREFIX}{self.transactional_id}."
-        return {name: prefix + name for name in ("batch", "offset", "before")}
+    def _records(self) -> RecordState:
+        return read_records(self._batches_log(), self.transactional_id)
 
     def _batches_partition_key(self) -> TopicPartitionKey:
-        count = open_internal_partition(self.root, SINK_BATCHES_LOG, 0, SINK_BATCHES_PARTITIONS).config.num_partitions
-        return (SINK_BATCHES_LOG, partition_for_transactional_id(self.transactional_id, count))
+        return (SINK_BATCHES_LOG, self._batches_log().partition)
 
     def _batches_log(self) -> PartitionLog:
-        key = self._batches_partition_key()
-        if key not in self._logs:
-            self._logs[key] = open_internal_partition(self.root, SINK_BATCHES_LOG, key[1], SINK_BATCHES_PARTITIONS)
-        return self._logs[key]
+        found = next((log for (name, _), log in self._logs.items() if name == SINK_BATCHES_LOG), None)
+        if found is None:
+            found = open_batches_log(self.root, self.transactional_id)
+            self._logs[(SINK_BATCHES_LOG, found.partition)] = found
+        return found
 
     def _log(self, tp: TopicPartitionKey) -> PartitionLog:
         if tp not in self._logs:
@@ -337,36 +300,12 @@ def _skipped(batch_id: int, committed: CommittedBatch, producer_id: int, produce
     )
 
 
-def _tp_text(tp: TopicPartitionKey) -> str:
-    return f"{tp[0]}:{tp[1]}"
-
-
-def _tp_key(text: str) -> TopicPartitionKey:
-    topic, _, partition = text.rpartition(":")
-    return topic, int(partition)
-
-
-def _decode_record(batch_id: int, value: bytes | None) -> CommittedBatch:
-    """A batch record's value; records written before it was JSON ("batch N: t:p=n,...") carry no offsets."""
-    try:
-        decoded = json.loads(value or b"")
-    except ValueError:
-        return CommittedBatch(batch_id, {}, {}, {})
-    if not isinstance(decoded, dict):
-        return CommittedBatch(batch_id, {}, {}, {})
-    try:
-        return CommittedBatch(
-            batch_id,
-            {_tp_key(text): int(count) for text, count in decoded.get("records", {}).items()},
-            {_tp_key(text): (int(span[0]), int(span[1])) for text, span in decoded.get("offsets", {}).items()},
-            dict(decoded.get("note") or {}),
-        )
-    except (TypeError, ValueError, IndexError, AttributeError) as error:
-        raise CorruptRecord(f"{SINK_BATCHES_LOG}: the record of batch {batch_id} does not decode: {error}") from error
-
-
 def _append_with_retries(
-    log: PartitionLog, payload: pa.Table, header: BatchHeader, backoff: Backoff, attempts: int = STORAGE_ATTEMPTS
+    log: PartitionLog,
+    payload: pa.Table,
+    header: BatchHeader,
+    backoff: Backoff,
+    attempts: int = STORAGE_ATTEMPTS,
 ):
     """Append; a storage failure is retried with the same sequence, so a batch that did land is a duplicate (S3.2).
 
