@@ -135,7 +135,6 @@ def read_records(log: PartitionLog, transactional_id: str) -> RecordState:
     """The last committed batch of `transactional_id` in its `__sink_batches` partition, read on the latest snapshot."""
     log.refresh()
     key = transactional_id.encode()
-    open_transactions = log.open_transactions()
     open_batch: int | None = None
     # The `before` of the newest record not known committed: what is committed if no older record decides.
     floor: int | None = None
@@ -146,7 +145,8 @@ def read_records(log: PartitionLog, transactional_id: str) -> RecordState:
         decoded = _decode(value)
         if decoded is None or "before" not in decoded:
             return RecordState(_from_app_ids(log, transactional_id), open_batch)
-        open_first = open_transactions.get(producer_id)
+        # The transaction index is read only once a record is found: an id never seen costs the key scan alone.
+        open_first = log.open_transactions().get(producer_id)
         is_open = producer_id >= 0 and open_first is not None and open_first <= offset
         if not is_open and not _aborted(log, producer_id, offset):
             return RecordState(_committed(decoded, log, offset), open_batch)
