@@ -16,6 +16,9 @@ batch 0). So:
   next append or at its commit (S4.1), and one paused before it began finds
   the unit loaded;
 - different units are different transactional ids: any order, any overlap.
+- a unit's record lives as long as its rows (S9.4): once retention or
+  delete-records removed them all, the sweep tombstones the record and the
+  unit loads again (lakelog.client.sink_records).
 
 Nothing here rests on timing: the only decision, "is the unit committed?", is
 read from the tables, and the commit that answers it is the one that writes
