@@ -216,7 +216,7 @@ def _tombstone_partition(root: str, log: PartitionLog, starts: dict[TopicPartiti
                 continue  # compaction drops it; the committed record under it is decided on then
             decoded = _decode(value)
             if decoded is None or "before" not in decoded:
-                continue  # the older format: its `txn` ids would outlive a tombstone's removal
+                continue  # the older format: it does not say which earlier batches' rows it protects
             if _all_below_log_start(root, _committed(decoded, log, offset).protects, starts):
                 spent.append(key)
         if not spent:
