@@ -231,10 +231,15 @@ def _build_parser() -> argparse.ArgumentParser:
     hanging = transactions.add_parser("find-hanging", parents=[common], help="transactions holding a partition's LSO")
     hanging.add_argument("--topic")
     hanging.set_defaults(handler=_transactions_find_hanging)
-    abort = transactions.add_parser("abort", parents=[common], help="abort a hanging transaction with a marker")
+    abort = transactions.add_parser(
+        "abort", parents=[common],
+        help="abort a hanging transaction with a marker, only if it is still the one find-hanging showed (KIP-664)",
+    )
     abort.add_argument("--topic", required=True)
     abort.add_argument("--partition", type=int, required=True)
-    abort.add_argument("--producer-id", type=int, required=True)
+    abort.add_argument("--producer-id", type=int, help="as find-hanging printed it (this or --start-offset)")
+    abort.add_argument("--producer-epoch", type=int, help="as find-hanging printed it")
+    abort.add_argument("--start-offset", type=int, help="as find-hanging printed it (this or --producer-id)")
     abort.set_defaults(handler=_transactions_abort)
 
     groups = commands.add_parser(
@@ -540,8 +545,18 @@ def _transactions_find_hanging(args: argparse.Namespace) -> int:
 
 
 def _transactions_abort(args: argparse.Namespace) -> int:
-    offset = transaction_admin.abort_hanging_transaction(args.root, args.topic, args.partition, args.producer_id)
-    print(f"aborted the transaction of producer id {args.producer_id} in {args.topic}-{args.partition}: marker at offset {offset}")
+    if args.producer_id is None and args.start_offset is None:
+        raise BadInput("lakelog transactions abort: --producer-id or --start-offset is required")
+    hanging = transaction_admin.find_hanging_transaction(
+        args.root, args.topic, args.partition, args.producer_id,
+        producer_epoch=args.producer_epoch, start_offset=args.start_offset,
+    )
+    offset = transaction_admin.abort_transaction(args.root, hanging)
+    print(
+        f"aborted the transaction of producer id {hanging.producer_id} (epoch {hanging.producer_epoch}, "
+        f"start offset {hanging.start_offset}) in {hanging.topic}-{hanging.partition}: "
+        f"ABORT marker at offset {offset}, epoch {hanging.producer_epoch + 1}"
+    )
     return 0
 
 

@@ -4,22 +4,37 @@
 `describe_producers` reads a partition's producer state; `find_hanging_transactions`
 compares the two: a transaction open in a partition (data with no marker yet)
 that no ongoing or decided coordinator transaction covers would hold the LSO
-forever, and `abort_hanging_transaction` closes it with an ABORT marker.
+forever, and `abort_transaction` closes it with an ABORT marker.
+
+The abort is a compare-and-set, as KIP-664's WriteTxnMarkers carries the producer
+id and epoch the admin saw: the marker is decided on a snapshot of the partition
+that shows the very transaction observed (producer id, epoch, first offset) still
+open, and committed as that snapshot's next version. If its producer closed it,
+or joined it at a new epoch, in between, the abort is refused and writes nothing
+(S4.8, S8.3): else it would abort here a transaction committed elsewhere.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import logging
+
 import pyarrow.compute as pc
 
 from lakelog.coordinator import TransactionMetadata, TxnState
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
-from lakelog.errors import InvalidTxnState, UnknownProducerId
+from lakelog.errors import InvalidRequest, InvalidTxnState, KafkaTimeout, OffsetMismatch, UnknownProducerId
 from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S, wall_clock_ms
 from lakelog.log.records import MAX_EPOCH
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+
+log = logging.getLogger(__name__)
+
+
+# Coordinator states whose transaction still holds its partitions: its end, or the sweep, writes their markers.
+_COVERING = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
 
 @dataclass(frozen=True)
@@ -129,7 +144,7 @@ def find_hanging_transactions(root: str, topic: str | None = None, now_ms: int |
     before = [set(log.open_transactions().items()) for log in logs]
     covering: dict[int, TransactionMetadata] = {}
     for metadata in TransactionCoordinator(root).list_transactions():
-        if metadata.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        if metadata.state in _COVERING:
             covering[metadata.producer_id] = metadata
     hanging = []
     for log, opened_before in zip(logs, before):
@@ -166,30 +181,134 @@ def find_hanging_transactions(root: str, topic: str | None = None, now_ms: int |
     return hanging
 
 
+def find_hanging_transaction(
+    root: str,
+    topic: str,
+    partition: int,
+    producer_id: int | None = None,
+    *,
+    producer_epoch: int | None = None,
+    start_offset: int | None = None,
+) -> HangingTransaction:
+    """The one transaction in topic-partition that only an admin abort closes, named by any of its fields.
+
+    At least the producer id or the start offset (as `transactions find-hanging` prints
+    them). Refused with InvalidTxnState if none matches: closed, never open, or covered
+    by its coordinator transaction (whose end or the sweep closes it).
+    """
+    if producer_id is None and start_offset is None:
+        raise InvalidRequest("name the hanging transaction by its producer id or its start offset")
+    wanted = {"producer_id": producer_id, "producer_epoch": producer_epoch, "start_offset": start_offset}
+    for found in find_hanging_transactions(root, topic):
+        if found.partition == partition and found.needs_admin_abort and all(
+            value is None or getattr(found, name) == value for name, value in wanted.items()
+        ):
+            return found
+    named = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in wanted.items() if value is not None)
+    raise InvalidTxnState(
+        f"{topic}-{partition} has no hanging transaction with {named}: "
+        "it is closed, or its coordinator transaction will close it (run the sweep)",
+        **wanted,
+    )
+
+
+def abort_transaction(root: str, hanging: HangingTransaction, *, retry: RetryPolicy = DEFAULT_POLICY) -> int:
+    """Close the observed hanging transaction with an ABORT marker one epoch above its own (KIP-664, S4.8).
+
+    A compare-and-set: decided on a snapshot of the partition showing that transaction
+    (same producer id, epoch and first offset) still open and no coordinator
+    transaction covering it, committed as exactly the next version; after a lost race
+    the latest snapshot is checked again. Refused with InvalidTxnState, writing nothing
+    (S8.3), once it no longer holds; the error carries what was observed and what holds
+    now (`current_producer_epoch`, `current_start_offset`: -1 if closed). Returns the
+    marker's offset.
+    """
+    topic, partition, producer_id = hanging.topic, hanging.partition, hanging.producer_id
+    observed = (hanging.producer_epoch, hanging.start_offset)
+    if not 0 <= hanging.producer_epoch < MAX_EPOCH:
+        raise UnknownProducerId(f"{topic}-{partition} has no usable epoch for producer id {producer_id}", producer_id=producer_id)
+    partition_log = open_partition(root, topic, partition)
+    backoff = retry.start(APPEND_TIMEOUT_S)
+    while True:
+        version = partition_log.version
+        current = _open_transaction(partition_log, producer_id)
+        if partition_log.version != version:
+            continue  # a lookup reloaded the snapshot (compaction removed a file): check on the one in hand
+        if current != observed:
+            raise _no_longer_open(hanging, current)
+        _check_not_covered(root, hanging)
+        try:
+            marker = partition_log.append_marker(
+                producer_id,
+                hanging.producer_epoch + 1,
+                ControlType.ABORT,
+                expected_offset=partition_log.log_end_offset(),
+                backoff=backoff,
+            )
+        except OffsetMismatch:
+            # The partition moved on past the snapshot checked; the handle holds the latest: check again on it.
+            if backoff.expired():
+                raise KafkaTimeout(f"{topic}-{partition}: the abort lost every race until its deadline") from None
+            log.debug("%s-%d: abort of producer id %d lost a race; checking the latest snapshot", topic, partition,
+                      producer_id)
+            continue
+        log.info("%s-%d: aborted the hanging transaction of producer id %d (epoch %d, from offset %d): ABORT marker "
+                 "at offset %d, epoch %d (KIP-664)", topic, partition, producer_id, hanging.producer_epoch,
+                 hanging.start_offset, marker.base_offset, hanging.producer_epoch + 1)
+        return marker.base_offset
+
+
 def abort_hanging_transaction(
     root: str, topic: str, partition: int, producer_id: int, *, retry: RetryPolicy = DEFAULT_POLICY
 ) -> int:
-    """Close a hanging transaction with an ABORT marker one epoch above the partition's (KIP-664).
+    """`find_hanging_transaction` by producer id, then `abort_transaction` of what it found; the marker's offset."""
+    return abort_transaction(root, find_hanging_transaction(root, topic, partition, producer_id), retry=retry)
 
-    Refused (InvalidTxnState) if the coordinator still covers the transaction:
-    its own end or the sweep will close it. Returns the marker's offset.
-    """
-    for found in find_hanging_transactions(root, topic):
-        if (found.partition, found.producer_id) == (partition, producer_id) and found.needs_admin_abort:
-            break
-    else:
-        raise InvalidTxnState(
-            f"{topic}-{partition} has no hanging transaction of producer id {producer_id}: "
-            "it is closed, or its coordinator transaction will close it (run the sweep)",
-            producer_id=producer_id,
-        )
-    log = open_partition(root, topic, partition)
-    entry = log.producer_entry(producer_id)
-    if entry is None or entry.producer_epoch >= MAX_EPOCH:
-        raise UnknownProducerId(f"{topic}-{partition} has no usable epoch for producer id {producer_id}", producer_id=producer_id)
-    return log.append_marker(
-        producer_id, entry.producer_epoch + 1, ControlType.ABORT, backoff=retry.start(APPEND_TIMEOUT_S)
-    ).base_offset
+
+def _open_transaction(partition_log: PartitionLog, producer_id: int) -> tuple[int, int] | None:
+    """(epoch, first offset) of the producer's transaction open in the snapshot in hand, or None."""
+    start_offset = partition_log.open_transactions().get(producer_id)
+    if start_offset is None:
+        return None
+    entry = partition_log.producer_entry(producer_id)
+    # Its last row is a data row of the open transaction, so the entry's epoch is that transaction's latest.
+    return (-1 if entry is None else entry.producer_epoch), start_offset
+
+
+def _no_longer_open(hanging: HangingTransaction, current: tuple[int, int] | None) -> InvalidTxnState:
+    now = "it is closed" if current is None else f"it is now open at epoch {current[0]} from offset {current[1]}"
+    return InvalidTxnState(
+        f"{hanging.topic}-{hanging.partition}: the transaction of producer id {hanging.producer_id} seen open at epoch "
+        f"{hanging.producer_epoch} from offset {hanging.start_offset} is no longer the one open ({now}); "
+        "nothing was written: find it again",
+        topic=hanging.topic,
+        partition=hanging.partition,
+        producer_id=hanging.producer_id,
+        producer_epoch=hanging.producer_epoch,
+        start_offset=hanging.start_offset,
+        current_producer_epoch=-1 if current is None else current[0],
+        current_start_offset=-1 if current is None else current[1],
+    )
+
+
+def _check_not_covered(root: str, hanging: HangingTransaction) -> None:
+    """Refuse if a coordinator transaction of the producer id now holds the partition: its own end closes it."""
+    for metadata in TransactionCoordinator(root).list_transactions():
+        if (
+            metadata.producer_id == hanging.producer_id
+            and metadata.state in _COVERING
+            and (hanging.topic, hanging.partition) in metadata.partitions
+        ):
+            raise InvalidTxnState(
+                f"{hanging.topic}-{hanging.partition}: producer id {hanging.producer_id} is in transactional id "
+                f"{metadata.transactional_id!r}'s {metadata.state.value} transaction, which will close it",
+                topic=hanging.topic,
+                partition=hanging.partition,
+                producer_id=hanging.producer_id,
+                producer_epoch=hanging.producer_epoch,
+                start_offset=hanging.start_offset,
+                transactional_id=metadata.transactional_id,
+            )
 
 
 def _producer_ids(log: PartitionLog) -> list[int]:
@@ -219,8 +338,10 @@ __all__ = [
     "TransactionDescription",
     "TransactionListing",
     "abort_hanging_transaction",
+    "abort_transaction",
     "describe_producers",
     "describe_transaction",
+    "find_hanging_transaction",
     "find_hanging_transactions",
     "list_transactions",
 ]

@@ -221,6 +221,7 @@ class PartitionLog:
         producer_epoch: int,
         control: ControlType,
         *,
+        expected_offset: int | None = None,
         timeout_s: float = APPEND_TIMEOUT_S,
         backoff: Backoff | None = None,
     ) -> AppendResult:
@@ -233,6 +234,8 @@ class PartitionLog:
         for this producer id, the marker was written before and nothing is
         appended (`duplicate=True`, offsets -1). Never refused for a missing
         expected offset: markers are not the producer's batches. Lost races wait as in `append`.
+        With `expected_offset` the marker lands only at that log end offset, else OffsetMismatch
+        (decided on the snapshot the caller checked: KIP-664's admin abort, S4.8).
         """
         if not isinstance(control, ControlType):
             raise InvalidRequest(f"control must be a ControlType, not {control!r}")
@@ -244,6 +247,13 @@ class PartitionLog:
         backoff = DEFAULT_POLICY.start(timeout_s) if backoff is None else backoff
         while True:
             refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
+            if expected_offset is not None and expected_offset != self.log_end_offset():
+                raise OffsetMismatch(
+                    f"{self.topic}-{self.partition}: the marker expected log end offset {expected_offset}, "
+                    f"not {self.log_end_offset()}",
+                    expected_offset=expected_offset,
+                    log_end_offset=self.log_end_offset(),
+                )
             try:
                 entry = self.producer_entry(producer_id)
             except CorruptRecord:

@@ -8,6 +8,7 @@ from helpers import table_fingerprint
 
 from lakelog import Producer
 from lakelog.log import BatchHeader, create_topic, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 
 
 def ok(result) -> str:
@@ -37,16 +38,20 @@ def test_S8_1_transactions_list_describe_and_producers(lakelog, lake):
 
 
 def test_S8_1_find_hanging_and_abort(lakelog, lake):
+    """KIP-664: abort names the transaction as find-hanging printed it, and aborts it only if it is still that one."""
     create_topic(lake, "pay", 1)
     log = open_partition(lake, "pay", 0)
-    log.append(payload_table([b"stray"]), BatchHeader(77, 0, 0, is_transactional=True))
+    log.append(payload_table([b"stray"]), BatchHeader(77, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
     found = table(ok(lakelog("transactions", "find-hanging", "--root", lake)))
     assert found[1][:7] == ["pay", "0", "77", "0", "0", "0", "true"]
     before = table_fingerprint(lake)
-    refused = lakelog("transactions", "abort", "--topic", "pay", "--partition", "0", "--producer-id", "78", "--root", lake)
-    assert refused.returncode == 2 and "INVALID_TXN_STATE" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    abort = ("transactions", "abort", "--topic", "pay", "--partition", "0", "--root", lake)
+    for wrong in (("--producer-id", "77", "--producer-epoch", "1"), ("--start-offset", "5")):
+        refused = lakelog(*abort, *wrong)
+        assert refused.returncode == 2 and "INVALID_TXN_STATE" in refused.stderr and len(refused.stderr.splitlines()) == 1
     assert table_fingerprint(lake) == before  # S8.3
-    ok(lakelog("transactions", "abort", "--topic", "pay", "--partition", "0", "--producer-id", "77", "--root", lake))
+    done = ok(lakelog(*abort, "--producer-id", "77", "--producer-epoch", "0", "--start-offset", "0"))
+    assert "producer id 77 (epoch 0, start offset 0)" in done and "marker at offset 1, epoch 1" in done
     assert len(table(ok(lakelog("transactions", "find-hanging", "--root", lake)))) == 1  # the header only
 
 
