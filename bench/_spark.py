@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.log import BatchHeader, ControlType, create_topic, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 
 PARTITIONS = 4
 BATCH_ROWS = 50_000
@@ -47,7 +48,7 @@ def fill_topic(root: str, topic: str, rows: int, seed: int = 5, values: str = "j
         while written < per_partition:
             producer_id = 1 + transaction % 2
             count = min(BATCH_ROWS, per_partition - written)
-            log.append(_payload(rng, count, values), BatchHeader(producer_id, epochs[producer_id], 0, is_transactional=True))
+            log.append(_payload(rng, count, values), BatchHeader(producer_id, epochs[producer_id], 0, is_transactional=True), transaction=_UNVERIFIED)
             epochs[producer_id] += 1
             aborted = transaction % ABORT_EVERY == ABORT_EVERY - 1
             log.append_marker(producer_id, epochs[producer_id], ControlType.ABORT if aborted else ControlType.COMMIT)

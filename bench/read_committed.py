@@ -34,6 +34,7 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
+from lakelog.log.verification import _UNVERIFIED
 
 SCAN_TARGET = 1.2
 CATCH_UP_TARGET = 2.0
@@ -72,7 +73,7 @@ class _Writer:
 
     def txn(self, producer_id: int, values: list[bytes]) -> None:
         epoch, sequence = self.epochs.setdefault(producer_id, 0), self.sequences.get(producer_id, 0)
-        self.log.append(payload_table(values), BatchHeader(producer_id, epoch, sequence, is_transactional=True))
+        self.log.append(payload_table(values), BatchHeader(producer_id, epoch, sequence, is_transactional=True), transaction=_UNVERIFIED)
         self.sequences[producer_id] = sequence + len(values)
 
     def marker(self, producer_id: int, control: ControlType) -> None:

@@ -35,6 +35,7 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.records import PARTITION_SCHEMA, conform_payload, stamp
 from lakelog.store import Table, check_root
 from lakelog.store.maintenance import is_checkpoint_version
@@ -134,7 +135,7 @@ def _scan(root: str, transactions: int, result: _common.Result) -> None:
     for number in range(transactions):
         producer_id = 10_001 + number % 2
         values = [f"{number}-{index}".encode().ljust(VALUE_BYTES, b".") for index in range(SCAN_ROWS_PER_TXN)]
-        log.append(payload_table(values), BatchHeader(producer_id, epochs[producer_id], 0, is_transactional=True))
+        log.append(payload_table(values), BatchHeader(producer_id, epochs[producer_id], 0, is_transactional=True), transaction=_UNVERIFIED)
         epochs[producer_id] += 1
         control = ControlType.ABORT if number % 10 == 9 else ControlType.COMMIT
         log.append_marker(producer_id, epochs[producer_id], control)

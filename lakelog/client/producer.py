@@ -41,6 +41,7 @@ from lakelog.errors import (
 from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_partition, payload_table, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.records import next_sequence
+from lakelog.log.verification import TransactionVerification
 from lakelog.config import storage_options
 from lakelog.store import check_root
 from lakelog.store.retry import Backoff, RetryPolicy
@@ -350,15 +351,24 @@ class Producer:
             self._groups = GroupCoordinator(self._root, retry=self._retry, clock=self._clock)
         groups = self._groups
         offsets_partition = groups.offsets_partition(group_metadata.group_id)
+        identity = (self._producer_id, self._producer_epoch)
         if offsets_partition not in self._transaction_partitions:
+            # A zombie's group metadata is refused before the transaction changes (S7.2, S8.3).
+            self._offsets_call(lambda: groups.check_transactional_offsets(group_metadata, *identity, offsets))
             self._call_coordinator(
-                lambda coordinator: coordinator.add_partitions(
-                    self._transactional_id, self._producer_id, self._producer_epoch, [offsets_partition]
-                )
+                lambda coordinator: coordinator.add_partitions(self._transactional_id, *identity, [offsets_partition])
             )
             self._transaction_partitions.add(offsets_partition)
+        self._offsets_call(
+            lambda: groups.commit_transactional_offsets(
+                group_metadata, *identity, offsets, transaction=self._verification()
+            )
+        )
+
+    def _offsets_call(self, call: Callable[[], Any]) -> None:
+        """`call()`; a refusal of the offsets makes the transaction abort-only (fenced: the producer unusable)."""
         try:
-            groups.commit_transactional_offsets(group_metadata, self._producer_id, self._producer_epoch, offsets)
+            call()
         except KafkaException as error:
             if error.fatal:
                 self._fail(error)
@@ -398,16 +408,20 @@ class Producer:
         self._transaction_error = None
         self._transaction_state = TransactionState.READY
 
-    def _call_coordinator(self, request: Callable[[Any], Any]) -> Any:
-        """Run a coordinator request; a fatal error (fenced, S4.1) leaves the producer unusable."""
+    def _transaction_coordinator(self) -> Any:
         if self._coordinator is None:
             from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 
             self._coordinator = TransactionCoordinator(
                 self._root, partition_logs=self._lend_log, retry=self._retry, clock=self._clock
             )
+        return self._coordinator
+
+    def _call_coordinator(self, request: Callable[[Any], Any]) -> Any:
+        """Run a coordinator request; a fatal error (fenced, S4.1) leaves the producer unusable."""
+        coordinator = self._transaction_coordinator()
         try:
-            return request(self._coordinator)
+            return request(coordinator)
         except FatalError as error:
             self._fail(error)
             raise
@@ -535,12 +549,9 @@ class Producer:
         """Add the partition (with every other one holding a queued batch) to the transaction
         before its first write (S4.4): one coordinator commit for all of them.
 
-        This is KIP-890's verification: it is decided on the coordinator's latest
-        state right before the partition's first write of the transaction. Later
-        writes need none: whatever ends the transaction writes a marker with a
-        bumped epoch to this partition, and the partition refuses the old epoch
-        after it (S4.6), so a write either lands before the marker (and is closed
-        by it) or is fenced."""
+        The partition then verifies the transaction's first batch with the coordinator
+        (KIP-890, lakelog.log.verification): a batch of an identity whose transaction
+        does not hold the partition is refused there, whoever sends it."""
         if self._transaction_state is not TransactionState.IN_TRANSACTION:
             self._require_state("produce", TransactionState.IN_TRANSACTION)
         if tp in self._transaction_partitions:
@@ -555,15 +566,23 @@ class Producer:
 
     def _append_with_retries(self, tp: tuple[str, int], payload: pa.Table, header: BatchHeader, backoff: Backoff) -> int:
         """Append, retrying a storage failure with the same sequence: a retry that
-        finds its batch already in the log gets the original offsets (S3.2)."""
+        finds its batch already in the log gets the original offsets (S3.2). A
+        transactional batch names our transactional.id and coordinator, so the partition
+        verifies the transaction's first batch there (S4.4)."""
+        transaction = self._verification() if header.is_transactional else None
         # Without a producer id an ambiguous storage failure cannot be retried safely.
         return self._retrying(
             tp,
             payload.num_rows,
-            lambda: self._log(tp).append(payload, header, backoff=backoff).base_offset,
+            lambda: self._log(tp).append(payload, header, backoff=backoff, transaction=transaction).base_offset,
             backoff,
             retry_storage_errors=header.is_idempotent,
         )
+
+    def _verification(self) -> TransactionVerification:
+        """What a partition verifies our transactional batches with (KIP-890, S4.4): the coordinator we add partitions through."""
+        assert self._transactional_id is not None
+        return TransactionVerification(self._transactional_id, self._transaction_coordinator())
 
     def _retrying(self, tp: tuple[str, int], count: int, call, backoff: Backoff, *, retry_storage_errors: bool = True):
         """`call()`, again after the backoff's wait on a retriable error, up to `retries` times or its deadline."""

@@ -32,10 +32,11 @@ from lakelog.coordinator.group import (
     TopicPartitionKey,
 )
 from lakelog.coordinator.state_log import CoordinatorLog, StateCodec
-from lakelog.errors import CorruptRecord, UnknownTopicOrPartition
+from lakelog.errors import CorruptRecord, KafkaException, UnknownTopicOrPartition
 from lakelog.log import PartitionLog, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
+from lakelog.log.verification import TransactionVerification, verify_write
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -110,14 +111,47 @@ class GroupCoordinator:
         producer_id: int,
         producer_epoch: int,
         offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+        *,
+        transaction: TransactionVerification | None = None,
     ) -> dict[TopicPartitionKey, int]:
-        """Write offsets pending in the producer's transaction (S7.1); group metadata checked as S7.2 says."""
-        return self._run(
-            metadata.group_id,
-            lambda state: handlers.commit_transactional_offsets(
+        """Write offsets pending in the producer's transaction (S7.1); group metadata checked as S7.2 says.
+
+        The transaction must hold the group's `__consumer_offsets` partition, verified with
+        `transaction`'s coordinator (S4.4; InvalidTxnState without one): offsets no marker
+        would ever reach are never written. A decision at a new log position verifies again."""
+        group_log = self._log_of(metadata.group_id)
+        topic, partition = self.offsets_partition(metadata.group_id)
+        verified_at: set[int] = set()
+
+        def decide(state: GroupState) -> handlers.Outcome[dict[TopicPartitionKey, int]]:
+            outcome = handlers.commit_transactional_offsets(
                 state, metadata, producer_id, producer_epoch, offsets, self._clock(), self.group_config
-            ),
+            )
+            if outcome.records and group_log.position not in verified_at:
+                try:
+                    verify_write(transaction, producer_id, producer_epoch, topic, partition)
+                except KafkaException as error:
+                    return handlers.Outcome(error=error)
+                verified_at.add(group_log.position)
+            return outcome
+
+        return self._run(metadata.group_id, decide)
+
+    def check_transactional_offsets(
+        self,
+        metadata: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    ) -> None:
+        """Raise what `commit_transactional_offsets` would refuse for the group metadata (S7.2), writing nothing:
+        checked on the latest state before a transaction adds the offsets partition (S8.3)."""
+        outcome = handlers.commit_transactional_offsets(
+            self._log_of(metadata.group_id).catch_up(), metadata, producer_id, producer_epoch, offsets,
+            self._clock(), self.group_config,
         )
+        if not outcome.ok:
+            raise outcome.error
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartitionKey] | None = None, require_stable: bool = True

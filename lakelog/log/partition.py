@@ -38,6 +38,7 @@ from lakelog.log.producer_state import ProducerEntry, Verdict
 from lakelog.log.records import BatchHeader, ControlType, conform_payload, last_sequence, stamp
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
+from lakelog.log.verification import TransactionVerification, verify_batch
 from lakelog.store import FileEntry, Table
 from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, refresh_if_stale
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
@@ -174,14 +175,17 @@ class PartitionLog:
         app_versions: Mapping[str, int] | None = None,
         timeout_s: float = APPEND_TIMEOUT_S,
         backoff: Backoff | None = None,
+        transaction: TransactionVerification | None = None,
     ) -> AppendResult:
         """Append a batch atomically as one commit with dense offsets, or refuse it whole.
 
         A lost commit race waits `backoff` (the caller's, whose deadline then replaces
         `timeout_s`; else the package's retry policy) before it decides again.
+        A transactional batch that starts its producer's transaction here is verified
+        with `transaction`'s coordinator in each decision (S4.4, lakelog.log.verification).
         Raises OffsetMismatch (S2.1), PolicyViolation (S2.3), OutOfOrderSequence,
-        UnknownProducerId, InvalidProducerEpoch (S3); a refused batch writes nothing;
-        KafkaTimeout once the deadline passed in lost races.
+        UnknownProducerId, InvalidProducerEpoch (S3), InvalidTxnState (S4.4); a refused
+        batch writes nothing; KafkaTimeout once the deadline passed in lost races.
         """
         if not isinstance(header, BatchHeader):
             raise InvalidRequest(f"header must be a BatchHeader, not {type(header).__name__}")
@@ -195,7 +199,7 @@ class PartitionLog:
             refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
             now_ms = self._clock()
             try:
-                decision = self._decide_on_latest(payload.num_rows, header, now_ms, reloaded=reloaded)
+                decision = self._decide_on_latest(payload.num_rows, header, now_ms, transaction, reloaded=reloaded)
             except CorruptRecord:
                 # A duplicate check read a file that compaction removed after our snapshot.
                 if not self.refresh():
@@ -310,17 +314,28 @@ class PartitionLog:
         self.last_maintenance = maintain(self.table, self.maintenance)
         return version
 
-    def _decide_on_latest(self, count: int, header: BatchHeader, now_ms: int, *, reloaded: bool = False) -> _Decision:
+    def _decide_on_latest(
+        self,
+        count: int,
+        header: BatchHeader,
+        now_ms: int,
+        transaction: TransactionVerification | None,
+        *,
+        reloaded: bool = False,
+    ) -> _Decision:
         """Decide on the snapshot in hand; a refusal is re-checked on the latest snapshot (`reloaded`: it is)."""
         try:
-            return self._decide(count, header, now_ms)
+            return self._decide(count, header, now_ms, transaction)
         except KafkaException:
             if reloaded or not self.refresh():
                 raise
-        return self._decide(count, header, now_ms)
+        return self._decide(count, header, now_ms, transaction)
 
-    def _decide(self, count: int, header: BatchHeader, now_ms: int) -> _Decision:
+    def _decide(
+        self, count: int, header: BatchHeader, now_ms: int, transaction: TransactionVerification | None
+    ) -> _Decision:
         leo = self.log_end_offset()
+        current = None
         if header.is_idempotent:
             current = self.live_producer_entry(header.producer_id, now_ms)
             verdict = producer_state.check_batch(
@@ -344,6 +359,8 @@ class PartitionLog:
                 expected_offset=header.expected_offset,
                 log_end_offset=leo,
             )
+        # Last: the only check that reads another table (S4.4); never reused across a lost race.
+        verify_batch(transaction, current, header, self.topic, self.partition)
         return _Decision(base_offset=leo)
 
     def _find_batch(self, header: BatchHeader, count: int) -> int | None:

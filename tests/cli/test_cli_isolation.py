@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from lakelog.log import BatchHeader, ControlType, create_topic, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 
 
 def ok(result) -> str:
@@ -18,10 +19,10 @@ def test_describe_and_consume_by_isolation_level(lakelog, lake):
     create_topic(lake, "txns", 1)
     log = open_partition(lake, "txns", 0)
     log.append(payload_table([b"v0"]))
-    log.append(payload_table([b"aborted"]), BatchHeader(1, 0, 0, is_transactional=True))
+    log.append(payload_table([b"aborted"]), BatchHeader(1, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
     log.append_marker(1, 1, ControlType.ABORT)
     log.append(payload_table([b"v3"]))
-    log.append(payload_table([b"open"]), BatchHeader(2, 0, 0, is_transactional=True))
+    log.append(payload_table([b"open"]), BatchHeader(2, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
 
     text = ok(lakelog("topics", "describe", "txns", "--root", lake))
     header, row = text.splitlines()[-2:]

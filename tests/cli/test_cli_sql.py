@@ -7,6 +7,7 @@ import io
 import json
 
 from lakelog.log import BatchHeader, ControlType, create_topic, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 
 
 def ok(result) -> str:
@@ -19,12 +20,12 @@ def history(lake: str) -> None:
     create_topic(lake, "orders", 2)
     log = open_partition(lake, "orders", 0)
     log.append(payload_table([b"v0"], keys=[b"a"]))
-    log.append(payload_table([b"aborted"]), BatchHeader(1, 0, 0, is_transactional=True))
+    log.append(payload_table([b"aborted"]), BatchHeader(1, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
     log.append_marker(1, 1, ControlType.ABORT)
     log.append(payload_table([b"v3"], keys=[b"b"]))
-    log.append(payload_table([b"committed"]), BatchHeader(2, 0, 0, is_transactional=True))
+    log.append(payload_table([b"committed"]), BatchHeader(2, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
     log.append_marker(2, 1, ControlType.COMMIT)
-    log.append(payload_table([b"open"]), BatchHeader(3, 0, 0, is_transactional=True))
+    log.append(payload_table([b"open"]), BatchHeader(3, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
     open_partition(lake, "orders", 1).append(payload_table([b"w0", b"\xff"]))
 
 

@@ -14,6 +14,7 @@ from lakelog import OFFSET_BEGINNING, OFFSET_END, AdminClient, Consumer, KafkaEr
 from lakelog.client.types import Message
 from lakelog.errors import InvalidConfig
 from lakelog.log import BatchHeader, ControlType, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -49,7 +50,7 @@ def history(lake, make_topic):
     log = open_partition(lake, topic, 0)
 
     def txn(producer_id: int, value: bytes, sequence: int) -> None:
-        log.append(payload_table([value]), BatchHeader(producer_id, 0, sequence, is_transactional=True))
+        log.append(payload_table([value]), BatchHeader(producer_id, 0, sequence, is_transactional=True), transaction=_UNVERIFIED)
 
     log.append(payload_table([b"n0"]))
     txn(1, b"a1", 0)

@@ -9,6 +9,7 @@ import pytest
 
 from lakelog.errors import OutOfOrderSequence
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, BatchHeader, ControlType, PartitionLog, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.compaction import compact_partition
 from lakelog.log.scan import LATEST, plan_scan
 
@@ -105,7 +106,7 @@ def test_S9_3_S5_1_aborted_rows_go_committed_stay_and_an_open_transaction_is_not
     epochs = {1: 0, 2: 0, 3: 0}
 
     def txn(pid: int, sequence: int, *pairs):
-        return log.append(keyed(*pairs), BatchHeader(pid, epochs[pid], sequence, is_transactional=True)).base_offset
+        return log.append(keyed(*pairs), BatchHeader(pid, epochs[pid], sequence, is_transactional=True), transaction=_UNVERIFIED).base_offset
 
     def end(pid: int, control: ControlType):
         epochs[pid] += 1

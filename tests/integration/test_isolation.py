@@ -26,6 +26,7 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.transactions import TransactionIndex
 from lakelog.store import Location
 from lakelog.store.maintenance import compact, vacuum
@@ -49,7 +50,7 @@ class Writer:
         epoch, sequence = self.epochs.setdefault(producer_id, 0), self.sequences.get(producer_id, 0)
         header = BatchHeader(producer_id, epoch, sequence, is_transactional=True)
         self.sequences[producer_id] = sequence + len(texts)
-        return self.log.append(values(*texts), header).base_offset
+        return self.log.append(values(*texts), header, transaction=_UNVERIFIED).base_offset
 
     def plain(self, *texts: str) -> int:
         return self.log.append(values(*texts)).base_offset

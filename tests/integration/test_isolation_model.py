@@ -28,6 +28,7 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.transactions import TransactionIndex
 from lakelog.store.maintenance import compact
 
@@ -119,7 +120,7 @@ def test_S5_random_histories_match_the_reference_model(root, history, max_record
         if kind == "txn":
             texts = [f"{step}.{i}" for i in range(argument)]
             header = BatchHeader(producer_id, epochs[producer_id], sequences[producer_id], is_transactional=True)
-            writer.append(payload_table([text.encode() for text in texts]), header)
+            writer.append(payload_table([text.encode() for text in texts]), header, transaction=_UNVERIFIED)
             sequences[producer_id] += argument
             model.rows += [(producer_id, "txn", text) for text in texts]
         elif kind == "plain":

@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, rule
 from lakelog.errors import KafkaException, OutOfOrderSequence
 from lakelog.log import BatchHeader, ControlType, create_topic, open_partition, payload_table
 from lakelog.log.producer_state import ProducerEntry, Verdict, check_batch
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.records import NO_SEQUENCE, last_sequence, next_sequence
 
 pytestmark = pytest.mark.slow
@@ -64,7 +65,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
         log = self.handles[handle]
         log.refresh()  # decided on the latest snapshot, as the model: the handle's cache catches up from the files
         try:
-            result = log.append(payload_table([b"v"] * count), header)
+            result = log.append(payload_table([b"v"] * count), header, transaction=_UNVERIFIED)
         except KafkaException as error:
             if expected is Verdict.MAYBE_DUPLICATE:
                 assert type(error) is OutOfOrderSequence  # no single batch of that epoch and sequence range

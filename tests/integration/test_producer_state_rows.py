@@ -20,6 +20,7 @@ from helpers import table_fingerprint
 
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
 from lakelog.log import BatchHeader, ControlType, PartitionLog, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, LOG_START_OFFSET_APP_ID
 from lakelog.log.records import conform_payload, stamp
 
@@ -128,12 +129,12 @@ def test_S9_4_open_transaction_never_expires_then_expires_after_its_marker(root,
     name = topic({"producer.id.expiration.ms": EXPIRATION})
     clock = FakeClock()
     log = open_partition(root, name, 0, clock=clock)
-    log.append(one(), BatchHeader(7, 2, 0, is_transactional=True))
+    log.append(one(), BatchHeader(7, 2, 0, is_transactional=True), transaction=_UNVERIFIED)
     clock.now_ms = T0 + 100 * EXPIRATION
     for handle in (log, open_partition(root, name, 0, clock=clock)):
         refused(handle, InvalidProducerEpoch, BatchHeader(7, 1, 0))  # still known: its epoch fences
         assert handle.producer_entry(7).transaction_open
-    log.append(one(), BatchHeader(7, 2, 1, is_transactional=True))
+    log.append(one(), BatchHeader(7, 2, 1, is_transactional=True), transaction=_UNVERIFIED)
     log.append_marker(7, 3, ControlType.COMMIT)
     assert log.producer_entry(7).transaction_open is False
     refused(log, InvalidProducerEpoch, BatchHeader(7, 1, 0))
@@ -178,7 +179,7 @@ def test_S9_4_txn_actions_stay_bounded_whatever_the_producer_count(root, topic):
     log = open_partition(root, name, 0)
     versions = []
     for pid in range(12):
-        versions.append(log.append(one(), BatchHeader(pid, 0, 0, is_transactional=pid % 3 == 0)).version)
+        versions.append(log.append(one(), BatchHeader(pid, 0, 0, is_transactional=pid % 3 == 0), transaction=_UNVERIFIED).version)
         if pid % 3 == 0:
             versions.append(log.append_marker(pid, 1, ControlType.ABORT).version)
     for version in versions:

@@ -9,6 +9,7 @@ from helpers import table_fingerprint
 
 from lakelog.errors import OffsetOutOfRange, PolicyViolation
 from lakelog.log import READ_COMMITTED, BatchHeader, ControlType, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.retention import delete_records, enforce_retention
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import TransactionIndex
@@ -30,7 +31,7 @@ class Clock:
 
 def append(log, values, at_ms, header=BatchHeader()):
     """One batch (one file) whose records carry the timestamp `at_ms`."""
-    return log.append(payload_table(values, timestamps_ms=[at_ms] * len(values)), header)
+    return log.append(payload_table(values, timestamps_ms=[at_ms] * len(values)), header, transaction=_UNVERIFIED)
 
 
 def data(log, count=3, at_ms=T0, prefix=b"v"):

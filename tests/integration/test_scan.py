@@ -8,6 +8,7 @@ import pytest
 
 from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, BatchHeader, ControlType, create_topic, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.scan import EARLIEST, LATEST, parse_offsets_json, plan_scan
 
 pytestmark = pytest.mark.roots("local", "s3")
@@ -19,10 +20,10 @@ def topic(root):
     create_topic(root, "t", 2)
     log = open_partition(root, "t", 0)
     log.append(payload_table([b"a"]))
-    log.append(payload_table([b"b"]), BatchHeader(1, 0, 0, is_transactional=True))
+    log.append(payload_table([b"b"]), BatchHeader(1, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
     log.append(payload_table([b"c"]))
     log.append_marker(1, 1, ControlType.ABORT)
-    log.append(payload_table([b"d"]), BatchHeader(2, 0, 0, is_transactional=True))
+    log.append(payload_table([b"d"]), BatchHeader(2, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
     open_partition(root, "t", 1).append(payload_table([b"x"]))
     return "t"
 

@@ -11,6 +11,7 @@ from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.errors import InvalidTxnState
 from lakelog.log import BatchHeader, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
+from lakelog.log.verification import _UNVERIFIED
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -79,9 +80,11 @@ def test_S8_1_hanging_transaction_held_the_lso_until_the_sweep(lake):
 
 
 def test_S8_1_uncovered_transaction_is_hanging_and_the_admin_aborts_it(lake):
-    """Data of a transaction no coordinator knows (a writer that bypassed it) is hanging; abort closes it."""
+    """Data of a transaction no coordinator knows is hanging; abort closes it. The partition refuses such a write
+    (S4.4, tests/integration/test_transaction_verification.py): this one is written with verification bypassed,
+    as data from before verification, or from a writer that went around it, would be."""
     log = open_partition(lake, TOPIC, 1)
-    log.append(payload_table([b"stray"]), BatchHeader(4242, 3, 0, is_transactional=True))
+    log.append(payload_table([b"stray"]), BatchHeader(4242, 3, 0, is_transactional=True), transaction=_UNVERIFIED)
     [found] = admin.find_hanging_transactions(lake)
     assert (found.partition, found.producer_id, found.producer_epoch, found.needs_admin_abort) == (1, 4242, 3, True)
     before = table_fingerprint(lake)

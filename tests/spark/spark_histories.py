@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from lakelog import Consumer, KafkaError, TopicPartition
 from lakelog.client.types import OFFSET_BEGINNING
 from lakelog.log import READ_COMMITTED, BatchHeader, ControlType, create_topic, open_partition, payload_table
+from lakelog.log.verification import _UNVERIFIED
 
 PRODUCERS = (11, 12, 13)
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -52,7 +53,8 @@ class HistoryWriter:
         sequence = self.sequences.get((producer_id, partition), 0)
         count = rows or self.rng.randint(1, 4)
         self.logs[partition].append(
-            self._payload(count, f"p{producer_id}"), BatchHeader(producer_id, epoch, sequence, is_transactional=True)
+            self._payload(count, f"p{producer_id}"), BatchHeader(producer_id, epoch, sequence, is_transactional=True),
+            transaction=_UNVERIFIED,
         )
         self.sequences[(producer_id, partition)] = sequence + count
         self.open.setdefault(producer_id, set()).add(partition)
