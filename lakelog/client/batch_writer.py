@@ -59,6 +59,7 @@ from lakelog.errors import (
 from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table
 from lakelog.log.partition import APPEND_TIMEOUT_S
 from lakelog.log.records import next_sequence
+from lakelog.log.verification import TransactionVerification
 from lakelog.store import check_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
@@ -117,6 +118,8 @@ class TransactionalBatchWriter:
         self._coordinator = TransactionCoordinator(
             self.root, partition_logs=lambda *tp: self._logs.get(tp), retry=self.retry
         )
+        # KIP-890: each partition checks that the transaction holds it before its first batch lands (S4.4).
+        self._verification = TransactionVerification(transactional_id, self._coordinator)
 
     def write(
         self,
@@ -184,7 +187,9 @@ class TransactionalBatchWriter:
                 if payload.num_rows == 0:
                     continue
                 header = BatchHeader(producer_id, producer_epoch, sequences[tp], is_transactional=True)
-                landed = _append_with_retries(self._log(tp), payload, header, self.retry.start(APPEND_TIMEOUT_S))
+                landed = _append_with_retries(
+                    self._log(tp), payload, header, self.retry.start(APPEND_TIMEOUT_S), self._verification
+                )
                 sequences[tp] = next_sequence(sequences[tp] + payload.num_rows - 1)
                 records[tp] = records.get(tp, 0) + payload.num_rows
                 offsets[tp] = (offsets[tp][0] if tp in offsets else landed.base_offset, landed.last_offset)
@@ -265,7 +270,7 @@ class TransactionalBatchWriter:
             header = BatchHeader(producer_id, producer_epoch, 0, is_transactional=True, expected_offset=expected)
             try:
                 # A lost commit race waits in there, on this record's backoff, before the append decides again.
-                log.append(payload, header, backoff=backoff)
+                log.append(payload, header, backoff=backoff, transaction=self._verification)
                 return
             except OffsetMismatch:
                 # Another id's record took the offset first: nothing was written. The refusal was checked on the
@@ -305,6 +310,7 @@ def _append_with_retries(
     payload: pa.Table,
     header: BatchHeader,
     backoff: Backoff,
+    transaction: TransactionVerification,
     attempts: int = STORAGE_ATTEMPTS,
 ):
     """Append; a storage failure is retried with the same sequence, so a batch that did land is a duplicate (S3.2).
@@ -312,7 +318,7 @@ def _append_with_retries(
     Lost races and storage failures wait on the same `backoff`."""
     for attempt in range(attempts):
         try:
-            return log.append(payload, header, backoff=backoff)
+            return log.append(payload, header, backoff=backoff, transaction=transaction)
         except KafkaStorageError:
             if attempt == attempts - 1 or not backoff.wait():
                 raise
