@@ -69,7 +69,8 @@ class Analysis:
     history: list[Op]
     writes: list[Write] = field(default_factory=list)
     reads: list[Read] = field(default_factory=list)
-    writer_of: dict[tuple[str, str], Write] = field(default_factory=dict)
+    # (key, value) -> its writes; a value may be sent again (a retried transaction re-sends its output).
+    writes_of: dict[tuple[str, str], list[Write]] = field(default_factory=lambda: defaultdict(list))
     offset_log: dict[str, dict[int, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
     visible: dict[str, dict[int, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
     rank_of: dict[str, dict[int, int]] = field(default_factory=dict)
@@ -106,7 +107,7 @@ def analyse(history: list[Op]) -> Analysis:
                 outcome = COMMITTED if op.txn is None else outcomes.get(transaction, UNKNOWN)
                 write = Write(op.process, key, offset, value, op.txn, outcome, commit_invoked.get(transaction))
                 analysis.writes.append(write)
-                analysis.writer_of.setdefault((key, value), write)
+                analysis.writes_of[(key, value)].append(write)
                 analysis.offset_log[key][offset].add(value)
                 if outcome == COMMITTED:
                     analysis.visible[key][offset].add(value)
@@ -116,7 +117,7 @@ def analyse(history: list[Op]) -> Analysis:
                 for offset, value in pairs:
                     analysis.reads.append(Read(op.process, key, offset, value, op.isolation, op.txn, op.time))
                     analysis.offset_log[key][offset].add(value)
-                    writer = analysis.writer_of.get((key, value))
+                    writer = writer_of(analysis, key, offset, value)
                     if op.isolation == READ_COMMITTED and (writer is None or writer.outcome != ABORTED):
                         analysis.visible[key][offset].add(value)
     for key, log in analysis.visible.items():
@@ -124,6 +125,16 @@ def analyse(history: list[Op]) -> Analysis:
         analysis.rank_of[key] = {offset: index for index, offset in enumerate(offsets)}
         analysis.by_index[key] = [log[offset] for offset in offsets]
     return analysis
+
+
+def writer_of(analysis: Analysis, key: str, offset: int, value: str) -> Write | None:
+    """The write a read of (key, offset, value) returned: the one acknowledged at that offset, else
+    the only write of that value (None when there is none, or several elsewhere)."""
+    writes = analysis.writes_of.get((key, value), [])
+    at_offset = [write for write in writes if write.offset == offset]
+    if at_offset:
+        return at_offset[0]
+    return writes[0] if len(writes) == 1 else None
 
 
 def inconsistent_offsets(analysis: Analysis) -> list[dict]:
@@ -180,7 +191,7 @@ def aborted_reads(analysis: Analysis) -> list[dict]:
     """G1a: a read_committed poll returned a value whose transaction aborted (S5.2)."""
     found = []
     for read in analysis.reads:
-        write = analysis.writer_of.get((read.key, read.value))
+        write = writer_of(analysis, read.key, read.offset, read.value)
         if read.isolation == READ_COMMITTED and write is not None and write.outcome == ABORTED:
             found.append({"key": read.key, "offset": read.offset, "value": read.value, "reader": read.process,
                           "writer": write.process, "txn": write.txn})
@@ -193,7 +204,7 @@ def precommitted_reads(analysis: Analysis) -> list[dict]:
     writer asked to commit (or the writer never did). An aborted writer's value is an aborted read."""
     found = []
     for read in analysis.reads:
-        write = analysis.writer_of.get((read.key, read.value))
+        write = writer_of(analysis, read.key, read.offset, read.value)
         if read.isolation != READ_COMMITTED or write is None or write.txn is None or write.outcome == ABORTED:
             continue
         own = read.process == write.process and read.txn == write.txn

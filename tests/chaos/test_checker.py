@@ -185,3 +185,12 @@ def model_histories(draw):
 @settings(max_examples=150, deadline=None)
 def test_a_correct_model_produces_no_anomaly(history):
     assert found(check(history)) == {}
+
+
+def test_a_retried_transaction_may_send_its_values_again():
+    """The job re-sends an aborted transaction's output in the next one: the committed copy is read."""
+    h = clean()
+    h.transaction("p0", 3, ("k", 7, "d"), end="abort")
+    h.transaction("p0", 4, ("k", 9, "d"))
+    h.poll("r", {"k": [(9, "d")]})
+    assert found(check(h.ops)) == {}
