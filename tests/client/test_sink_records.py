@@ -9,6 +9,8 @@ nothing at all, not even an epoch bump, even while a later batch is open (S8.3).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from helpers import table_fingerprint
@@ -221,3 +223,21 @@ def test_the_last_committed_batch_is_the_newest_committed_record(tmp_path_factor
             with pytest.raises(RuntimeError):
                 writer.write({("t", 0): _raising()}, batch_id)
         assert TransactionalBatchWriter(root, "job").last_committed_batch() == expected
+
+
+def test_the_cli_sweep_runs_the_sink_records_step_unless_skipped(root, make_topic):
+    topic = make_topic(partitions=1)
+    TransactionalBatchWriter(root, "job").write({(topic, 0): rows(b"zero")}, 0)
+    delete_records(open_partition(root, topic, 0), 1)
+    others = ["--skip", "transactions", "--skip", "groups", "--skip", "log-cleaner", "--skip", "internal-compaction"]
+
+    def sweep(*extra: str) -> dict:
+        done = subprocess.run([sys.executable, "-m", "lakelog.cli", "coordinator", "sweep", "--root", root, *others, *extra],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert "sink_records" not in sweep("--skip", "sink-records")
+    assert TransactionalBatchWriter(root, "job").last_committed_batch() == 0
+    assert [tid for entry in sweep()["sink_records"] for tid in entry["transactional_ids"]] == ["job"]
+    assert TransactionalBatchWriter(root, "job").last_committed_batch() is None
