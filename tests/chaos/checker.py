@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from chaos.history import FAIL, INFO, INVOKE, OK, Op
+from chaos.history import INVOKE, OK, Op
 
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 READ_COMMITTED = "read_committed"
@@ -290,5 +290,3 @@ def table(counts: dict[str, int]) -> str:
     width = max(len(name) for name in ANOMALIES)
     return "\n".join([f"{'anomaly':<{width}}  count"] + [f"{name:<{width}}  {counts.get(name, 0):>5}" for name in ANOMALIES])
 
-
-__all__ = ["ANOMALIES", "FAIL", "INFO", "analyse", "check", "found", "table"]

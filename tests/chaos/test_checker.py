@@ -182,7 +182,7 @@ def model_histories(draw):
 
 
 @given(model_histories())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_a_correct_model_produces_no_anomaly(history):
     assert found(check(history)) == {}
 

@@ -18,7 +18,7 @@ def run(tmp_path, rng, bug=None) -> dict[str, int]:
     root, history_dir = tmp_path / "root", tmp_path / "history"
     root.mkdir()
     history_dir.mkdir()
-    run_workload(str(root), str(history_dir), plan_transactions(rng, 5), bug)
+    run_workload(str(root), str(history_dir), plan_transactions(rng, 4), bug)
     return found(check(read_history(history_dir)))
 
 

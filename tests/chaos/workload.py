@@ -72,7 +72,7 @@ def run_workload(root: str, history_dir: str, plan: list[PlannedTransaction], bu
         if bug == "seek-forward" and number == len(plan) - 1:
             position = reader.position([TopicPartition(TOPIC, 0)])[0].offset
             Consumer.seek(reader, TopicPartition(TOPIC, 0, position + 1))
-        reader.consume(1000, 0.5)
+        reader.consume(1000, 0.2)
         if bug == "resend-fresh-producer" and number == 0:
             again = RecordingProducer({"lakelog.root": root}, HistoryWriter(history_dir, "producer-0-again"))
             for index in range(planned.records):
