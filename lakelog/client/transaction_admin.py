@@ -235,6 +235,9 @@ def abort_transaction(root: str, hanging: HangingTransaction, *, retry: RetryPol
         if partition_log.version != version:
             continue  # a lookup reloaded the snapshot (compaction removed a file): check on the one in hand
         if current != observed:
+            # Refused only on the latest snapshot: a handle behind the observation may not show it yet.
+            if partition_log.refresh() and not backoff.expired():
+                continue
             raise _no_longer_open(hanging, current)
         _check_not_covered(root, hanging)
         try:
