@@ -7,7 +7,8 @@ test runs on a local folder and on an S3 prefix of the session's emulator
 environment they inherit. A commit on the emulator costs several times what it
 costs on a local folder (50-250 ms against about 10 ms), so the s3 runs do the
 same races at a smaller scale (`SCALE`). Random choices come from one seeded generator; the seed is printed
-(and set with $LAKELOG_TEST_SEED to replay a run).
+(and set with $LAKELOG_TEST_SEED to replay a run). A killed load dies at a named kill point
+(workers.LOAD_KILL_POINTS), never after a sleep, so where it dies does not depend on the machine's speed.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.roots("local", "s3")]
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = 4
 LOAD_BATCH = 2_000
+CHECKPOINT_INTERVAL = 4  # checkpoint.interval.commits of the killed load's topic
 
 
 @dataclass(frozen=True)
@@ -48,21 +50,13 @@ class Scale:
     create_rounds: int  # of the topic-creation race
     load_rows: int  # of the bulk-load source
     max_kills: int  # of the killed bulk load
-    max_early_kills: int  # kills in the first half second (mostly before any commit)
-    kill_after_commits: int  # a kill waits for 1..this many new commits
-    poll_s: float  # between looks at the log while a load runs
+    kill_within_batches: int  # a killed run dies within its first this many batches
 
 
 SCALE = {
-    "local": Scale(
-        batches=40, rounds=8, create_rounds=12, load_rows=60_000, max_kills=7, max_early_kills=7, kill_after_commits=6,
-        poll_s=0.005,
-    ),
-    # 15 load batches: at least four of the five kills wait for 1-3 commits, so they all land mid-load.
-    "s3": Scale(
-        batches=8, rounds=5, create_rounds=6, load_rows=30_000, max_kills=5, max_early_kills=1, kill_after_commits=3,
-        poll_s=0.02,
-    ),
+    "local": Scale(batches=40, rounds=8, create_rounds=12, load_rows=60_000, max_kills=7, kill_within_batches=6),
+    # 15 load batches: five kills within 1-3 batches each still leave the finishing run something to do.
+    "s3": Scale(batches=8, rounds=5, create_rounds=6, load_rows=30_000, max_kills=5, kill_within_batches=3),
 }
 
 
@@ -285,48 +279,80 @@ def check_prefix_of_source(root: str, topic: str, source_rows: list[dict]) -> in
     return len(rows)
 
 
-def test_S2_4_bulk_load_killed_at_random_points_and_restarted_appends_every_row_once(root, source, rng, scale):
+def kill_plan(rng, scale: Scale, attempt: int, done: int, total: int) -> tuple[str, int] | None:
+    """Where run `attempt` of a load that has `done` of its `total` batches dies: a kill point and the how-manieth
+    time it is reached. Every plan but the first run's early one dies mid-load (some batch committed, not the
+    last), by construction; None when too little is left for that."""
+    remaining = total - done
+    if remaining < 2:
+        return None
+    if attempt == 0 and rng.random() < 0.25:
+        return workers.LOAD_FILE_WRITTEN, 1  # its first file written, nothing committed yet
+    choices = [workers.LOAD_COMMITTED, workers.LOAD_FILE_WRITTEN]
+    if remaining > CHECKPOINT_INTERVAL:
+        choices.append(workers.LOAD_CHECKPOINT_DUE)  # within the next CHECKPOINT_INTERVAL commits, not the last
+    point = rng.choice(choices)
+    if point == workers.LOAD_CHECKPOINT_DUE:
+        return point, 1
+    if point == workers.LOAD_COMMITTED:
+        return point, rng.randint(1, min(scale.kill_within_batches, remaining - 1))
+    return point, rng.randint(2 if done == 0 else 1, min(scale.kill_within_batches, remaining))
+
+
+def load_killed_at(root: str, topic: str, path: Path, point: str, occurrence: int) -> tuple[int | None, tuple | None]:
+    """Run the load in a spawned process that SIGKILLs itself at the kill point; its exit code and last report."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(
+        target=workers.load_killed_at, args=(root, topic, str(path), LOAD_BATCH, point, occurrence, send), daemon=True
+    )
+    process.start()
+    send.close()
+    process.join(120)
+    if process.is_alive():
+        process.kill()
+        process.join(5)
+        raise AssertionError(f"the load to be killed at {point} #{occurrence} did not end in 120 s")
+    report = receive.recv() if receive.poll() else None
+    return process.exitcode, report
+
+
+def test_S2_4_bulk_load_killed_at_named_points_and_restarted_appends_every_row_once(root, source, rng, scale):
+    """Each run dies at a kill point: with a batch's file written but not committed, with its commit in the log
+    but the loader not told, or with a checkpoint due but not written; the next run carries on from the log
+    alone (S2.4), and the finishing run appends exactly what is left."""
     path, source_rows = source
-    # Checkpoints every 4 commits, so kills also land around checkpoint writes.
-    create_topic(root, "bulk", 1, {"check.expected.offsets": True, "checkpoint.interval.commits": 4})
+    # Checkpoints every CHECKPOINT_INTERVAL commits, so kills also land around checkpoint writes.
+    create_topic(root, "bulk", 1, {"check.expected.offsets": True, "checkpoint.interval.commits": CHECKPOINT_INTERVAL})
     load_rows = scale.load_rows
+    total = -(-load_rows // LOAD_BATCH)
     history = []
-    finished = None
-    early_kills = 0
+    leo = 0
     for attempt in range(scale.max_kills):
-        before = commits(root, "bulk")
-        process = start_load(root, "bulk", path)
-        if rng.random() < 0.2 and early_kills < scale.max_early_kills:
-            # Within start-up or the first commits: a whole load takes about a second and a half locally.
-            early_kills += 1
-            plan = ("after seconds", rng.uniform(0.0, 0.5))
-            deadline = time.monotonic() + plan[1]
-            while time.monotonic() < deadline and process.poll() is None:
-                time.sleep(0.005)
-        else:
-            # Timed by progress, not seconds: a commit takes several times longer on S3.
-            plan = ("after commits", rng.randint(1, scale.kill_after_commits), rng.uniform(0.0, 0.03))
-            deadline = time.monotonic() + 60
-            while commits(root, "bulk") < before + plan[1] and process.poll() is None and time.monotonic() < deadline:
-                time.sleep(scale.poll_s)
-            time.sleep(plan[2])
-        if process.poll() is not None:
-            finished = process
+        done = leo // LOAD_BATCH
+        plan = kill_plan(rng, scale, attempt, done, total)
+        if plan is None:
             break
-        process.send_signal(signal.SIGKILL)
-        process.wait(30)
+        code, report = load_killed_at(root, "bulk", path, *plan)
+        assert (code, report) == (-signal.SIGKILL, ("killing", *plan)), f"{plan} after {done} batches: {code} {report}"
         leo = check_prefix_of_source(root, "bulk", source_rows)
         assert leo % LOAD_BATCH == 0, f"a batch was split (S1.2): LEO {leo}"
+        point, occurrence = plan
+        if point == workers.LOAD_COMMITTED:
+            assert leo == (done + occurrence) * LOAD_BATCH  # the batch the loader never heard of is in
+        elif point == workers.LOAD_FILE_WRITTEN:
+            assert leo == (done + occurrence - 1) * LOAD_BATCH  # the written, uncommitted file is not
+        else:
+            assert done * LOAD_BATCH < leo <= (done + CHECKPOINT_INTERVAL) * LOAD_BATCH
         history.append((plan, leo))
     print(f"kills (plan, LEO after): {history}")
     partial = [leo for _, leo in history if 0 < leo < load_rows]
     assert len(partial) >= 2, f"too few kills landed mid-load to prove anything: {history}"
 
-    # The finishing run started where the last kill left the log (it may have run to the end on its own).
+    # The finishing run starts where the last kill left the log.
     resumed_at = history[-1][1]
-    if finished is None:
-        assert check_prefix_of_source(root, "bulk", source_rows) == resumed_at
-        finished = start_load(root, "bulk", path)
+    assert check_prefix_of_source(root, "bulk", source_rows) == resumed_at
+    finished = start_load(root, "bulk", path)
     out, err = finished.communicate(timeout=120)
     assert finished.returncode == 0, err
     result = json.loads(out)

@@ -6,14 +6,24 @@ lost or unpicklable), ending with ("done", worker) or ("crashed", worker, traceb
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import traceback
+from collections import Counter
 
 from lakelog import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from lakelog.errors import OffsetMismatch
 from lakelog.log import BatchHeader, open_partition, payload_table
 
 BARRIER_TIMEOUT_S = 120
+
+# Kill points of a bulk load (S2.4), named as the transaction coordinator's fault points are: a load process
+# SIGKILLs itself at the nth time one of them is reached in its run, so where it dies does not depend on timing.
+LOAD_FILE_WRITTEN = "file-written"  # a batch's Parquet file is written, its commit not put
+LOAD_COMMITTED = "committed"  # a batch's commit is in the log (checkpoint included), the loader not told
+LOAD_CHECKPOINT_DUE = "checkpoint-due"  # a commit on the checkpoint interval is in the log, its checkpoint not written
+LOAD_KILL_POINTS = (LOAD_FILE_WRITTEN, LOAD_COMMITTED, LOAD_CHECKPOINT_DUE)
 
 
 def payload_value(worker: int, batch: int, record: int) -> bytes:
@@ -151,3 +161,52 @@ def create_same_topic(root, worker, rounds, partitions, barrier, queue) -> None:
         queue.put(("done", worker))
     except BaseException:
         queue.put(("crashed", worker, traceback.format_exc()))
+
+
+def load_killed_at(root, topic, source, batch_records, point, occurrence, conn) -> None:
+    """Bulk-load `source` into `topic`-0 as `lakelog load` does, SIGKILLing this process the `occurrence`th time
+    it reaches kill point `point` (one of LOAD_KILL_POINTS). Sends ("killing", point, occurrence) on the pipe
+    just before, or ("finished", appended rows) if the load ended first."""
+    import threading
+
+    from tqdm import tqdm
+
+    from lakelog.client.loader import load
+    from lakelog.store.table import Table, checkpoint_interval, is_checkpoint_version
+
+    # The progress bar's default lock is a multiprocessing semaphore, which a SIGKILLed process would leak.
+    tqdm.set_lock(threading.RLock())
+    reached: Counter[str] = Counter()
+    appending = [False]
+
+    def reach(name: str) -> None:
+        reached[name] += 1
+        if name == point and reached[name] == occurrence:
+            conn.send(("killing", name, occurrence))  # a pipe's send is written before it returns
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    append, commit, checkpoint_if_due = Table.append, Table._commit, Table._checkpoint_if_due
+
+    def append_with_points(self, *args, **kwargs):
+        appending[0] = True
+        try:
+            return append(self, *args, **kwargs)
+        finally:
+            appending[0] = False
+
+    def commit_with_points(self, *args, **kwargs):
+        if appending[0]:
+            reach(LOAD_FILE_WRITTEN)
+        version = commit(self, *args, **kwargs)
+        if appending[0]:
+            reach(LOAD_COMMITTED)
+        return version
+
+    def checkpoint_with_points(self, version):
+        if is_checkpoint_version(version, checkpoint_interval(self.configuration)):
+            reach(LOAD_CHECKPOINT_DUE)
+        return checkpoint_if_due(self, version)
+
+    Table.append, Table._commit, Table._checkpoint_if_due = append_with_points, commit_with_points, checkpoint_with_points
+    result = load(root, topic, source, batch_records=batch_records, progress=False)
+    conn.send(("finished", result.appended_by_this_run))
