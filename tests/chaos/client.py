@@ -88,7 +88,7 @@ class RecordingConsumer(Consumer):
 
 class RecordingProducer(Producer):
     """A Producer that records acknowledged sends (one `send` per flush or transaction end) and its
-    transactions' begin (`txn`), commit and abort."""
+    transactions' begin (`txn`), commit (with the group offsets sent to it) and abort."""
 
     def __init__(self, conf: dict[str, Any], history: HistoryWriter) -> None:
         super().__init__(conf)
@@ -97,6 +97,7 @@ class RecordingProducer(Producer):
         self.txn: int | None = None
         self._transactions = 0
         self._delivered: list[list] = []
+        self._offsets: dict[str, int] = {}
 
     def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, *args, **kwargs):
         def delivered(error, message):
@@ -124,9 +125,14 @@ class RecordingProducer(Producer):
 
     def begin_transaction(self) -> None:
         super().begin_transaction()
+        self._offsets = {}
         self.txn = self._transactions
         self._transactions += 1
         self.history(INVOKE, "txn", **self._transaction())
+
+    def send_offsets_to_transaction(self, positions, group_metadata, timeout: float | None = None) -> None:
+        super().send_offsets_to_transaction(positions, group_metadata, timeout)
+        self._offsets.update({key_of(p.topic, p.partition): p.offset for p in positions})
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         self._end("commit", super().commit_transaction, timeout)
@@ -145,7 +151,8 @@ class RecordingProducer(Producer):
             self.history(FAIL if refused and f == "abort" else INFO, f, **self._transaction())
             raise
         self.record_sends()
-        self.history(OK, f, **self._transaction())
+        # A commit's value: the group offsets it committed with its messages (S7.1), if any.
+        self.history(OK, f, (self._offsets or None) if f == "commit" else None, **self._transaction())
 
     def _transaction(self) -> dict[str, Any]:
         return {"txn": self.txn, "transactional_id": self.transactional_id}

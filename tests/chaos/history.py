@@ -10,6 +10,7 @@ dropped when the files are read back. Operations are Jepsen's: `type` is invoke 
 - `send`: messages the log acknowledged; value `[[key, offset, value], ...]`, in the order produced.
   Inside a transaction (`txn` set) an acknowledged send is appended but not yet committed.
 - `txn` (invoke): a transaction begins; `commit` / `abort` (invoke, then ok, fail or info): it ends.
+  A commit's ok value: the consumer offsets sent to the transaction, `{key: offset}` (or None).
 - `assign`: the consumer's position of some keys moved on purpose (rebalance, assign, seek);
   value: the keys. Poll-order checks start again for those keys.
 
