@@ -201,7 +201,7 @@ def clean_topics(root: str, now_ms: int, *, policy: RetryPolicy = DEFAULT_POLICY
 
     Per partition, by its `cleanup.policy`: compaction by key (S9.3), then
     retention (S9.1) on the clock `now_ms`; then vacuum deletes files removed
-    longer ago than the table's grace. Idempotent and safe beside clients and
+    longer ago than the table's grace, on the same clock. Idempotent and safe beside clients and
     other sweeps (S8.2); an error on one partition is reported (and logged) and
     the sweep carries on with the next.
     """
@@ -228,7 +228,7 @@ def _clean_partition(log_: PartitionLog, now_ms: int, policy: RetryPolicy) -> Pa
     compacted = compaction.compact_partition(log_, now_ms) if log_.config.compacts else None
     trimmed = enforce_retention(log_, now_ms, backoff=policy.start(TRIM_TIMEOUT_S))
     with storage_errors(log_.table.uri, "vacuuming", log_.version):
-        vacuumed = vacuum(log_.table)
+        vacuumed = vacuum(log_.table, now_ms=now_ms)
     if vacuumed:
         log.info("%s-%d: vacuum deleted %d removed file(s)", log_.topic, log_.partition, len(vacuumed))
     return PartitionCleaning(log_.topic, log_.partition, trimmed, compacted, len(vacuumed))

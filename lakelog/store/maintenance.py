@@ -41,6 +41,11 @@ reference. It makes no commit, so it never races appends.
 The log layer calls `maintain(table, policy)` after each successful commit; it is
 a few integer comparisons unless the commit's version is a multiple of
 `policy.check_every` (files count check) or of the checkpoint interval.
+
+Time is passed in: `now_ms` (milliseconds; None reads the wall clock) is what
+`cleanup_log`'s retention and `vacuum`'s grace for files no commit holds are
+measured to, and what `compact` stamps its remove actions with, so a test moves
+time on instead of sleeping.
 """
 
 from __future__ import annotations
@@ -138,7 +143,7 @@ class _Merge:
 # -- the per-commit hook -------------------------------------------------------
 
 
-def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> MaintenanceReport:
+def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy(), *, now_ms: int | None = None) -> MaintenanceReport:
     """Run whatever maintenance is due after a commit; cheap when nothing is.
 
     Call it with the table whose handle just committed (its version is the new
@@ -155,6 +160,7 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
     Never raises for a failed step (the commit before it stands, and a caller
     must not mistake a maintenance failure for a failed append): failures are
     listed in the report's `errors`, and the step is simply due again later.
+    `now_ms` is the clock the steps read (None: the wall clock).
     """
     report = MaintenanceReport()
     version = table.version
@@ -164,10 +170,12 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
             reopen(table)
             report.reopened = True
             keep = max(policy.log_keep_checkpoints, math.ceil(policy.log_keep_commits / interval) + 1)
-            report.log_files_deleted = cleanup_log(table, keep_checkpoints=keep, retention_s=policy.log_retention_s)
+            report.log_files_deleted = cleanup_log(
+                table, keep_checkpoints=keep, retention_s=policy.log_retention_s, now=None if now_ms is None else now_ms / 1000
+            )
             checkpoints = (version + 1) // interval
             if policy.vacuum_every_checkpoints and checkpoints % policy.vacuum_every_checkpoints == 0:
-                report.files_vacuumed = len(vacuum(table))
+                report.files_vacuumed = len(vacuum(table, now_ms=now_ms))
         except Exception as error:  # noqa: BLE001 - see the docstring
             report.errors.append(f"log maintenance: {error!r}")
             _warn_failed(table, version, "log maintenance (checkpoint reload, log cleanup, vacuum)", error)
@@ -179,6 +187,7 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy()) -> M
                     fan_in=policy.fan_in,
                     target_file_bytes=policy.target_file_bytes,
                     compression=policy.compression,
+                    now_ms=now_ms,
                 )
         except Exception as error:  # noqa: BLE001 - see the docstring
             report.errors.append(f"compaction: {error!r}")
@@ -289,12 +298,14 @@ def compact(
     target_file_bytes: int = 128 << 20,
     compression: str = "snappy",
     max_attempts: int = 3,
+    now_ms: int | None = None,
 ) -> CompactionResult | None:
     """Merge small consecutive files of the latest snapshot in one strict commit.
 
     Returns None if nothing was worth merging or every attempt lost its race (a
     harmless outcome: the merged files are deleted again, the table is as it
-    was). Rows are never changed; only which files hold them.
+    was). Rows are never changed; only which files hold them. `now_ms` (None:
+    the wall clock) is the remove actions' time.
     """
     table.refresh()
     merges = [_Merge(list(run)) for run in plan_compaction(table.files(), fan_in, target_file_bytes)]
@@ -315,7 +326,7 @@ def compact(
             if not merges:
                 return None
             try:
-                _commit_merges(table, merges, decided_on)
+                _commit_merges(table, merges, decided_on, _now_ms(now_ms))
             except CommitConflict:
                 continue
             for merge in merges:
@@ -355,9 +366,8 @@ def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
     merge.stats = _statistics(rows, (min(entry.min_offset for entry in merge.sources), max(entry.max_offset for entry in merge.sources)))
 
 
-def _commit_merges(table: Table, merges: list[_Merge], decided_on: int) -> None:
+def _commit_merges(table: Table, merges: list[_Merge], decided_on: int, now_ms: int) -> None:
     """The strict commit of `Table` (S9.5, S12.3); CommitConflict on a lost race (the merged files stay, `compact` decides)."""
-    now_ms = time.time_ns() // 1_000_000
     actions: list[AddAction | RemoveAction] = []
     for merge in merges:
         modified_ms = newest_modification(merge.sources)
@@ -449,7 +459,7 @@ def log_retention_seconds(table: Table) -> float:
 # -- deleting removed data files ----------------------------------------------
 
 
-def vacuum(table: Table, *, dry_run: bool = False) -> list[str]:
+def vacuum(table: Table, *, dry_run: bool = False, now_ms: int | None = None) -> list[str]:
     """Delete data files that no snapshot within the retention can reference.
 
     Retention is the table's `delta.deletedFileRetentionDuration` (the topic's
@@ -458,8 +468,10 @@ def vacuum(table: Table, *, dry_run: bool = False) -> list[str]:
     those), or it is in no remove action of the snapshot at all (a failed
     commit's file, or one whose expired remove action a checkpoint dropped) and
     it was written more than the retention ago (so it is not an append or a
-    compaction still on its way to a commit). Makes no commit. Returns the
-    relative paths deleted (or that would be, with `dry_run`).
+    compaction still on its way to a commit). A file in no remove action is aged
+    to `now_ms` (None: the wall clock); removed files are aged by delta-rs, on the
+    wall clock. Makes no commit. Returns the relative paths deleted (or that would
+    be, with `dry_run`).
     """
     table.refresh()
     handle = load_handle(table.location)
@@ -467,7 +479,7 @@ def vacuum(table: Table, *, dry_run: bool = False) -> list[str]:
     expired = set(handle.vacuum(dry_run=True))
     tombstoned = set(handle.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False))
     active = {entry.path for entry in _active_paths(handle)}
-    cutoff = time.time() - retention_s
+    cutoff = _now_ms(now_ms) / 1000 - retention_s
     doomed = []
     for info in table.io.list(table.uri):
         name = info.name
@@ -479,6 +491,11 @@ def vacuum(table: Table, *, dry_run: bool = False) -> list[str]:
         for name in doomed:
             _delete_quietly(table, name)
     return sorted(doomed)
+
+
+def _now_ms(now_ms: int | None) -> int:
+    """`now_ms` as passed in, or the wall clock's reading."""
+    return time.time_ns() // 1_000_000 if now_ms is None else now_ms
 
 
 def _active_paths(handle: DeltaTable) -> list[FileEntry]:
