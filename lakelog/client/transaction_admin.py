@@ -23,7 +23,7 @@ import logging
 import pyarrow.compute as pc
 
 from lakelog.coordinator import TransactionMetadata, TxnState
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction_coordinator import FaultHook, TransactionCoordinator
 from lakelog.errors import InvalidRequest, InvalidTxnState, KafkaTimeout, OffsetMismatch, UnknownProducerId
 from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S, wall_clock_ms
@@ -33,6 +33,8 @@ from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 log = logging.getLogger(__name__)
 
 
+# Fault point of `abort_transaction`, met after each decision, before its marker's commit (tests interleave there).
+FAULT_BEFORE_ABORT_MARKER = "before_abort_marker"
 # Coordinator states whose transaction still holds its partitions: its end, or the sweep, writes their markers.
 _COVERING = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
@@ -212,7 +214,9 @@ def find_hanging_transaction(
     )
 
 
-def abort_transaction(root: str, hanging: HangingTransaction, *, retry: RetryPolicy = DEFAULT_POLICY) -> int:
+def abort_transaction(
+    root: str, hanging: HangingTransaction, *, retry: RetryPolicy = DEFAULT_POLICY, fault: FaultHook | None = None
+) -> int:
     """Close the observed hanging transaction with an ABORT marker one epoch above its own (KIP-664, S4.8).
 
     A compare-and-set: decided on a snapshot of the partition showing that transaction
@@ -240,12 +244,15 @@ def abort_transaction(root: str, hanging: HangingTransaction, *, retry: RetryPol
                 continue
             raise _no_longer_open(hanging, current)
         _check_not_covered(root, hanging)
+        expected_offset = partition_log.log_end_offset()
+        if fault is not None:
+            fault(FAULT_BEFORE_ABORT_MARKER, {"topic": topic, "partition": partition, "producer_id": producer_id})
         try:
             marker = partition_log.append_marker(
                 producer_id,
                 hanging.producer_epoch + 1,
                 ControlType.ABORT,
-                expected_offset=partition_log.log_end_offset(),
+                expected_offset=expected_offset,
                 backoff=backoff,
             )
         except OffsetMismatch:
@@ -340,6 +347,7 @@ __all__ = [
     "ProducerState",
     "TransactionDescription",
     "TransactionListing",
+    "FAULT_BEFORE_ABORT_MARKER",
     "abort_hanging_transaction",
     "abort_transaction",
     "describe_producers",

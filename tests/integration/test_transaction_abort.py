@@ -3,7 +3,9 @@
 The admin observes a hanging transaction (producer id, epoch, first offset) and
 aborts exactly that one: the marker is decided on a partition snapshot that still
 shows it open and committed as that snapshot's next version. The interleavings are
-explicit steps between the observation and the abort, never timing.
+explicit steps, never timing: between the observation and the abort, or inside the
+abort between its decision and its commit (a fault hook), where the abort loses its
+commit race and must check the latest snapshot again.
 """
 
 from __future__ import annotations
@@ -59,6 +61,22 @@ def start_live_transaction(live: Producer) -> None:
     live.flush()
 
 
+def interleave(when: str, step):
+    """Run `step` now ("before" the abort), or ("mid") at the abort's fault point, after its decision and
+    before its commit. Returns the abort's fault hook and a list that receives `step`'s answer."""
+    done: list = []
+    if when == "before":
+        done.append(step())
+        return None, done
+
+    def hook(point, details):
+        assert point == admin.FAULT_BEFORE_ABORT_MARKER
+        if not done:
+            done.append(step())
+
+    return hook, done
+
+
 def joined_at_a_new_epoch(lake, live, observed):
     # The producer's next transaction writes to the partition while the old one is open: it joins it there.
     start_live_transaction(live)
@@ -72,16 +90,19 @@ def closed_and_reopened(lake, live, observed):
     return live._producer_epoch, 2
 
 
+@pytest.mark.parametrize("when", ["before", "mid"])
 @pytest.mark.parametrize("interleaving", [joined_at_a_new_epoch, closed_and_reopened])
-def test_S4_8_abort_of_an_observed_transaction_is_refused_once_its_producer_id_moved_on(lake, hanging, interleaving):
-    """S4.8, S8.3: between the admin's observation and its abort, the same producer id starts a live transaction
-    in the partition. The abort is refused, writes nothing, and the live transaction commits everywhere."""
+def test_S4_8_abort_of_an_observed_transaction_is_refused_once_its_producer_id_moved_on(lake, hanging, interleaving, when):
+    """S4.8, S8.3: after the admin observed the hanging transaction, the same producer id starts a live transaction
+    in the partition (before the abort, or inside it, so that the abort loses its commit race). The abort is
+    refused, writes nothing, and the live transaction commits everywhere."""
     live, observed = hanging
-    now_epoch, now_start = interleaving(lake, live, observed)
-    before = table_fingerprint(lake)
+    fingerprints = []
+    hook, done = interleave(when, lambda: (interleaving(lake, live, observed), fingerprints.append(table_fingerprint(lake))))
     with pytest.raises(InvalidTxnState, match="no longer the one open") as refused:
-        admin.abort_transaction(lake, observed)
-    assert table_fingerprint(lake) == before
+        admin.abort_transaction(lake, observed, fault=hook)
+    [((now_epoch, now_start), _)] = done
+    assert table_fingerprint(lake) == fingerprints[0]
     error = refused.value
     assert (error.producer_id, error.producer_epoch, error.start_offset) == (
         observed.producer_id, observed.producer_epoch, observed.start_offset,
@@ -102,13 +123,20 @@ def test_S8_3_abort_of_a_transaction_closed_meanwhile_is_refused(lake, hanging):
     assert table_fingerprint(lake) == before
 
 
-def test_S4_8_abort_holds_when_only_other_producers_wrote_meanwhile(lake, hanging):
-    """The compare-and-set is on the observed transaction, not on the whole partition: other writes are no reason to refuse."""
+@pytest.mark.parametrize("when", ["before", "mid"])
+def test_S4_8_abort_holds_when_only_other_producers_wrote_meanwhile(lake, hanging, when):
+    """The compare-and-set is on the observed transaction, not on the whole partition: another producer's write
+    is no reason to refuse (mid: the abort loses its race to it, checks the latest snapshot, and lands after it)."""
     _, observed = hanging
     other = Producer({"lakelog.root": lake})
-    other.produce(TOPIC, value="other", partition=1)
-    other.flush()
-    assert admin.abort_transaction(lake, observed) == 2
+
+    def write_other():
+        other.produce(TOPIC, value="other", partition=1)
+        other.flush()
+
+    hook, done = interleave(when, write_other)
+    assert admin.abort_transaction(lake, observed, fault=hook) == 2
+    assert len(done) == 1
     log = open_partition(lake, TOPIC, 1)
     assert log.open_transactions() == {}
     assert committed_values(lake, 1) == [b"other"]
