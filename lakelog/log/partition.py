@@ -10,15 +10,11 @@ is ever refused on stale state either.
 from __future__ import annotations
 
 import bisect
-import collections
 import logging
-import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -37,6 +33,7 @@ from lakelog.log.producer_index import ProducerIndex
 from lakelog.log.producer_state import ProducerEntry, Verdict
 from lakelog.log.records import BatchHeader, ControlType, conform_payload, last_sequence, stamp
 from lakelog.log.topic_config import TopicConfig
+from lakelog.log.fetch_files import AbortedRows, contiguous, read_ahead
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.log.verification import TransactionVerification, verify_batch
 from lakelog.store import FileEntry, Table
@@ -432,7 +429,7 @@ class PartitionLog:
                 if read_committed:
                     end = self.last_stable_offset()
                     aborted = self._transactions.aborted_transactions(start_offset, end)
-                    return self._fetch_files(start_offset, end, max_records, max_bytes, _AbortedRows(aborted))
+                    return self._fetch_files(start_offset, end, max_records, max_bytes, AbortedRows(aborted))
                 return self._fetch_files(start_offset, self.high_watermark(), max_records, max_bytes, None)
             except CorruptRecord:
                 # Compaction or retention (S9.1) may have removed a file after our snapshot (the transaction
@@ -464,11 +461,11 @@ class PartitionLog:
         listed what to drop, so no transaction index is built and only the files
         holding the range are read. Without, every row of the range is returned.
         """
-        committed = _AbortedRows(list(aborted)) if aborted is not None else None
+        committed = AbortedRows(list(aborted)) if aborted is not None else None
         return self._fetch_files(start_offset, end_offset, 1 << 62, max_bytes, committed)
 
     def _fetch_files(
-        self, start_offset: int, end_offset: int, max_records: int, max_bytes: int, committed: _AbortedRows | None
+        self, start_offset: int, end_offset: int, max_records: int, max_bytes: int, committed: AbortedRows | None
     ) -> FetchResult:
         """Read [start_offset, end_offset) file by file; `committed` filters for read_committed."""
         chunks: list[pa.Table] = []
@@ -483,8 +480,8 @@ class PartitionLog:
             whole = entry.min_offset >= start_offset and entry.max_offset < end_offset
             return self.table.read_file(entry) if whole else self.table.read_file(entry, None, in_range)
 
-        wanted = _contiguous(files[first:], start_offset, end_offset)
-        for entry, rows in _read_ahead(read, wanted, max_bytes, max_records):
+        wanted = contiguous(files[first:], start_offset, end_offset)
+        for entry, rows in read_ahead(read, wanted, max_bytes, max_records):
             # Rows just read are no slices, so their buffers' total is their size (nbytes costs ~10x more).
             read_bytes = rows.get_total_buffer_size()
             if next_offset > start_offset and size + read_bytes > max_bytes:
@@ -547,106 +544,3 @@ class PartitionLog:
                 if attempt or not self.refresh():
                     raise
         raise AssertionError("unreachable")
-
-
-# Files a fetch reads ahead of the one it is at, on a pool of as many threads as these machines have cores:
-# pyarrow decodes without the GIL, so a fetch reads like a multi-threaded Parquet scan (bench/read_committed.py).
-READ_AHEAD_FILES = 4
-READ_THREADS = 2
-_pool: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _contiguous(files: list[FileEntry], start_offset: int, end_offset: int) -> Iterator[FileEntry]:
-    """The files holding [start_offset, end_offset) in order, up to the first gap (the fetch fails there)."""
-    expected = start_offset
-    for entry in files:
-        if entry.min_offset >= end_offset or entry.min_offset > expected:
-            return
-        yield entry
-        expected = entry.max_offset + 1
-
-
-def _read_ahead(
-    read: Callable[[FileEntry], pa.Table], entries: Iterator[FileEntry], max_bytes: int, max_records: int
-) -> Iterator[tuple[FileEntry, pa.Table]]:
-    """(entry, read(entry)) in order, reading up to READ_AHEAD_FILES files ahead; an error surfaces in order too.
-
-    Files are read ahead only while those queued so far, by their size on disk (which decoding only
-    grows) and record count, have not already met the fetch's budget: a small fetch reads no file it
-    will not return.
-    """
-    global _pool
-    if _pool is None or _pool[0] != os.getpid():  # a forked child has the pool object but none of its threads
-        _pool = (os.getpid(), ThreadPoolExecutor(READ_THREADS, thread_name_prefix="lakelog-fetch"))
-    pool = _pool[1]
-    pending: collections.deque = collections.deque()
-    queued_bytes = queued_records = 0
-    try:
-        while True:
-            while len(pending) < READ_AHEAD_FILES and (
-                not pending or (queued_bytes < max_bytes and queued_records < max_records)
-            ):
-                entry = next(entries, None)
-                if entry is None:
-                    break
-                pending.append((entry, pool.submit(read, entry)))
-                queued_bytes += entry.size_bytes
-                queued_records += entry.num_records
-            if not pending:
-                return
-            entry, future = pending.popleft()
-            yield entry, future.result()
-    finally:
-        for _, future in pending:  # the fetch stopped early (a budget, an error): drop what it read ahead
-            future.cancel()
-
-
-class _AbortedRows:
-    """Drops control rows and rows of aborted transactions (S5.2), vectorized.
-
-    A row is aborted if it is a transactional row of producer P at an offset in
-    [first offset, marker offset) of one of P's aborted transactions; one
-    producer's transactions never overlap, so a binary search per row finds the
-    only candidate. A file whose statistics (producer ids, offsets) meet no
-    aborted transaction and that holds no control row is returned as it is.
-    """
-
-    def __init__(self, aborted: list[AbortedTransaction]) -> None:
-        by_producer: dict[int, list[AbortedTransaction]] = {}
-        for txn in aborted:
-            by_producer.setdefault(txn.producer_id, []).append(txn)
-        # Per producer, in offset order (marker order is offset order for one producer).
-        self._ranges = {
-            producer_id: (
-                np.array([txn.first_offset for txn in txns], dtype=np.int64),
-                np.array([txn.marker_offset for txn in txns], dtype=np.int64),
-            )
-            for producer_id, txns in by_producer.items()
-        }
-
-    def filter(self, rows: pa.Table, entry: FileEntry) -> pa.Table:
-        """The rows of `entry` (all of them, or a range) that read_committed returns."""
-        control = rows.column("control")
-        keep = control.is_null().to_numpy() if control.null_count < rows.num_rows else None
-        for producer_id, (first_offsets, marker_offsets) in self._ranges.items():
-            if not entry.min_producer_id <= producer_id <= entry.max_producer_id:
-                continue
-            # Only transactions that end after the file starts and start before it ends can hold its rows.
-            low = np.searchsorted(marker_offsets, entry.min_offset, side="right")
-            high = np.searchsorted(first_offsets, entry.max_offset, side="right")
-            if low >= high:
-                continue
-            firsts, markers = first_offsets[low:high], marker_offsets[low:high]
-            candidates = np.flatnonzero(
-                (rows.column("producer_id").to_numpy() == producer_id) & rows.column("is_transactional").to_numpy()
-            )
-            offsets = rows.column("offset").to_numpy()[candidates]
-            which = np.searchsorted(firsts, offsets, side="right") - 1
-            aborted = (which >= 0) & (offsets < markers[np.maximum(which, 0)])
-            if aborted.any():
-                if keep is None:
-                    keep = np.ones(rows.num_rows, dtype=bool)
-                keep[candidates[aborted]] = False
-        if keep is None or keep.all():
-            return rows
-        return rows.filter(pa.array(keep))
