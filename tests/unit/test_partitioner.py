@@ -4,7 +4,7 @@ import zlib
 
 import pytest
 
-from lakelog.client.producer import murmur2, partition_for
+from lakelog.client.partitioner import murmur2, partition_for
 
 # Kafka's own vectors (clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java, testMurmur2).
 MURMUR2_VECTORS = {
