@@ -38,8 +38,9 @@ from lakelog.coordinator.transaction import (
     TransactionConfig,
     TransactionMarkers,
     TransactionMetadata,
+    TxnState,
 )
-from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout
+from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout, ProducerFenced
 from lakelog.log import PartitionLog, allocate_producer_id, open_partition
 from lakelog.log.partition import APPEND_TIMEOUT_S, Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
@@ -170,13 +171,13 @@ class TransactionCoordinator:
             written = self._markers_written.get(transactional_id)
             if written is not None:
                 self._hit(FAULT_BEFORE_COMPLETE_AND_BEGIN, transactional_id=transactional_id)
-            outcome = self._log_of(transactional_id).run(
+            outcome = self._logged(self._log_of(transactional_id).run(
                 lambda state: txn.add_partitions(
                     state.get(transactional_id), transactional_id, producer_id, producer_epoch, partitions,
                     self._clock(), written,
                 ),
                 backoff=backoff,
-            )
+            ))
             # Completed here, by another process, or moved on: these markers are no proof of anything next.
             self._markers_written.pop(transactional_id, None)
             if outcome.ok:
@@ -251,9 +252,9 @@ class TransactionCoordinator:
         if not complete:
             self._markers_written[transactional_id] = markers
             return current
-        outcome = self._log_of(transactional_id).run(
+        outcome = self._logged(self._log_of(transactional_id).run(
             lambda state: txn.complete_transaction(state.get(transactional_id), markers, self._clock()), backoff=backoff
-        )
+        ))
         return outcome.response
 
     def _write_markers(self, markers: TransactionMarkers, backoff: Backoff) -> None:
@@ -298,7 +299,9 @@ class TransactionCoordinator:
                 # Most ids need nothing: look on the state in hand, commit (on the latest) only if something is due.
                 if txn.sweep(metadata, self._clock(), self.config).response is SweepAction.NONE:
                     continue
-                outcome = state_log.run(lambda state: txn.sweep(state.get(transactional_id), self._clock(), self.config))
+                outcome = self._logged(
+                    state_log.run(lambda state: txn.sweep(state.get(transactional_id), self._clock(), self.config))
+                )
                 action = outcome.response
                 if action is SweepAction.ABORT_TIMED_OUT:
                     report.aborted_timed_out.append(transactional_id)
@@ -336,7 +339,9 @@ class TransactionCoordinator:
         handler: Callable[[TransactionMetadata | None], Outcome[Any]],
         backoff: Backoff | None = None,
     ) -> Any:
-        outcome = self._log_of(transactional_id).run(lambda state: handler(state.get(transactional_id)), backoff=backoff)
+        outcome = self._logged(
+            self._log_of(transactional_id).run(lambda state: handler(state.get(transactional_id)), backoff=backoff)
+        )
         if not outcome.ok:
             raise outcome.error
         return outcome.response
@@ -358,9 +363,9 @@ class TransactionCoordinator:
         Returns the outcome and the id allocated (or `new_producer_id` as given).
         """
         while True:
-            outcome = self._log_of(transactional_id).run(
+            outcome = self._logged(self._log_of(transactional_id).run(
                 lambda state: handler(state.get(transactional_id), new_producer_id), backoff=backoff
-            )
+            ))
             if not outcome.needs_producer_id:
                 return outcome, new_producer_id
             if new_producer_id is not None:
@@ -368,6 +373,16 @@ class TransactionCoordinator:
             new_producer_id = allocate_producer_id(self.root, transactional_id, retry=self.retry)
             log.debug("transactional.id %r: producer id %d allocated, deciding again with it", transactional_id,
                       new_producer_id)
+
+    @staticmethod
+    def _logged(outcome: Outcome[Any]) -> Outcome[Any]:
+        """Log each state the outcome committed (an INFO line per transition, S4.3) or the fencing that refused it
+        (S4.1), and hand the outcome on."""
+        for record in outcome.records:
+            log_transition(record)
+        if isinstance(outcome.error, ProducerFenced):
+            log.info("refused a fenced producer: %s", outcome.error)
+        return outcome
 
     def _log_of(self, transactional_id: str) -> CoordinatorLog[dict[str, TransactionMetadata]]:
         if not isinstance(transactional_id, str) or not transactional_id:
@@ -419,3 +434,19 @@ class TransactionCoordinator:
 
 
 __all__ = ["SweepReport", "TransactionCoordinator", "TRANSACTION_STATE_LOG"]
+
+
+def log_transition(record: TransactionMetadata) -> None:
+    """One INFO line for a committed `__transaction_state` record: the id's new state and what it means."""
+    state, tid = record.state, record.transactional_id
+    identity = f"producer id {record.producer_id} epoch {record.producer_epoch}"
+    if state is TxnState.EMPTY:
+        log.info("transactional.id %r: initialised, %s; every instance at an earlier epoch is fenced (S4.1)", tid, identity)
+    elif state is TxnState.PREPARE_EPOCH_FENCE:
+        log.info("transactional.id %r: fencing %s and aborting its ongoing transaction (S4.2)", tid, identity)
+    elif state is TxnState.ONGOING:
+        log.info("transactional.id %r: Ongoing, %s, %d partition(s)", tid, identity, len(record.partitions))
+    elif state is TxnState.DEAD:
+        log.info("transactional.id %r: expired (Dead)", tid)
+    else:
+        log.info("transactional.id %r: %s, %s, %d partition(s)", tid, state.value, identity, len(record.partitions))
