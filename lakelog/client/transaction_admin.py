@@ -157,7 +157,7 @@ def find_hanging_transactions(root: str, topic: str | None = None, now_ms: int |
             if covered:
                 assert metadata is not None
                 deadline = metadata.txn_start_ms + metadata.transaction_timeout_ms
-                if metadata.state is not TxnState.ONGOING or now < deadline:
+                if metadata.state is not TxnState.ONGOING or now <= deadline:  # the sweep aborts once now > deadline (S4.7)
                     continue
                 reason = (
                     f"transactional id {metadata.transactional_id!r} is open {now - metadata.txn_start_ms} ms, past its "
