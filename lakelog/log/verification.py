@@ -55,13 +55,13 @@ class TransactionVerification:
         except InvalidTxnState as error:
             raise InvalidTxnState(
                 f"{topic}-{partition}: producer id {producer_id} epoch {producer_epoch} has no ongoing transaction "
-                f"of transactional.id {self.transactional_id!r} holding this partition ({error})",
+                f"of transactional.id {self.transactional_id!r} holding this partition",
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
                 topic=topic,
                 partition=partition,
                 transactional_id=self.transactional_id,
-            ) from None
+            ) from error
 
 
 def needs_verification(entry: ProducerEntry | None, header: BatchHeader) -> bool:
