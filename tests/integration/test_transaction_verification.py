@@ -8,14 +8,17 @@ a transaction at a partition asks the coordinator; a lost commit race asks again
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 import pytest
 from helpers import table_fingerprint
 
-from lakelog import Producer, TopicPartition
+from lakelog import Consumer, Producer, TopicPartition
 from lakelog.coordinator.group import GroupMetadata
 from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
-from lakelog.errors import InvalidTxnState, KafkaException, ProducerFenced, UnknownMemberId
+from lakelog.errors import IllegalGeneration, InvalidTxnState, KafkaException, ProducerFenced, UnknownMemberId
 from lakelog.log import BatchHeader, create_topic, open_partition, payload_table
 from lakelog.log.verification import TransactionVerification
 
@@ -190,15 +193,34 @@ def test_S4_4_offsets_without_a_transactional_id_are_refused(lake):
     assert table_fingerprint(lake) == before
 
 
-def test_S8_3_send_offsets_with_bad_group_metadata_changes_no_table(lake):
-    """S7.2 refuses a member the group does not know before the transaction adds the offsets partition."""
-    offsets_partition(lake)
+def member_of_the_group(lake: str) -> tuple[Consumer, GroupMetadata]:
+    """A consumer that joined GROUP (the consumer protocol) and owns both partitions, and its group metadata."""
+    consumer = Consumer({"lakelog.root": lake, "group.id": GROUP, "enable.auto.commit": False,
+                         "heartbeat.interval.ms": 60_000, "session.timeout.ms": 600_000})
+    consumer.subscribe([TOPIC])
+    deadline = time.monotonic() + 60  # a deadline, not a wait
+    while len(consumer.assignment()) < 2:
+        assert time.monotonic() < deadline
+        consumer.consume(1, 0.05)
+    return consumer, consumer.consumer_group_metadata()
+
+
+@pytest.mark.parametrize("bad", ["unknown member", "stale generation"])
+def test_S8_3_send_offsets_with_bad_group_metadata_changes_no_table(lake, bad):
+    """S7.2 refuses a zombie's group metadata before the transaction adds the offsets partition (S8.3)."""
+    if bad == "unknown member":
+        offsets_partition(lake)
+        metadata, error = GroupMetadata(GROUP, "ghost", 3), UnknownMemberId
+    else:
+        consumer, current = member_of_the_group(lake)
+        # An epoch the member never had: the member's own commit at it is refused (IllegalGeneration, S6.4).
+        metadata, error = replace(current, generation_id=current.generation_id + 1), IllegalGeneration
     p = Producer({"lakelog.root": lake, "transactional.id": TID})
     p.init_transactions()
     p.begin_transaction()
     before = table_fingerprint(lake)
-    with pytest.raises(UnknownMemberId) as refused:
-        p.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 5)], GroupMetadata(GROUP, "ghost", 3))
+    with pytest.raises(error) as refused:
+        p.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 5)], metadata)
     assert refused.value.error.txn_requires_abort()
     assert table_fingerprint(lake) == before
     p.abort_transaction()
