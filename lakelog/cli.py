@@ -566,7 +566,9 @@ def _groups_list(args: argparse.Namespace) -> int:
     rows = []
     for listing in group_admin.list_groups(args.root):
         if wanted is None or listing.state.value in wanted:
-            members = len(coordinator.describe(listing.group_id).members)
+            # A group set aside by a row that does not decode has no members to count (`groups describe` names the row).
+            unknown = listing.state is group_admin.ConsumerGroupState.UNKNOWN
+            members = "-" if unknown else len(coordinator.describe(listing.group_id).members)
             rows.append((listing.group_id, listing.state.value, members))
     _print_rows(("Group", "State", "Members"), rows)
     return 0

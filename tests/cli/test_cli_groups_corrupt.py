@@ -34,3 +34,12 @@ def test_groups_describe_names_the_bad_row_and_describes_the_other_groups(lakelo
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["group_id"] == "good"
     assert table_fingerprint(f"{lake}/{CONSUMER_OFFSETS_LOG}") == before
+    # groups list shows the set-aside group as UNKNOWN (confluent-kafka's state), with a WARNING naming the row.
+    listed = lakelog("groups", "list", "--root", lake)
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.strip().splitlines()[1:]}
+    assert rows["bad"] == ["UNKNOWN", "-"] and rows["good"][0] == "EMPTY"
+    assert "group bad is listed as UNKNOWN" in listed.stderr and f"offset {offset}" in listed.stderr
+    only = lakelog("groups", "list", "--state", "unknown", "--root", lake)
+    assert [line.split()[0] for line in only.stdout.strip().splitlines()[1:]] == ["bad"]
+    assert table_fingerprint(f"{lake}/{CONSUMER_OFFSETS_LOG}") == before
