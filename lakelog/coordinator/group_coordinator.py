@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from lakelog import config as config_module
@@ -32,7 +33,16 @@ from lakelog.coordinator.group import (
     TopicPartitionKey,
 )
 from lakelog.coordinator.state_log import CoordinatorLog, StateCodec
-from lakelog.errors import CorruptRecord, KafkaException, UnknownTopicOrPartition
+from lakelog.errors import (
+    CorruptRecord,
+    FencedInstanceId,
+    FencedMemberEpoch,
+    IllegalGeneration,
+    KafkaException,
+    StaleMemberEpoch,
+    UnknownMemberId,
+    UnknownTopicOrPartition,
+)
 from lakelog.log import PartitionLog, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
@@ -225,8 +235,13 @@ class GroupCoordinator:
             # It will write: decide on the latest snapshot, or the append loses a race to the rows this
             # process has not read yet and backs off (every member's writes made every other one wait).
             group_log.catch_up()
+        before = _summary(group_log.state.group(group_id))
         outcome = group_log.run(handler)
+        if outcome.records:
+            _log_transition(group_id, before, _summary(group_log.state.group(group_id)))
         if not outcome.ok:
+            if isinstance(outcome.error, _FENCING):
+                log.info("group %s: refused a fenced member: %s", group_id, outcome.error)
             raise outcome.error
         return outcome.response
 
@@ -285,3 +300,39 @@ def _served(group_id: str, handler: Any) -> Any:
 
 
 __all__ = ["CONSUMER_OFFSETS_LOG", "GroupCoordinator"]
+
+
+# Refusals that fence a member (S6.4, S6.5, S7.2): each is an INFO line.
+_FENCING = (FencedMemberEpoch, FencedInstanceId, UnknownMemberId, IllegalGeneration, StaleMemberEpoch)
+
+
+@dataclass(frozen=True)
+class _GroupSummary:
+    """What a transition line compares: the group's epochs and each member's epoch."""
+
+    group_epoch: int = 0
+    target_epoch: int = 0
+    member_epochs: tuple[tuple[str, int], ...] = ()
+
+
+def _summary(group: Group | None) -> _GroupSummary:
+    if group is None:
+        return _GroupSummary()
+    members = tuple(sorted((member_id, member.current.member_epoch) for member_id, member in group.members.items()))
+    return _GroupSummary(group.group_epoch, group.target_epoch, members)
+
+
+def _log_transition(group_id: str, before: _GroupSummary, after: _GroupSummary) -> None:
+    """INFO lines for a committed change of membership or assignment (S6.2, S6.3); a lease renewal alone is DEBUG."""
+    was, now = dict(before.member_epochs), dict(after.member_epochs)
+    for member_id in sorted(now.keys() - was.keys()):
+        log.info("group %s: member %s joined (group epoch %d)", group_id, member_id, after.group_epoch)
+    for member_id in sorted(was.keys() - now.keys()):
+        log.info("group %s: member %s left (group epoch %d)", group_id, member_id, after.group_epoch)
+    if after.target_epoch != before.target_epoch:
+        log.info("group %s: new target assignment at epoch %d for %d member(s)", group_id, after.target_epoch, len(now))
+    moved = sorted(m for m in now.keys() & was.keys() if now[m] != was[m])
+    for member_id in moved:
+        log.info("group %s: member %s reconciled to epoch %d", group_id, member_id, now[member_id])
+    if after == before:
+        log.debug("group %s: a write that changed no epoch (a lease renewal or an offset commit)", group_id)

@@ -70,3 +70,24 @@ def test_S4_7_the_sweeps_abort_is_an_info_line(lake, caplog):
                for line in lines), lines
     assert any("transactional.id 'etl': PrepareAbort" in line for line in lines), lines
     assert any("transactional.id 'etl': CompleteAbort" in line for line in lines), lines
+
+
+GROUPS = "lakelog.coordinator.group_coordinator"
+
+
+def test_S6_2_S6_4_group_transitions_and_a_fenced_member_are_info_lines(lake, caplog):
+    from lakelog.coordinator.group import Heartbeat
+    from lakelog.coordinator.group_coordinator import GroupCoordinator
+    from lakelog.errors import FencedMemberEpoch, StaleMemberEpoch, UnknownMemberId
+
+    caplog.set_level(logging.INFO, logger=GROUPS)
+    coordinator = GroupCoordinator(lake, clock=FakeClock())
+    joined = coordinator.heartbeat(Heartbeat("etl", "", 0, ("orders",), frozenset()))
+    lines = [r.getMessage() for r in caplog.records if r.name == GROUPS and r.levelno == logging.INFO]
+    assert f"group etl: member {joined.member_id} joined (group epoch 1)" in lines, lines
+    assert any(line.startswith("group etl: new target assignment at epoch 1") for line in lines), lines
+    caplog.clear()
+    with pytest.raises((FencedMemberEpoch, StaleMemberEpoch, UnknownMemberId)):
+        coordinator.commit_offsets("etl", joined.member_id, joined.member_epoch + 5, {("orders", 0): (1, "")})
+    lines = [r.getMessage() for r in caplog.records if r.name == GROUPS and r.levelno == logging.INFO]
+    assert any(line.startswith("group etl: refused a fenced member:") for line in lines), lines
