@@ -214,3 +214,37 @@ def test_S8_2_appends_from_another_process_during_two_compactors_lose_nothing(ro
         )
     assert {found[0]: found[1] for _, found in sorted(kept.items())} == {f"k{n}".encode(): f"{35 + n}".encode() for n in range(5)}
     assert compactions + counter.value >= 1
+
+
+def test_S9_4_S9_3_an_expired_producers_last_batch_and_marker_go_and_its_verdict_is_unchanged(root, topic):
+    """A producer's last batch and last marker are kept only while its state lives (S9.4): once
+    producer.id.expiration.ms has passed since its last append, compaction drops them like any superseded
+    row, and the partition's answer for that producer is UnknownProducerId before and after."""
+    from helpers import FakeClock
+
+    from lakelog.errors import UnknownProducerId
+
+    expiration = 60_000
+    name = topic({**COMPACT, "producer.id.expiration.ms": expiration})
+    clock = FakeClock(T0)
+    log = open_partition(root, name, 0, clock=clock)
+    log.append(keyed(("a", "txn"), at_ms=T0), BatchHeader(7, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
+    log.append_marker(7, 1, ControlType.COMMIT)
+    log.append(keyed(("b", "idempotent"), at_ms=T0), BatchHeader(42, 0, 0))
+    log.append(keyed(("a", "new"), ("b", "new"), at_ms=T0))  # supersedes both producers' rows
+
+    assert compact_partition(log, T0 + expiration) is not None  # not past it: their rows carry their state
+    assert [value for _, _, value, _ in rows(open_partition(root, name, 0))].count(b"idempotent") == 1
+    clock.advance(expiration + 1)
+    log.append(keyed(("c", "dirty"), at_ms=clock()))  # something new to clean
+    later = open_partition(root, name, 0, clock=clock)
+    with pytest.raises(UnknownProducerId):
+        later.append(keyed(("q", "retry")), BatchHeader(42, 0, 1))
+    assert compact_partition(log, clock()) is not None
+    cold = open_partition(root, name, 0, clock=clock)
+    kept = rows(cold)
+    assert [(key, value) for _, key, value, control in kept if control is None] == [(b"a", b"new"), (b"b", b"new"), (b"c", b"dirty")]
+    assert [control for *_, control in kept if control is not None] == []  # producer 7's marker went with it
+    assert cold.producer_entry(7) is None and cold.producer_entry(42) is None
+    with pytest.raises(UnknownProducerId):
+        cold.append(keyed(("q", "retry")), BatchHeader(42, 0, 1))
