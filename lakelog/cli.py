@@ -49,6 +49,8 @@ from lakelog.log import list_topics, retention, topic_config
 from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location, check_root
 
+logger = logging.getLogger(__name__)
+
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
 # The coordinator sweep's steps, each of which `--skip` may leave out.

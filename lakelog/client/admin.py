@@ -7,6 +7,7 @@ partition logs `delete_records` commits to.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from lakelog.log.topics import validate_new_topic
 from lakelog.config import storage_options
 from lakelog.store import check_root
 from lakelog.store.retry import RetryPolicy
+
+logger = logging.getLogger(__name__)
 
 
 def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
@@ -87,6 +90,8 @@ class AdminClient:
     def __init__(self, conf: Mapping[str, Any], *, clock: Clock = wall_clock_ms) -> None:
         values, _ = split_callbacks(conf, ("error_cb",))
         self.config = config.load("admin", values)
+        # confluent-kafka's `logger`: this client's own log lines go there (default: this package's loggers).
+        self._log: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
         self._clock = clock
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: the retries of the writes admin operations make.
@@ -146,6 +151,8 @@ class AdminClient:
     def _delete_records(self, partition: TopicPartition) -> DeletedRecords:
         log = open_partition(self._root, partition.topic, partition.partition, clock=self._clock)
         low_watermark = retention.delete_records(log, partition.offset, backoff=self._retry.start(retention.TRIM_TIMEOUT_S))
+        self._log.info("%s-%d: records before offset %d deleted (log start offset now %d)", partition.topic,
+                       partition.partition, low_watermark, low_watermark)
         return DeletedRecords(low_watermark)
 
     # -- transactions (S8.1), like Kafka's Admin and kafka-transactions.sh ------------------
@@ -174,6 +181,8 @@ class AdminClient:
         """Abort a hanging transaction of `producer_id` in `partition` (KIP-664); resolves to the marker's offset."""
         if not isinstance(partition, TopicPartition) or not isinstance(producer_id, int):
             raise InvalidRequest("abort_transaction takes a TopicPartition and a producer id")
+        self._log.info("%s-%d: aborting the hanging transaction of producer id %d (KIP-664)", partition.topic,
+                       partition.partition, producer_id)
         return _call(
             partial(transaction_admin.abort_hanging_transaction, retry=self._retry),
             self._root, partition.topic, partition.partition, producer_id,

@@ -35,6 +35,7 @@ are the caller's own waits, in real time.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -54,6 +55,8 @@ from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.store import check_root
 from lakelog.store.retry import RetryPolicy
 
+logger = logging.getLogger(__name__)
+
 CALLBACK_KEYS = ("on_commit", "error_cb")
 # How long poll() sleeps between looks at a partition that has nothing new.
 IDLE_BACKOFF_S = 0.05
@@ -65,6 +68,8 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
     def __init__(self, conf: Mapping[str, Any], *, clock: Clock = wall_clock_ms) -> None:
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
         self.config = config.load("consumer", values)
+        # confluent-kafka's `logger`: this consumer's own log lines go there (default: this package's loggers).
+        self._log: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
         # The clock of this consumer's timers and of the coordinator it calls (S6.5: session timeouts).
         self._clock = clock
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))

@@ -12,6 +12,7 @@ message error and fetches nothing more there until the application seeks.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ from lakelog.client.types import (
 )
 from lakelog.errors import CorruptRecord, InvalidRequest, KafkaError, KafkaException, OffsetOutOfRange
 from lakelog.log import READ_COMMITTED, PartitionLog, open_partition
+
+logger = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
 
@@ -174,9 +177,15 @@ class _Fetching:
     def _reset(self, log: PartitionLog) -> int:
         policy = self.config["auto.offset.reset"]
         if policy in ("earliest", "smallest", "beginning"):
-            return log.log_start_offset()
-        if policy in ("latest", "largest", "end"):
-            return self._end_offset(log)
+            offset = log.log_start_offset()
+        elif policy in ("latest", "largest", "end"):
+            offset = self._end_offset(log)
+        else:
+            offset = None
+        if offset is not None:
+            self._log.info("%s-%d: no valid position, auto.offset.reset=%s: reading from offset %d",
+                           log.topic, log.partition, policy, offset)
+            return offset
         raise OffsetOutOfRange(
             f"{log.topic}-{log.partition} has no valid position and auto.offset.reset=error",
             log_start_offset=log.log_start_offset(),

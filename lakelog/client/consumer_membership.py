@@ -7,6 +7,7 @@ assigning (S6.2). The coordinator's half is `lakelog.coordinator.group`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
@@ -23,6 +24,8 @@ from lakelog.errors import (
     RetriableError,
     UnknownMemberId,
 )
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from lakelog.client.consumer import Consumer
@@ -169,6 +172,8 @@ class _GroupMembership:
         """Revoke first, then assign (S6.2); True if partitions were revoked (to be reported at once)."""
         revoked = sorted(set(self._assigned) - target)
         if revoked:
+            self._log.info("group %s member %s (epoch %d): revoking %s", self._group_id, membership.member_id,
+                           membership.member_epoch, _names(revoked))
             membership.next_heartbeat = 0.0
             # S6.6: no commit outside on_revoke until the member epoch moves past this one.
             membership.revocation_epoch = membership.member_epoch
@@ -187,6 +192,8 @@ class _GroupMembership:
                     self._stored.pop(tp, None)
         added = sorted(target - set(self._assigned))
         if added:
+            self._log.info("group %s member %s (epoch %d): assigned %s", self._group_id, membership.member_id,
+                           membership.member_epoch, _names(added))
             partitions = [TopicPartition(*tp) for tp in added]
             try:
                 self._callback(membership, "on_assign", membership.on_assign, partitions)
@@ -203,6 +210,9 @@ class _GroupMembership:
             # The member is still in the group under its old id: leave, so its partitions move on now.
             self._send_leave(membership, LEAVE_GROUP_EPOCH)
         lost = [TopicPartition(*tp, self._position_of(tp)) for tp in sorted(self._assigned)]
+        self._log.info("group %s member %s (epoch %d) was fenced, its partitions %s are lost; joining again: %s",
+                       self._group_id, membership.member_id, membership.member_epoch, _names(sorted(self._assigned)),
+                       error)
         membership.member_id, membership.member_epoch = "", 0
         membership.revocation_epoch, membership.fenced, membership.next_heartbeat = None, None, 0.0
         try:
@@ -259,3 +269,8 @@ class _GroupMembership:
                 f"{call}() is not allowed while subscribed: the group assigns partitions "
                 "(incremental_assign/incremental_unassign only inside on_assign/on_revoke/on_lost)"
             )
+
+
+def _names(partitions: list[TopicPartitionKey]) -> str:
+    """`[orders-0, orders-1]`, as a log line shows partitions."""
+    return "[" + ", ".join(f"{topic}-{partition}" for topic, partition in partitions) + "]"

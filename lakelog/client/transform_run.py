@@ -63,7 +63,7 @@ from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, PartitionScan, plan
 from lakelog.store import Location, check_root
 from lakelog.store.retry import RetryPolicy
 
-log = logging.getLogger("lakelog.transform")
+log = logging.getLogger(__name__)
 
 TRANSFORM_ID_PREFIX = "lakelog.transform."
 # The columns a transform's output may have; `value` is required.

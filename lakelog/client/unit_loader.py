@@ -46,7 +46,7 @@ from lakelog.errors import InvalidRequest, PurgeQueue
 from lakelog.log import topic_config
 from lakelog.store import Location, check_root
 
-log = logging.getLogger("lakelog.load")
+log = logging.getLogger(__name__)
 
 UNIT_ID_PREFIX = "lakelog.load."
 # The batch id of a unit's one transaction in __sink_batches.

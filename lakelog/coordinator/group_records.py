@@ -10,6 +10,7 @@ write its default; any other row is `CorruptRecord`.
 
 from __future__ import annotations
 
+import logging
 import dataclasses
 import enum
 from collections.abc import Mapping
@@ -26,6 +27,8 @@ from lakelog.coordinator.record_codec import (
     text,
 )
 from lakelog.errors import CorruptRecord
+
+logger = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
 

@@ -20,6 +20,7 @@ everything when they differ: the property is state(compact(log)) == state(log).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,6 +28,8 @@ from lakelog.coordinator.group_records import CurrentRecord, GroupRecord, Member
 from lakelog.coordinator.state_log import Marker
 from lakelog.coordinator.transaction import TransactionMetadata, TxnState
 from lakelog.log.records import ControlType
+
+logger = logging.getLogger(__name__)
 
 
 # -- one key per record kind -------------------------------------------------------------

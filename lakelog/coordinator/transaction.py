@@ -35,6 +35,7 @@ matches a marker to its open transaction in a partition must match on producer i
 
 from __future__ import annotations
 
+import logging
 import dataclasses
 import enum
 from collections.abc import Iterable, Mapping
@@ -53,6 +54,8 @@ from lakelog.errors import (
     ProducerFenced,
 )
 from lakelog.log.records import MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlType
+
+logger = logging.getLogger(__name__)
 
 NO_TIMESTAMP = -1
 TopicPartitionKey = tuple[str, int]

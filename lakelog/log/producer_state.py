@@ -22,6 +22,7 @@ producer is idle from when it last wrote, whatever its records' times.
 
 from __future__ import annotations
 
+import logging
 import enum
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ import pyarrow as pa
 
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, ProducerFenced, UnknownProducerId
 from lakelog.log.records import NO_SEQUENCE, BatchHeader, next_sequence
+
+logger = logging.getLogger(__name__)
 
 # The columns an entry is derived from.
 STATE_COLUMNS = ["offset", "timestamp", "producer_id", "producer_epoch", "sequence", "is_transactional", "control"]

@@ -38,6 +38,7 @@ ever removed (S9.2): no transaction is open across the floor.
 
 from __future__ import annotations
 
+import logging
 import bisect
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ from lakelog.log.file_ranges import read_offset_range
 from lakelog.log.records import ControlType
 from lakelog.store import Table
 from lakelog.store.sidecar import read_snapshots, write_snapshot
+
+logger = logging.getLogger(__name__)
 
 HEADER_COLUMNS = ["offset", "producer_id", "is_transactional", "control"]
 SNAPSHOT_FOLDER = "transactions"

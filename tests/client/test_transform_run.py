@@ -151,7 +151,7 @@ def test_S8_3_a_missing_topic_is_refused_before_anything_is_written(lake, topics
 
 
 def test_S4_1_an_attempt_fenced_by_a_newer_one_leaves_each_row_once(lake, topics, caplog):
-    caplog.set_level(logging.INFO, logger="lakelog.transform")
+    caplog.set_level(logging.INFO, logger="lakelog.client.transform_run")
     source, target = topics
     produce(lake, source, range(120))
     asked = {"n": 0}
@@ -171,7 +171,7 @@ def test_S4_1_an_attempt_fenced_by_a_newer_one_leaves_each_row_once(lake, topics
     assert output_ids(lake, target) == Counter({i: 1 for i in range(120)})
     assert committed_offsets(lake, "g", source) == input_lso(lake, source)
     # The newer attempt says it fenced, the fenced one says what it left open.
-    messages = [record.getMessage() for record in caplog.records if record.name == "lakelog.transform"]
+    messages = [record.getMessage() for record in caplog.records if record.name == "lakelog.client.transform_run"]
     assert any(f"{TID} took over the transactional id, fencing earlier attempts" in m for m in messages), messages
     assert any(f"transaction of {TID} left to the attempt that fenced this one (PRODUCER_FENCED" in m for m in messages), messages
 
@@ -195,7 +195,7 @@ def test_S4_2_S7_3_offsets_left_pending_by_a_dead_attempt_are_aborted_and_the_ru
 
 
 def test_S4_5_a_run_told_to_stop_aborts_its_transaction_and_the_next_run_finishes(lake, topics, caplog):
-    caplog.set_level(logging.INFO, logger="lakelog.transform")
+    caplog.set_level(logging.INFO, logger="lakelog.client.transform_run")
     source, target = topics
     produce(lake, source, range(90))
     asked = {"n": 0}
@@ -247,7 +247,7 @@ def test_S9_1_a_group_offset_below_the_log_start_starts_there(lake, topics, monk
     monkeypatch.setattr(
         PartitionLog, "log_start_offset", lambda log: 15 if (log.topic, log.partition) == (source, 0) else log_start(log)
     )
-    caplog.set_level(logging.WARNING, logger="lakelog.transform")
+    caplog.set_level(logging.WARNING, logger="lakelog.client.transform_run")
     result = run_transform(lake, source, target, "g", tag, transactional_id=TID)
     removed = set(range(30, 45, 3))
     assert result.records_in == 30 - len(removed)
