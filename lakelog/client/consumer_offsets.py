@@ -3,6 +3,7 @@ committed offset a newly assigned partition starts at (S6.1, S6.4, S6.6, S7.3)."
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from lakelog.client.consumer_fetch import TopicPartitionKey, _partition_list, _state_error
@@ -17,6 +18,8 @@ from lakelog.errors import (
     UnstableOffsetCommit,
 )
 from lakelog.log import READ_COMMITTED, PartitionLog
+
+logger = logging.getLogger(__name__)
 
 # confluent-kafka's "no timeout" for blocking calls, capped so that nothing waits forever.
 FOREVER_S = 86_400.0

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import zlib
+
+logger = logging.getLogger(__name__)
 
 
 def partition_for(key: bytes | None, num_partitions: int, partitioner: str) -> int:

@@ -28,6 +28,7 @@ Epochs, as KIP-848 and KAFKA-19779 define them:
 
 from __future__ import annotations
 
+import logging
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -72,6 +73,8 @@ from lakelog.errors import (
     UnknownMemberId,
     UnstableOffsetCommit,
 )
+
+logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 

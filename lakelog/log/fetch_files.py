@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import collections
 import os
 from collections.abc import Callable, Iterator
@@ -12,6 +13,8 @@ import pyarrow as pa
 
 from lakelog.log.transactions import AbortedTransaction
 from lakelog.store import FileEntry
+
+logger = logging.getLogger(__name__)
 
 # Files a fetch reads ahead of the one it is at, on a pool of as many threads as these machines have cores:
 # pyarrow decodes without the GIL, so a fetch reads like a multi-threaded Parquet scan (bench/read_committed.py).

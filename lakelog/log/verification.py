@@ -19,6 +19,7 @@ is closed by it) or after it (and is fenced, S4.6).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -26,6 +27,8 @@ from typing import Protocol
 from lakelog.errors import InvalidTxnState
 from lakelog.log.producer_state import ProducerEntry
 from lakelog.log.records import BatchHeader
+
+logger = logging.getLogger(__name__)
 
 
 class TransactionVerifier(Protocol):
