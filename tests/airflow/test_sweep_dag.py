@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.log import open_partition
+from lakelog.log.partition import wall_clock_ms
 
 pytestmark = [pytest.mark.slow, pytest.mark.roots("local", "s3")]
 REPO = Path(__file__).resolve().parents[2]
@@ -38,13 +38,17 @@ def airflow(args: list[str], home: Path, root: str) -> subprocess.CompletedProce
 
 def test_S4_7_sweep_dag_aborts_a_dead_producers_transaction(tmp_path, root):
     AdminClient({"lakelog.root": root}).create_topics([NewTopic("events", num_partitions=2)])
-    dead = Producer({"lakelog.root": root, "transactional.id": "nightly", "transaction.timeout.ms": 1000})
+    # The dead producer began its transaction 2 s ago by its clock: past its 1 s timeout for the sweep's wall clock
+    # at once, no sleep (S4.7; the sweep aborts once now > start + transaction.timeout.ms).
+    dead = Producer(
+        {"lakelog.root": root, "transactional.id": "nightly", "transaction.timeout.ms": 1000},
+        clock=lambda: wall_clock_ms() - 2000,
+    )
     dead.init_transactions()
     dead.begin_transaction()
     dead.produce("events", value="half", partition=0)
     dead.flush()
     assert open_partition(root, "events", 0).last_stable_offset() == 0
-    time.sleep(1.5)
 
     home = tmp_path / "airflow-home"
     home.mkdir()
