@@ -155,11 +155,18 @@ class GroupCoordinator:
         offsets: Mapping[TopicPartitionKey, tuple[int, str]],
     ) -> None:
         """Raise what `commit_transactional_offsets` would refuse for the group metadata (S7.2), writing nothing:
-        checked on the latest state before a transaction adds the offsets partition (S8.3)."""
-        outcome = handlers.commit_transactional_offsets(
-            self._log_of(metadata.group_id).catch_up(), metadata, producer_id, producer_epoch, offsets,
-            self._clock(), self.group_config,
-        )
+        checked before a transaction adds the offsets partition (S8.3). A refusal holds on the latest state; a pass
+        on the state in hand costs no read (the commit decides again on the latest)."""
+        group_log = self._log_of(metadata.group_id)
+
+        def check(state: GroupState) -> handlers.Outcome[Any]:
+            return handlers.commit_transactional_offsets(
+                state, metadata, producer_id, producer_epoch, offsets, self._clock(), self.group_config
+            )
+
+        outcome = check(group_log.state)
+        if not outcome.ok:
+            outcome = check(group_log.catch_up())
         if not outcome.ok:
             raise outcome.error
 
