@@ -4,6 +4,7 @@
 <root>/topics/<topic>/<partition>/   partition logs (read through a read_committed scan)
 <root>/views/<topic>/                 the topic's materialized read_committed view (Delta)
 <root>/status/<topic>/                HW, LSO, open and aborted transactions per partition (Delta)
+<root>/quality/results/               quality gates' validation results, `quality_results` (Delta, lakelog.quality)
 ```
 
 Topics whose names start with `__` are internal and never listed here.
@@ -55,6 +56,19 @@ STATUS_SCHEMA = pa.schema(
         pa.field("updated_at", pa.timestamp("us", tz="UTC")),
     ]
 )
+
+
+# The quality gates' results table (lakelog.quality.results) as queries name it.
+QUALITY_RESULTS = "quality_results"
+QUALITY_RESULTS_DIR = "quality/results"
+
+
+def quality_results_path(root: str | Location) -> Location:
+    return check_root(root).child(*QUALITY_RESULTS_DIR.split("/"))
+
+
+def has_quality_results(root: str | Location) -> bool:
+    return Table.exists(quality_results_path(root))
 
 
 def view_path(root: str | Location, topic: str) -> Location:
@@ -115,6 +129,14 @@ def spark_sql_init(root: str) -> str:
         view(f"{topic}_view", {"root": root.uri, "view": topic})
     for topic in list_status_tables(root):
         view(f"{topic}_status", {"root": root.uri, "status": topic})
+    if has_quality_results(root):
+        # An append-only Delta table read as its Parquet files; the lakelog source has no option for it yet.
+        if QUALITY_RESULTS in names:
+            lines.append(f"-- skipped {QUALITY_RESULTS}: the name is taken by a table above")
+        else:
+            location = quality_results_path(root)
+            lines.append(f"CREATE OR REPLACE TEMPORARY VIEW `{QUALITY_RESULTS}` USING parquet "
+                         f"OPTIONS (`path` '{_sql_string(location.uri)}');")
     return "\n".join(lines) + "\n"
 
 
@@ -134,14 +156,17 @@ def _tables_in(folder: Location) -> list[str]:
 
 
 __all__ = [
+    "QUALITY_RESULTS",
     "STATUS_DIR",
     "STATUS_SCHEMA",
     "VIEW_SCHEMA",
     "VIEWS_DIR",
     "list_status_tables",
+    "has_quality_results",
     "list_views",
     "open_status",
     "open_view",
+    "quality_results_path",
     "spark_sql_init",
     "status_path",
     "user_topics",

@@ -1,4 +1,5 @@
-"""`lakelog` command line: init, topics, produce, consume, load, transactions, groups, coordinator sweep, sql, spark-sql-init.
+"""`lakelog` command line: init, topics, produce, consume, load, transactions, groups, coordinator sweep, sql, spark-sql-init,
+quality (lakelog.quality.cli).
 
 Every command takes `--root` (or $LAKELOG_ROOT): a folder, `file:///path` or
 `s3://bucket/prefix`, with `--storage-option KEY=VALUE` overriding the `AWS_*`
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "handler", None):
             raise BadInput(
                 "lakelog: a command is required (init, topics, produce, consume, load, transactions, groups, "
-                "coordinator, sql, spark-sql-init); "
+                "coordinator, sql, spark-sql-init, quality); "
                 "see --help"
             )
         if not args.root:
@@ -302,6 +303,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     sql_init.add_argument("--output", "-o", help="file to write (default: standard output)")
     sql_init.set_defaults(handler=_spark_sql_init)
+    from lakelog.quality.cli import register as register_quality
+
+    register_quality(commands, common, _Parser)
     return parser
 
 

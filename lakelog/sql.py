@@ -4,7 +4,8 @@ Every topic is a table of its read_committed rows (up to each partition's LSO,
 aborted transactions dropped) in the Kafka source's columns, read by the same
 scan as Spark's (lakelog.log.scan, through PartitionLog.fetch). Each
 materialized view is `<topic>_view` and each partition-status table
-`<topic>_status`, as in the spark-sql init file (catalog.spark_sql_init). Only
+`<topic>_status`, and the quality gates' results `quality_results`, as in the
+spark-sql init file (catalog.spark_sql_init). Only
 the tables a query names are loaded, into Arrow, when it runs. `offset` is a
 reserved word in DuckDB: write `"offset"`.
 """
@@ -57,7 +58,7 @@ def connect(root: str | Location, sql: str | None = None) -> duckdb.DuckDBPyConn
 
 
 def tables(root: str | Location) -> dict[str, Callable[[], pa.Table]]:
-    """Table name -> a loader of its rows: topics, `<topic>_view`s, `<topic>_status` tables."""
+    """Table name -> a loader of its rows: topics, `<topic>_view`s, `<topic>_status` tables, `quality_results`."""
     found: dict[str, Callable[[], pa.Table]] = {}
     for topic in catalog.user_topics(root):
         found[topic] = lambda topic=topic: read_committed(root, topic)
@@ -65,6 +66,8 @@ def tables(root: str | Location) -> dict[str, Callable[[], pa.Table]]:
         found.setdefault(f"{topic}_view", lambda topic=topic: snapshot_rows(catalog.open_view(root, topic)))
     for topic in catalog.list_status_tables(root):
         found.setdefault(f"{topic}_status", lambda topic=topic: snapshot_rows(catalog.open_status(root, topic)))
+    if catalog.has_quality_results(root):
+        found.setdefault(catalog.QUALITY_RESULTS, lambda: snapshot_rows(Table.open(catalog.quality_results_path(root))))
     return found
 
 

@@ -1,0 +1,265 @@
+"""Validating the rows a write stages against its topic's suite, with Great Expectations (pandas datasource).
+
+The rows are in the Kafka source's columns (lakelog.log.scan.KAFKA_SCHEMA, or
+the payload columns a producer holds before offsets exist); `key` and `value`
+are validated as UTF-8 text. `value.<field>` columns are the fields of JSON
+object values, nested objects joined with dots (`value.customer.id`); a value
+that is not a JSON object has every field null. A suite with `parse`
+("module:function") validates that function's output instead: it gets the
+rows (pyarrow.Table) and returns a pyarrow.Table or a pandas DataFrame.
+
+Only the columns the suite names are converted (plus the row index, so table
+expectations such as a row count see every row). GX is imported on the first
+validation of the process (2-7 s) and its ephemeral context is kept for the
+next ones; importing lakelog, or producing to an ungated topic, never imports it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from lakelog.errors import InvalidConfig, InvalidRequest
+from lakelog.quality.suites import Suite, expectation_columns
+
+logger = logging.getLogger(__name__)
+
+# Unexpected values kept per failed expectation (GX's partial_unexpected_count).
+UNEXPECTED_SAMPLE = 5
+_TEXT_COLUMNS = ("key", "value")
+_gx_lock = threading.Lock()
+_gx_batches: Any = None
+
+
+@dataclass(frozen=True)
+class FailedExpectation:
+    """One expectation the rows broke: what it checks, how often it failed, a few of the values (and their offsets)."""
+
+    type: str
+    column: str | None
+    kwargs: dict[str, Any]
+    unexpected_count: int | None = None
+    unexpected_values: list[Any] = field(default_factory=list)
+    unexpected_offsets: list[int] = field(default_factory=list)
+    observed_value: Any = None
+    error: str | None = None
+
+    def describe(self) -> str:
+        where = f" on {self.column}" if self.column else ""
+        if self.error:
+            return f"{self.type}{where} raised: {self.error}"
+        if self.unexpected_count is not None:
+            return f"{self.type}{where}: {self.unexpected_count} unexpected, e.g. {self.unexpected_values[:3]}"
+        return f"{self.type}{where}: observed {self.observed_value}"
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """GX's verdict on one unit of rows: success, its statistics, each failed expectation, and GX's result JSON."""
+
+    suite_name: str
+    topic: str
+    mode: str
+    success: bool
+    row_count: int
+    statistics: dict[str, Any]
+    failures: tuple[FailedExpectation, ...]
+    gx_result: dict[str, Any] = field(repr=False)
+
+    def failures_json(self) -> str:
+        return json.dumps([_failure_dict(failure) for failure in self.failures], default=str, sort_keys=True)
+
+    def describe(self) -> str:
+        if self.success:
+            return f"suite {self.suite_name} passed on {self.row_count} rows of {self.topic}"
+        return f"suite {self.suite_name} failed on {self.row_count} rows of {self.topic}: " + "; ".join(
+            failure.describe() for failure in self.failures
+        )
+
+
+def validate(suite: Suite, rows: pa.Table) -> ValidationResult:
+    """Validate `rows` (one write's staged records of `suite.topic`) against `suite`; raises only for a suite that
+    does not fit the rows (InvalidRequest: a column they do not have; InvalidConfig: a parse function that fails).
+
+    An expectation that raises inside GX is a failure of the result, not an exception.
+    """
+    frame = validation_frame(suite, rows)
+    from great_expectations.core.expectation_suite import ExpectationSuite
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+
+    gx_suite = ExpectationSuite(
+        name=suite.name,
+        expectations=[
+            ExpectationConfiguration(type=item["type"], kwargs=dict(item.get("kwargs") or {}), meta=item.get("meta"))
+            for item in suite.expectations
+        ],
+    )
+    with _gx_lock:
+        batch = _batch_definition().get_batch(batch_parameters={"dataframe": frame})
+        outcome = batch.validate(
+            gx_suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": UNEXPECTED_SAMPLE}
+        )
+    gx_result = json.loads(json.dumps(outcome.to_json_dict(), default=str))
+    offsets = rows.column("offset").to_pylist() if "offset" in rows.column_names and not suite.parse else None
+    failures = tuple(_failure(item, offsets) for item in gx_result.get("results", []) if not item.get("success"))
+    result = ValidationResult(
+        suite_name=suite.name,
+        topic=suite.topic,
+        mode=suite.mode,
+        success=bool(gx_result.get("success")),
+        row_count=len(frame),
+        statistics=dict(gx_result.get("statistics") or {}),
+        failures=failures,
+        gx_result=gx_result,
+    )
+    (logger.info if result.success else logger.warning)("%s", result.describe())
+    return result
+
+
+def validation_frame(suite: Suite, rows: pa.Table) -> Any:
+    """The pandas DataFrame GX validates: the columns the suite names, from the rows or the parse function."""
+    import pandas as pd
+
+    named = list(dict.fromkeys(column for item in suite.expectations for column in expectation_columns(item)))
+    if suite.parse:
+        frame = _parsed(suite, rows)
+    else:
+        columns: dict[str, Any] = {}
+        fields = [column[len("value."):] for column in named if column.startswith("value.")]
+        if fields and "value" in rows.column_names:
+            columns.update(_json_fields(rows.column("value"), fields))
+        for column in named:
+            if column in columns or column not in rows.column_names:
+                continue
+            values = rows.column(column)
+            columns[column] = _text(values) if column in _TEXT_COLUMNS else values.to_pandas()
+        frame = pd.DataFrame(columns, index=pd.RangeIndex(rows.num_rows))
+    for index, item in enumerate(suite.expectations):
+        for column in expectation_columns(item):
+            if column not in frame.columns:
+                raise InvalidRequest(
+                    f"suite {suite.name} of topic {suite.topic}: expectation {index} ({item['type']}) names column "
+                    f"{column!r}, which the rows do not have (they have: {', '.join(map(str, frame.columns)) or 'none'})",
+                    topic=suite.topic, column=column,
+                )
+    return frame
+
+
+def _parsed(suite: Suite, rows: pa.Table) -> Any:
+    import pandas as pd
+
+    module_name, _, function_name = suite.parse.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+        output = function(rows)
+    except Exception as error:  # noqa: BLE001 - the user's function; the caller gets one clear error
+        raise InvalidConfig(
+            f"suite {suite.name} of topic {suite.topic}: parse function {suite.parse} failed: "
+            f"{type(error).__name__}: {error}",
+            key="parse",
+        ) from None
+    if isinstance(output, pa.Table):
+        return output.to_pandas()
+    if isinstance(output, pd.DataFrame):
+        return output
+    raise InvalidConfig(
+        f"suite {suite.name} of topic {suite.topic}: parse function {suite.parse} returned {type(output).__name__}, "
+        f"not a pyarrow.Table or pandas.DataFrame",
+        key="parse",
+    )
+
+
+def _text(values: pa.ChunkedArray) -> Any:
+    """Binary key/value as UTF-8 text (undecodable bytes replaced), as a pandas Series."""
+    import pandas as pd
+
+    try:
+        return values.cast(pa.string()).to_pandas()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pd.Series([None if v is None else v.decode("utf-8", "replace") for v in values.to_pylist()], dtype=object)
+
+
+def _json_fields(values: pa.ChunkedArray, fields: list[str]) -> dict[str, list[Any]]:
+    """`value.<field>` columns: each wanted field of every JSON object value (None where absent or not JSON)."""
+    wanted = set(fields)
+    columns: dict[str, list[Any]] = {field_name: [] for field_name in fields}
+    for raw in values.to_pylist():
+        found: dict[str, Any] = {}
+        if raw is not None:
+            try:
+                parsed = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                parsed = None
+            if isinstance(parsed, dict):
+                _flatten(parsed, "", wanted, found)
+        for field_name in fields:
+            columns[field_name].append(found.get(field_name))
+    return {f"value.{field_name}": column for field_name, column in columns.items()}
+
+
+def _flatten(document: dict[str, Any], prefix: str, wanted: set[str], out: dict[str, Any]) -> None:
+    for key, value in document.items():
+        name = f"{prefix}{key}"
+        if name in wanted:
+            out[name] = value
+        if isinstance(value, dict):
+            _flatten(value, f"{name}.", wanted, out)
+
+
+def _batch_definition() -> Any:
+    """One ephemeral GX context per process, with a pandas datasource whose batches are whole DataFrames."""
+    global _gx_batches
+    if _gx_batches is None:
+        import great_expectations as gx
+
+        context = gx.get_context(mode="ephemeral")
+        try:
+            from great_expectations.data_context.types.base import ProgressBarsConfig
+
+            context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        except Exception:  # noqa: BLE001 - progress bars are cosmetic
+            logger.debug("could not turn GX's progress bars off", exc_info=True)
+        asset = context.data_sources.add_pandas("lakelog").add_dataframe_asset("staged_rows")
+        _gx_batches = asset.add_batch_definition_whole_dataframe("whole")
+        logger.info("Great Expectations %s loaded (ephemeral context)", gx.__version__)
+    return _gx_batches
+
+
+def _failure(item: dict[str, Any], offsets: list[int] | None) -> FailedExpectation:
+    config = item.get("expectation_config") or {}
+    kwargs = {key: value for key, value in (config.get("kwargs") or {}).items() if key != "batch_id"}
+    result = item.get("result") or {}
+    exception = item.get("exception_info") or {}
+    indexes = result.get("partial_unexpected_index_list") or []
+    return FailedExpectation(
+        type=config.get("type", "?"),
+        column=kwargs.get("column"),
+        kwargs=kwargs,
+        unexpected_count=result.get("unexpected_count"),
+        unexpected_values=list(result.get("partial_unexpected_list") or []),
+        unexpected_offsets=[offsets[i] for i in indexes if isinstance(i, int) and 0 <= i < len(offsets)] if offsets else [],
+        observed_value=result.get("observed_value"),
+        error=exception.get("exception_message") if exception.get("raised_exception") else None,
+    )
+
+
+def _failure_dict(failure: FailedExpectation) -> dict[str, Any]:
+    return {
+        "type": failure.type,
+        "column": failure.column,
+        "kwargs": failure.kwargs,
+        "unexpected_count": failure.unexpected_count,
+        "unexpected_values": failure.unexpected_values,
+        "unexpected_offsets": failure.unexpected_offsets,
+        "observed_value": failure.observed_value,
+        "error": failure.error,
+    }
+
+
+__all__ = ["UNEXPECTED_SAMPLE", "FailedExpectation", "ValidationResult", "validate", "validation_frame"]
