@@ -58,8 +58,10 @@ RESULTS_SCHEMA = pa.schema(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class OffsetRange:
+    """The offsets a validated unit holds in one partition (first and last, inclusive)."""
+
     partition: int
     first_offset: int
     last_offset: int

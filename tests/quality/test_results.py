@@ -1,0 +1,92 @@
+"""Validation results kept as rows (issue 13 item 3): `<root>/quality/results`, one strict append each, read back by
+`lakelog quality report`, queried by `lakelog sql` and declared by `lakelog spark-sql-init` as quality_results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lakelog import catalog, sql
+from lakelog.cli import main
+from lakelog.quality import OffsetRange, offset_ranges_of, parse_suite, read_results, record_result, results_location
+from lakelog.quality.results import failed_expectations
+from lakelog.store import Table
+from tests.quality.conftest import ORDERS_SUITE
+from tests.quality.test_validate import BAD_OFFSET, orders
+
+pytestmark = [pytest.mark.roots("local", "s3"), pytest.mark.usefixtures("gx")]
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main([*args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def results():
+    """A failed validation (warn) and a passed one (enforce) of the same 10k rows, once per module."""
+    from lakelog.quality import validate
+
+    bad = json.dumps({"customer": "c1", "amount_cents": -5}).encode()
+    rows = orders(bad={BAD_OFFSET: bad})
+    failed = validate(parse_suite(json.dumps(ORDERS_SUITE), "orders", mode="warn"), rows)
+    passed = validate(parse_suite(json.dumps(ORDERS_SUITE), "orders"), orders())
+    return failed, passed, offset_ranges_of(rows)
+
+
+def test_result_rows_are_written_and_read_back_by_quality_report(root, topic, capsys, results):
+    name = topic(name="orders")
+    failed, passed, ranges = results
+    assert ranges == [OffsetRange(0, 0, 9_999), OffsetRange(1, 1, 9_997), OffsetRange(2, 2, 9_998)]
+    assert not Table.exists(results_location(root))
+    first = record_result(root, failed, transactional_id="loader-1", producer_id=7, producer_epoch=3,
+                          offset_ranges=ranges, now_ms=1_000)
+    second = record_result(root, passed, load_unit="orders-2026-11-23", now_ms=2_000)
+    table = Table.open(results_location(root))
+    assert table.version == 2  # created, then one commit per result
+
+    rows = read_results(root, topic=name).to_pylist()
+    assert [row["validation_id"] for row in rows] == [second, first]  # latest first
+    latest, earlier = rows
+    assert (latest["success"], latest["mode"], latest["load_unit"]) == (True, "enforce", "orders-2026-11-23")
+    assert (earlier["success"], earlier["mode"], earlier["transactional_id"]) == (False, "warn", "loader-1")
+    assert (earlier["producer_id"], earlier["producer_epoch"], earlier["row_count"]) == (7, 3, 10_000)
+    assert earlier["offset_ranges"][0] == {"partition": 0, "first_offset": 0, "last_offset": 9_999}
+    assert json.loads(earlier["statistics"])["unsuccessful_expectations"] == 1
+    [failure] = failed_expectations(earlier)
+    assert (failure["type"], failure["column"], failure["unexpected_values"], failure["unexpected_offsets"]) == (
+        "expect_column_values_to_be_between", "value.amount_cents", [-5], [BAD_OFFSET])
+
+    code, out, err = cli(capsys, "quality", "report", "--topic", name, "--json", "--root", root)
+    assert code == 0, err
+    reported = [json.loads(line) for line in out.splitlines()]
+    assert [row["validation_id"] for row in reported] == [second, first]
+    assert reported[1]["failed_expectations"][0]["unexpected_values"] == [-5]
+    assert reported[1]["mode"] == "warn" and reported[0]["mode"] == "enforce"
+
+    code, out, err = cli(capsys, "quality", "report", "--topic", name, "--root", root)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "passed" in lines[0] and "mode=enforce" in lines[0]
+    assert "FAILED" in lines[1] and "mode=warn" in lines[1] and "unit=loader-1" in lines[1]
+    assert "expect_column_values_to_be_between value.amount_cents: 1 unexpected, e.g. [-5]" in lines[2]
+
+    code, out, err = cli(capsys, "quality", "report", "--topic", "other", "--root", root)
+    assert (code, out) == (0, "") and "no validation results for topic other" in err
+
+
+def test_sql_and_spark_sql_init_see_quality_results(root, topic, results):
+    topic(name="orders")
+    assert "quality_results" not in sql.tables(root)
+    assert "quality_results" not in catalog.spark_sql_init(root)
+    failed, passed, _ = results
+    record_result(root, failed, now_ms=1_000)
+    record_result(root, passed, now_ms=2_000)
+    answer = sql.query(root, "SELECT mode, success, row_count FROM quality_results ORDER BY validated_at").to_pylist()
+    assert answer == [{"mode": "warn", "success": False, "row_count": 10_000},
+                      {"mode": "enforce", "success": True, "row_count": 10_000}]
+    init = catalog.spark_sql_init(root)
+    assert f"CREATE OR REPLACE TEMPORARY VIEW `quality_results` USING parquet OPTIONS (`path` '{results_location(root).uri}');" in init
+    assert catalog.quality_results_path(root).uri == results_location(root).uri
