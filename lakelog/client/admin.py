@@ -91,7 +91,7 @@ class AdminClient:
         values, _ = split_callbacks(conf, ("error_cb",))
         self.config = config.load("admin", values)
         # confluent-kafka's `logger`: this client's own log lines go there (default: this package's loggers).
-        self._log: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
+        self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
         self._clock = clock
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: the retries of the writes admin operations make.
@@ -151,7 +151,7 @@ class AdminClient:
     def _delete_records(self, partition: TopicPartition) -> DeletedRecords:
         log = open_partition(self._root, partition.topic, partition.partition, clock=self._clock)
         low_watermark = retention.delete_records(log, partition.offset, backoff=self._retry.start(retention.TRIM_TIMEOUT_S))
-        self._log.info("%s-%d: records before offset %d deleted (log start offset now %d)", partition.topic,
+        self._logger.info("%s-%d: records before offset %d deleted (log start offset now %d)", partition.topic,
                        partition.partition, low_watermark, low_watermark)
         return DeletedRecords(low_watermark)
 
@@ -181,7 +181,7 @@ class AdminClient:
         """Abort a hanging transaction of `producer_id` in `partition` (KIP-664); resolves to the marker's offset."""
         if not isinstance(partition, TopicPartition) or not isinstance(producer_id, int):
             raise InvalidRequest("abort_transaction takes a TopicPartition and a producer id")
-        self._log.info("%s-%d: aborting the hanging transaction of producer id %d (KIP-664)", partition.topic,
+        self._logger.info("%s-%d: aborting the hanging transaction of producer id %d (KIP-664)", partition.topic,
                        partition.partition, producer_id)
         return _call(
             partial(transaction_admin.abort_hanging_transaction, retry=self._retry),

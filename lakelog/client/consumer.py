@@ -69,7 +69,7 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
         self.config = config.load("consumer", values)
         # confluent-kafka's `logger`: this consumer's own log lines go there (default: this package's loggers).
-        self._log: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
+        self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
         # The clock of this consumer's timers and of the coordinator it calls (S6.5: session timeouts).
         self._clock = clock
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))

@@ -183,7 +183,7 @@ class _Fetching:
         else:
             offset = None
         if offset is not None:
-            self._log.info("%s-%d: no valid position, auto.offset.reset=%s: reading from offset %d",
+            self._logger.info("%s-%d: no valid position, auto.offset.reset=%s: reading from offset %d",
                            log.topic, log.partition, policy, offset)
             return offset
         raise OffsetOutOfRange(

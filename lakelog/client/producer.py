@@ -140,6 +140,8 @@ class Producer:
     def __init__(self, conf: Mapping[str, Any], *, clock: Clock = wall_clock_ms) -> None:
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
         self.config = config.load("producer", values)
+        # confluent-kafka's `logger`: this producer's own log lines go there (default: this module's logger).
+        self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or log
         self._clock = clock
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: every retry of this producer and of the coordinators it calls.
@@ -247,6 +249,8 @@ class Producer:
             )
         )
         self._producer_id, self._producer_epoch = result.producer_id, result.producer_epoch
+        self._logger.info("%s: initialised at producer id %d epoch %d; every earlier instance is fenced (S4.1)",
+                       self._transaction_id_text, self._producer_id, self._producer_epoch)
         self._sequences = {}
         self._transaction_state = TransactionState.READY
 
@@ -359,10 +363,10 @@ class Producer:
                     break
                 except RetriableError as error:
                     if not backoff.wait():
-                        log.warning("%s: giving up on ending its transaction after %d attempt(s) in %g s: %s: %s",
+                        self._logger.warning("%s: giving up on ending its transaction after %d attempt(s) in %g s: %s: %s",
                                     self._transaction_id_text, backoff.retries + 1, limit_s, error.error.name(), error)
                         raise
-                    log.warning("%s: retrying the end of its transaction (attempt %d) after %s: %s",
+                    self._logger.warning("%s: retrying the end of its transaction (attempt %d) after %s: %s",
                                 self._transaction_id_text, backoff.retries + 1, error.error.name(), error)
             # Every end bumps the epoch (S4.6): the next transaction starts every sequence at 0.
             self._producer_id, self._producer_epoch = result.producer_id, result.producer_epoch
@@ -398,6 +402,8 @@ class Producer:
         return None
 
     def _fail(self, error: KafkaException) -> None:
+        if self._transaction_state is not TransactionState.FATAL_ERROR:
+            self._logger.info("%s: unusable from now on: %s: %s", self._transaction_id_text, error.error.name(), error)
         self._transaction_state = TransactionState.FATAL_ERROR
         self._transaction_error = error
 
@@ -557,13 +563,13 @@ class Producer:
                 attempts += 1
                 retry_allowed = retry_storage_errors or not isinstance(error, KafkaStorageError)
                 if attempts > self.config["retries"] or not retry_allowed or not backoff.wait():
-                    log.warning(
+                    self._logger.warning(
                         "%s-%d: giving up on a batch of %d after %d attempt(s)%s: %s: %s",
                         tp[0], tp[1], count, attempts, "" if retry_allowed else " (no producer id to retry it safely)",
                         error.error.name(), error,
                     )
                     raise
-                log.warning(
+                self._logger.warning(
                     "%s-%d: retrying a batch of %d (attempt %d) after %s: %s",
                     tp[0], tp[1], count, attempts + 1, error.error.name(), error,
                 )

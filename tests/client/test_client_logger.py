@@ -70,3 +70,18 @@ def test_without_a_logger_the_lines_go_to_lakelogs_module_loggers(root, caplog):
             break
     consumer.close()
     assert any(r.name == "lakelog.client.consumer" and "assigned [orders-0]" in r.getMessage() for r in caplog.records)
+
+
+def test_a_transactional_producer_logs_its_init_and_its_fence_to_the_logger_it_is_given(root, app_logger):
+    logger, collected = app_logger
+    AdminClient({"lakelog.root": root}).create_topics([NewTopic("orders", num_partitions=1)])["orders"].result()
+    zombie = Producer({"lakelog.root": root, "transactional.id": "etl", "logger": logger})
+    zombie.init_transactions()
+    assert any("transactional.id 'etl': initialised at producer id" in line for line in collected.lines), collected.lines
+    zombie.begin_transaction()
+    zombie.produce("orders", value="zombie", partition=0)
+    zombie.flush()
+    Producer({"lakelog.root": root, "transactional.id": "etl"}).init_transactions()  # fences the zombie (S4.1)
+    with pytest.raises(Exception):
+        zombie.commit_transaction()
+    assert any("unusable from now on: PRODUCER_FENCED" in line for line in collected.lines), collected.lines
