@@ -83,13 +83,14 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from lakelog.quality.results import read_results
+    from lakelog.quality.results import outcome, read_results
 
     rows = read_results(args.root, topic=args.topic, limit=max(args.limit, 0)).to_pylist()
     for row in rows:
         row["validated_at"] = row["validated_at"].isoformat()
         row["statistics"] = json.loads(row["statistics"] or "{}")
         row["failed_expectations"] = json.loads(row["failed_expectations"] or "[]")
+        row["outcome"] = outcome(args.root, row)
         if args.json:
             _line(json.dumps(row, default=str, sort_keys=True))
             continue
@@ -97,7 +98,7 @@ def _report(args: argparse.Namespace) -> int:
         unit = row["transactional_id"] or row["load_unit"] or "-"
         _line(f"{row['validated_at']}  {row['validation_id']}  {verdict}  suite={row['suite_name']}  "
               f"mode={row['mode']}  rows={row['row_count']}  unit={unit}  producer={row['producer_id']}/"
-              f"{row['producer_epoch']}")
+              f"{row['producer_epoch']}  outcome={row['outcome']}")
         for failure in row["failed_expectations"]:
             column = f" {failure['column']}" if failure.get("column") else ""
             detail = (f"error: {failure['error']}" if failure.get("error") else

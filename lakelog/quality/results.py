@@ -144,6 +144,40 @@ def read_results(root: str | Location, *, topic: str | None = None, limit: int |
     return rows.slice(0, limit) if limit is not None else rows
 
 
+def outcome(root: str | Location, row: dict[str, Any]) -> str:
+    """Whether a result row's validated rows were published: the join with their transaction's outcome.
+
+    "committed", "aborted" or "open" for a transactional unit with offset ranges,
+    read in its first partition (S4.8: a transaction's outcome is the same in all
+    of them): open while the producer's transaction that holds the first offset
+    is open (S5.1), aborted if the aborted-transaction index covers it (S5.3),
+    committed once it is below the high watermark otherwise; "not written" if no
+    row reached that offset; "-" when the row names no transactional offsets.
+    """
+    from lakelog.errors import UnknownTopicOrPartition
+    from lakelog.log import open_partition
+
+    ranges = row.get("offset_ranges") or []
+    producer_id = row.get("producer_id")
+    if not ranges or producer_id is None or producer_id < 0:
+        return "-"
+    first = ranges[0]
+    try:
+        log = open_partition(root, row["topic"], first["partition"])
+    except UnknownTopicOrPartition:
+        return "not written"
+    offset = first["first_offset"]
+    if offset >= log.high_watermark():
+        return "not written"
+    opened_at = log.open_transactions().get(producer_id)
+    if opened_at is not None and opened_at <= offset:
+        return "open"
+    if any(item.producer_id == producer_id and item.first_offset <= offset < item.marker_offset
+           for item in log.aborted_transactions(offset, offset + 1)):
+        return "aborted"
+    return "committed"
+
+
 def failed_expectations(row: dict[str, Any]) -> list[dict[str, Any]]:
     """A result row's failed expectations, decoded."""
     return json.loads(row.get("failed_expectations") or "[]")
@@ -171,6 +205,7 @@ __all__ = [
     "SQL_NAME",
     "failed_expectations",
     "offset_ranges_of",
+    "outcome",
     "read_results",
     "record_result",
     "result_row",

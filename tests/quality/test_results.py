@@ -90,3 +90,32 @@ def test_sql_and_spark_sql_init_see_quality_results(root, topic, results):
     init = catalog.spark_sql_init(root)
     assert f"CREATE OR REPLACE TEMPORARY VIEW `quality_results` USING parquet OPTIONS (`path` '{results_location(root).uri}');" in init
     assert catalog.quality_results_path(root).uri == results_location(root).uri
+
+
+def test_report_joins_each_result_with_its_transactions_outcome(root, topic, capsys, results):
+    """A result row records a validation; whether its rows were published is read from the transaction (S4.5, S5.1,
+    S5.3): a passed verdict of a transaction that aborted or is still open never reads as committed."""
+    from lakelog.log import BatchHeader, ControlType, open_partition, payload_table
+    from lakelog.log.verification import _UNVERIFIED
+
+    name = topic(name="orders")
+    _, passed, _ = results
+    log = open_partition(root, name, 0)
+    units = {}
+    for producer_id, end in ((11, ControlType.COMMIT), (12, ControlType.ABORT), (13, None)):
+        first = log.append(payload_table([b"{}", b"{}"]), BatchHeader(producer_id, 0, 0, is_transactional=True),
+                           transaction=_UNVERIFIED).base_offset
+        if end is not None:
+            log.append_marker(producer_id, 1, end)  # the end of a transaction bumps the epoch (S4.6)
+        units[producer_id] = record_result(root, passed, transactional_id=f"t{producer_id}", producer_id=producer_id,
+                                           producer_epoch=0, offset_ranges=[OffsetRange(0, first, first + 1)],
+                                           now_ms=producer_id)
+    never_written = record_result(root, passed, transactional_id="t14", producer_id=14, producer_epoch=0,
+                                  offset_ranges=[OffsetRange(0, 100, 101)], now_ms=14)
+    not_transactional = record_result(root, passed, load_unit="u", now_ms=15)
+
+    code, out, err = cli(capsys, "quality", "report", "--topic", name, "--json", "--root", root)
+    assert code == 0, err
+    outcomes = {row["validation_id"]: row["outcome"] for row in map(json.loads, out.splitlines())}
+    assert outcomes == {units[11]: "committed", units[12]: "aborted", units[13]: "open",
+                        never_written: "not written", not_transactional: "-"}
