@@ -185,8 +185,51 @@ def _text(values: pa.ChunkedArray) -> Any:
         return pd.Series([None if v is None else v.decode("utf-8", "replace") for v in values.to_pylist()], dtype=object)
 
 
-def _json_fields(values: pa.ChunkedArray, fields: list[str]) -> dict[str, list[Any]]:
-    """`value.<field>` columns: each wanted field of every JSON object value (None where absent or not JSON)."""
+def _json_fields(values: pa.ChunkedArray, fields: list[str]) -> dict[str, Any]:
+    """`value.<field>` columns: each wanted field of every JSON object value (None where absent or not JSON).
+
+    Values that are all one-line JSON objects are read by Arrow's JSON reader in
+    one go (about 10x faster than json.loads per row); anything else (a null, a
+    value that is not an object, one Arrow cannot type) takes the row-by-row path.
+    """
+    fast = _json_fields_arrow(values, fields)
+    return fast if fast is not None else _json_fields_python(values, fields)
+
+
+def _json_fields_arrow(values: pa.ChunkedArray, fields: list[str]) -> dict[str, Any] | None:
+    import pyarrow.json as pajson
+
+    count = len(values)
+    if count == 0 or values.null_count:
+        return None
+    body = b"\n".join(values.to_pylist())
+    if body.count(b"\n") != count - 1:
+        return None  # a value holds a newline (pretty-printed JSON): one value is not one line
+    try:
+        table = pajson.read_json(pa.BufferReader(body), read_options=pajson.ReadOptions(block_size=1 << 26))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != count:
+        return None
+    wanted = set(fields)
+    found: dict[str, pa.ChunkedArray] = {}
+    while True:
+        # A nested object is a field too (`value.customer`), besides its own fields (`value.customer.tier`).
+        found.update((name, table.column(name)) for name in table.column_names if name in wanted and name not in found)
+        if not any(pa.types.is_struct(column.type) for column in table.columns):
+            break
+        table = table.flatten()
+    columns: dict[str, Any] = {}
+    for field_name in fields:
+        if field_name in found:
+            # Nulls stay None beside ints (not NaN in a float column), as on the row-by-row path.
+            columns[f"value.{field_name}"] = found[field_name].to_pandas(integer_object_nulls=True)
+        else:
+            columns[f"value.{field_name}"] = [None] * count
+    return columns
+
+
+def _json_fields_python(values: pa.ChunkedArray, fields: list[str]) -> dict[str, list[Any]]:
     wanted = set(fields)
     columns: dict[str, list[Any]] = {field_name: [] for field_name in fields}
     for raw in values.to_pylist():

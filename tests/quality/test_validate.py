@@ -126,3 +126,24 @@ def test_a_kafka_column_the_rows_lack_is_a_clear_error():
     suite = parse_suite(json.dumps(document), "orders")
     with pytest.raises(InvalidRequest, match="names column 'offset', which the rows do not have"):
         validate(suite, staged_rows([b"{}"]).drop(["offset"]))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [b'{"customer": "a", "amount_cents": 1}', b'{"customer": null, "amount_cents": 2}', b'{"customer": "c"}'],
+        [b'{"customer": {"tier": "gold"}, "amount_cents": 5}', b'{"amount_cents": -1}'],
+        [b'{"customer": "a", "amount_cents": 1}', b'[1, 2]'],  # not an object: row by row
+        [b'{"customer": "a",\n "amount_cents": 1}', b'{"customer": "b"}'],  # pretty-printed: row by row
+    ],
+    ids=["flat", "nested", "not-an-object", "multi-line"],
+)
+def test_arrow_json_reader_and_row_by_row_agree(values):
+    from lakelog.quality.validate import _json_fields, _json_fields_python
+
+    fields = ["customer", "customer.tier", "amount_cents"]
+    column = pa.chunked_array([pa.array(values, pa.binary())])
+    fast = {name: list(series) for name, series in _json_fields(column, fields).items()}
+    slow = _json_fields_python(column, fields)
+    assert fast.keys() == slow.keys()
+    assert fast == slow
