@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakelog.errors import InvalidConfig, InvalidRequest
+from lakelog.errors import InvalidConfig, InvalidRequest, PolicyViolation
 from lakelog.quality.suites import Suite, expectation_columns
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,12 @@ class ValidationResult:
 
     def failures_json(self) -> str:
         return json.dumps([_failure_dict(failure) for failure in self.failures], default=str, sort_keys=True)
+
+    def violation(self, validation_id: str | None = None) -> PolicyViolation:
+        """The PolicyViolation an enforcing gate raises for this failed result: it names the failed expectations
+        and carries `result` (this), `gx_result` (GX's JSON) and `validation_id` (its row in quality/results)."""
+        return PolicyViolation(self.describe(), result=self, gx_result=self.gx_result, validation_id=validation_id,
+                               topic=self.topic)
 
     def describe(self) -> str:
         if self.success:

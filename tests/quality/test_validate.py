@@ -60,6 +60,11 @@ def test_one_bad_value_in_10k_rows_is_found_with_its_offset(mode):
     assert result.gx_result["success"] is False and len(result.gx_result["results"]) == 4
     assert "value.amount_cents" in result.describe()
 
+    violation = result.violation("v-1")
+    assert violation.error.name() == "POLICY_VIOLATION"
+    assert "expect_column_values_to_be_between on value.amount_cents: 1 unexpected, e.g. [-5]" in str(violation)
+    assert (violation.validation_id, violation.gx_result, violation.result) == ("v-1", result.gx_result, result)
+
     fixed = validate(suite, orders())
     assert fixed.success and fixed.failures == () and fixed.statistics["successful_expectations"] == 4
 
