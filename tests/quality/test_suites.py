@@ -80,12 +80,19 @@ BAD_SUITES = {
 
 
 @pytest.mark.parametrize("case", list(BAD_SUITES))
-def test_bad_suite_is_refused_and_nothing_is_stored(root, topic, case, orders_suite):
+def test_bad_suite_is_refused_and_nothing_is_stored(root, topic, case, orders_suite, tmp_path, capsys):
     name = topic()
     text, error, words = BAD_SUITES[case]
     before = table_fingerprint(root)
     with pytest.raises(error, match=words):
         write_suite(root, name, text)
+    assert table_fingerprint(root) == before
+    suite_file = tmp_path / "bad.json"
+    suite_file.write_text(text)
+    code, out, err = cli(capsys, "quality", "set", name, "--suite", str(suite_file), "--root", root)
+    assert code == 2 and out == ""
+    assert err.startswith(f"lakelog: {error('x').error.name()}: ") and words in err
+    assert len(err.strip().splitlines()) == 1  # one line, no GX traceback
     assert table_fingerprint(root) == before
     # A replacement that is refused keeps the suite in place, byte for byte.
     write_suite(root, name, orders_suite)
