@@ -104,6 +104,11 @@ def open_status(root: str, topic: str) -> Table:
     return _open(status_path(root, topic), f"topic {topic} has no partition-status table under {root}", topic)
 
 
+def open_quality_results(root: str) -> Table:
+    """The quality gates' results table; UnknownTopicOrPartition if no validation was recorded yet."""
+    return _open(quality_results_path(root), f"no quality results under {root}", QUALITY_RESULTS)
+
+
 def spark_sql_init(root: str) -> str:
     """A spark-sql init file (`spark-sql -i FILE`): a temporary view for every topic, view and status table.
 
@@ -130,13 +135,9 @@ def spark_sql_init(root: str) -> str:
     for topic in list_status_tables(root):
         view(f"{topic}_status", {"root": root.uri, "status": topic})
     if has_quality_results(root):
-        # An append-only Delta table read as its Parquet files; the lakelog source has no option for it yet.
-        if QUALITY_RESULTS in names:
-            lines.append(f"-- skipped {QUALITY_RESULTS}: the name is taken by a table above")
-        else:
-            location = quality_results_path(root)
-            lines.append(f"CREATE OR REPLACE TEMPORARY VIEW `{QUALITY_RESULTS}` USING parquet "
-                         f"OPTIONS (`path` '{_sql_string(location.uri)}');")
+        # Its committed files at the latest version, as views and status tables are read (never a folder listing,
+        # which would take the file of an append that never committed).
+        view(QUALITY_RESULTS, {"root": root.uri, "quality": "results"})
     return "\n".join(lines) + "\n"
 
 

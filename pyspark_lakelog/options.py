@@ -35,7 +35,7 @@ from lakelog.store import Location, check_root
 from lakelog.store.fileio import S3_KEYS, storage_key
 
 DEFAULT_PARTITION_BYTES = 128 << 20
-READ_KEYS = ("root", "topic", "view", "status", "isolation.level", "startingoffsets", "endingoffsets", "maxpartitionbytes")
+READ_KEYS = ("root", "topic", "view", "status", "quality", "isolation.level", "startingoffsets", "endingoffsets", "maxpartitionbytes")
 WRITE_KEYS = ("root", "topic", "transactional.id", "batch.id", "transaction.timeout.ms")
 # `storage.<key>`: the root's store connection (lakelog.store.fileio.S3_KEYS), as `lakelog.storage.<key>` in client configs.
 STORAGE_PREFIX = "storage."
@@ -43,7 +43,7 @@ STORAGE_PREFIX = "storage."
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """A checked read: what to read (`kind` is "topic", "view" or "status") and how."""
+    """A checked read: what to read (`kind` is "topic", "view", "status" or "quality") and how."""
 
     root: Location
     kind: str
@@ -58,10 +58,10 @@ class ReadOptions:
         values = _lower(options)
         _refuse_unknown(values, READ_KEYS, "reading")
         root = existing_root(values)
-        kinds = [kind for kind in ("topic", "view", "status") if values.get(kind)]
+        kinds = [kind for kind in ("topic", "view", "status", "quality") if values.get(kind)]
         if len(kinds) != 1:
             raise InvalidConfig(
-                "lakelog reads need exactly one of the options topic, view or status "
+                "lakelog reads need exactly one of the options topic, view, status or quality "
                 f"(got {', '.join(kinds) or 'none'})",
                 key="topic",
             )
@@ -69,6 +69,8 @@ class ReadOptions:
         names = tuple(name.strip() for name in values[kind].split(",") if name.strip())
         if kind != "topic" and len(names) != 1:
             raise InvalidConfig(f"option {kind} names one topic, not {values[kind]!r}", key=kind)
+        if kind == "quality" and names != ("results",):
+            raise InvalidConfig(f"option quality names the table results, not {values[kind]!r}", key=kind)
         if kind != "topic":
             for key in ("isolation.level", "startingoffsets", "endingoffsets"):
                 if key in values:

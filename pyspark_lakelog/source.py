@@ -63,7 +63,7 @@ class LakelogDataSource(DataSource):
 
     def schema(self) -> StructType:
         values = {key.lower(): value for key, value in self.options.items()}
-        if values.get("view") or values.get("status"):
+        if values.get("view") or values.get("status") or values.get("quality"):
             return from_arrow_schema(_table_reader(ReadOptions.parse(self.options)).arrow_schema)
         return from_arrow_schema(KAFKA_SCHEMA)
 
@@ -188,7 +188,12 @@ class TableReader(DataSourceReader):
 
 def _table_reader(options: ReadOptions) -> TableReader:
     (topic,) = options.names
-    table = catalog.open_view(options.root, topic) if options.kind == "view" else catalog.open_status(options.root, topic)
+    if options.kind == "quality":
+        table = catalog.open_quality_results(options.root)
+    elif options.kind == "view":
+        table = catalog.open_view(options.root, topic)
+    else:
+        table = catalog.open_status(options.root, topic)
     return TableReader(pin_files(table), options.max_partition_bytes)
 
 

@@ -23,17 +23,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import CommitConflict
+from lakelog.errors import CommitConflict, KafkaTimeout
 from lakelog.quality.suites import QUALITY_DIR
 from lakelog.quality.validate import ValidationResult
 from lakelog.store import Location, Table, TableNotFoundError, check_root
+from lakelog.store.retry import DEFAULT_POLICY
 
 logger = logging.getLogger(__name__)
 
 RESULTS_TABLE = "results"
 SQL_NAME = "quality_results"
 # Appends race only with other appends (no row depends on another): a lost race is tried again on the latest snapshot.
-APPEND_ATTEMPTS = 20
+APPEND_TIMEOUT_S = 60.0
 
 OFFSET_RANGE_TYPE = pa.struct(
     [pa.field("partition", pa.int32()), pa.field("first_offset", pa.int64()), pa.field("last_offset", pa.int64())]
@@ -116,13 +117,18 @@ def record_result(root: str | Location, result: ValidationResult, **row: Any) ->
     rows = result_row(result, **row)
     location = results_location(root)
     table = _open_or_create(location)
-    for attempt in range(APPEND_ATTEMPTS):
+    # The one retry policy (KIP-580, lakelog.store.retry): a lost race waits its jittered backoff, then appends on
+    # the latest snapshot, until the deadline; then KafkaTimeout.
+    backoff = DEFAULT_POLICY.start(APPEND_TIMEOUT_S)
+    while True:
         try:
             version = table.append(rows, metadata={"lakelog.operation": "quality-result"})
             break
         except CommitConflict:
-            if attempt == APPEND_ATTEMPTS - 1:
-                raise
+            if not backoff.wait():
+                raise KafkaTimeout(
+                    f"recording a validation result in {location.uri} lost its commit race for {APPEND_TIMEOUT_S:g} s"
+                ) from None
             table.refresh()
     validation_id = rows.column("validation_id")[0].as_py()
     logger.info("recorded validation %s of topic %s (success=%s) as version %d of %s",

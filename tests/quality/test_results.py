@@ -88,7 +88,8 @@ def test_sql_and_spark_sql_init_see_quality_results(root, topic, results):
     assert answer == [{"mode": "warn", "success": False, "row_count": 10_000},
                       {"mode": "enforce", "success": True, "row_count": 10_000}]
     init = catalog.spark_sql_init(root)
-    assert f"CREATE OR REPLACE TEMPORARY VIEW `quality_results` USING parquet OPTIONS (`path` '{results_location(root).uri}');" in init
+    # Read through the lakelog source, which reads the table's committed files only (never a folder listing).
+    assert f"CREATE OR REPLACE TEMPORARY VIEW `quality_results` USING lakelog OPTIONS (`root` '{root}', `quality` 'results');" in init
     assert catalog.quality_results_path(root).uri == results_location(root).uri
 
 

@@ -163,3 +163,25 @@ def test_each_root_kind_is_read_by_its_own_path(spark, root, root_kind):
         assert "MapInArrow" in plan and "FileScan" not in plan, plan
     source = load(spark, root, "paths")._jdf.queryExecution().executedPlan().toString()
     assert "BatchScan" in source and "FileScan" not in source, source
+
+
+def test_quality_results_are_read_from_the_committed_files_only(spark, root):
+    """`quality=results` reads the quality gates' results table at its latest version (issue 13 item 3): a file
+    written into the table's folder by an append that never committed is not read (a Parquet folder read would)."""
+    import pyarrow as pa
+
+    from lakelog.quality import record_result, results_location
+    from lakelog.quality.validate import ValidationResult
+
+    passed = ValidationResult("orders.suite", "orders", "enforce", True, 3, {"evaluated_expectations": 1}, (), {})
+    record_result(root, passed, load_unit="u1", now_ms=1_000)
+    record_result(root, passed, load_unit="u2", now_ms=2_000)
+    folder = Location.of(results_location(root).uri)
+    stray = folder.child("part-never-committed.parquet")
+    stray.io.write_parquet(pa.table({"load_unit": ["ghost"]}), stray.uri)
+    units = sorted(row.load_unit for row in load_quality(spark, root).collect())
+    assert units == ["u1", "u2"]
+
+
+def load_quality(spark, root):
+    return spark.read.format("lakelog").option("root", root).option("quality", "results").load()
