@@ -57,3 +57,17 @@ class FakeClock:
             raise ValueError(f"a clock does not go back ({ms} ms)")
         self.now_ms += ms
         return self.now_ms
+
+
+class Crash(Exception):
+    """Stands for a process dying at a fault point (in-process crash tests; tests/processes kills real ones)."""
+
+
+def crash_at(point: str, index: int | None = None):
+    """A coordinator fault hook raising Crash at `point` (and, if given, at the marker of partition `index`)."""
+
+    def hook(name, details):
+        if name == point and (index is None or details.get("index") == index):
+            raise Crash(f"{name} {details}")
+
+    return hook

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from helpers import table_fingerprint
+from helpers import Crash, crash_at, table_fingerprint
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.coordinator import TransactionMetadata, partition_for_transactional_id
@@ -29,16 +29,6 @@ TOPIC = "orders"
 TIMEOUT_MS = 60_000
 
 
-class Crash(Exception):
-    """Stands for a process dying at a fault point."""
-
-
-def crash_at(point: str):
-    def hook(name, details):
-        if name == point:
-            raise Crash(f"{name} {details}")
-
-    return hook
 
 
 @pytest.fixture

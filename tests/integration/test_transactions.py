@@ -10,7 +10,7 @@ import json
 import threading
 
 import pytest
-from helpers import table_fingerprint
+from helpers import Crash, crash_at, table_fingerprint
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.coordinator import TxnState
@@ -42,16 +42,6 @@ pytestmark = pytest.mark.roots("local", "s3")
 TOPIC = "orders"
 
 
-class Crash(Exception):
-    """Stands for a process dying at a fault point."""
-
-
-def crash_at(point: str, index: int | None = None):
-    def hook(name, details):
-        if name == point and (index is None or details.get("index") == index):
-            raise Crash(f"{name} {details}")
-
-    return hook
 
 
 @pytest.fixture
