@@ -181,6 +181,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "session.timeout.ms": Key(_int, low=1, high=3_600_000),
         "heartbeat.interval.ms": Key(_int, low=1, high=3_600_000),
         "max.poll.interval.ms": Key(_int, low=1, high=86_400_000),
+        "topic.metadata.refresh.interval.ms": Key(_int, low=10, high=3_600_000),
         "group.remote.assignor": Key(_str, choices=("", "uniform", "range")),
         "retry.backoff.ms": BACKOFF,
         "retry.backoff.max.ms": BACKOFF,
