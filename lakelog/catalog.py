@@ -4,7 +4,8 @@
 <root>/topics/<topic>/<partition>/   partition logs (read through a read_committed scan)
 <root>/views/<topic>/                 the topic's materialized read_committed view (Delta)
 <root>/status/<topic>/                HW, LSO, open and aborted transactions per partition (Delta)
-<root>/quality/results/               quality gates' validation results, `quality_results` (Delta, lakelog.quality)
+<root>/quality/results/0/             quality gates' validation results, `quality_results` (the internal log
+                                      __quality_results, read_committed, lakelog.quality.results)
 ```
 
 Topics whose names start with `__` are internal and never listed here.
@@ -58,17 +59,21 @@ STATUS_SCHEMA = pa.schema(
 )
 
 
-# The quality gates' results table (lakelog.quality.results) as queries name it.
+# The quality gates' results (the internal log __quality_results, lakelog.quality.results) as queries name them.
 QUALITY_RESULTS = "quality_results"
-QUALITY_RESULTS_DIR = "quality/results"
 
 
 def quality_results_path(root: str | Location) -> Location:
-    return check_root(root).child(*QUALITY_RESULTS_DIR.split("/"))
+    """The folder of the results log's partition tables (`<root>/quality/results/`)."""
+    from lakelog.quality.results import results_location
+
+    return results_location(root)
 
 
 def has_quality_results(root: str | Location) -> bool:
-    return Table.exists(quality_results_path(root))
+    from lakelog.quality.results import results_log_exists
+
+    return results_log_exists(root)
 
 
 def view_path(root: str | Location, topic: str) -> Location:
@@ -104,9 +109,13 @@ def open_status(root: str, topic: str) -> Table:
     return _open(status_path(root, topic), f"topic {topic} has no partition-status table under {root}", topic)
 
 
-def open_quality_results(root: str) -> Table:
-    """The quality gates' results table; UnknownTopicOrPartition if no validation was recorded yet."""
-    return _open(quality_results_path(root), f"no quality results under {root}", QUALITY_RESULTS)
+def read_quality_results(root: str | Location) -> pa.Table:
+    """The quality gates' read_committed results (RESULTS_SCHEMA); UnknownTopicOrPartition if none were recorded."""
+    from lakelog.quality.results import read_results
+
+    if not has_quality_results(root):
+        raise UnknownTopicOrPartition(f"no quality results under {root}", topic=QUALITY_RESULTS)
+    return read_results(root)
 
 
 def spark_sql_init(root: str) -> str:
@@ -135,8 +144,7 @@ def spark_sql_init(root: str) -> str:
     for topic in list_status_tables(root):
         view(f"{topic}_status", {"root": root.uri, "status": topic})
     if has_quality_results(root):
-        # Its committed files at the latest version, as views and status tables are read (never a folder listing,
-        # which would take the file of an append that never committed).
+        # Its read_committed rows, decoded (a result appended in a transaction shows only once it commits, S11.2).
         view(QUALITY_RESULTS, {"root": root.uri, "quality": "results"})
     return "\n".join(lines) + "\n"
 
@@ -168,6 +176,7 @@ __all__ = [
     "open_status",
     "open_view",
     "quality_results_path",
+    "read_quality_results",
     "spark_sql_init",
     "status_path",
     "user_topics",

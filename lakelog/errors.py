@@ -203,7 +203,11 @@ class InvalidPartitions(InvalidRequest):
 
 
 class PolicyViolation(InvalidRequest):
+    """A write broke a policy (a quality suite in enforce mode, S11.1; a topic's rules): abortable, as the
+    transaction that staged it cannot commit."""
+
     code = KafkaError.POLICY_VIOLATION
+    abortable = True
 
 
 class TopicAlreadyExists(KafkaException):

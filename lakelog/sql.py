@@ -67,7 +67,7 @@ def tables(root: str | Location) -> dict[str, Callable[[], pa.Table]]:
     for topic in catalog.list_status_tables(root):
         found.setdefault(f"{topic}_status", lambda topic=topic: snapshot_rows(catalog.open_status(root, topic)))
     if catalog.has_quality_results(root):
-        found.setdefault(catalog.QUALITY_RESULTS, lambda: snapshot_rows(Table.open(catalog.quality_results_path(root))))
+        found.setdefault(catalog.QUALITY_RESULTS, lambda: catalog.read_quality_results(root))
     return found
 
 

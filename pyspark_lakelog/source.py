@@ -186,11 +186,35 @@ class TableReader(DataSourceReader):
         yield from read_files(self.snapshot, partition.entries)
 
 
-def _table_reader(options: ReadOptions) -> TableReader:
+@dataclass(frozen=True)
+class RowsPartition(InputPartition):
+    """Rows decoded on the driver (the quality results), shipped to one task."""
+
+    rows: pa.Table
+
+
+class RowsReader(DataSourceReader):
+    """Rows read on the driver, as one input partition: the quality results, the read_committed rows of the
+    results log decoded to RESULTS_SCHEMA (a few per validation; a result of an open or aborted transaction is
+    not among them, S11.2)."""
+
+    def __init__(self, rows: pa.Table) -> None:
+        self.rows = rows
+        self.arrow_schema = rows.schema
+
+    def partitions(self) -> list[InputPartition]:
+        return [RowsPartition(self.rows)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RowsPartition)
+        yield from partition.rows.to_batches()
+
+
+def _table_reader(options: ReadOptions) -> TableReader | RowsReader:
     (topic,) = options.names
     if options.kind == "quality":
-        table = catalog.open_quality_results(options.root)
-    elif options.kind == "view":
+        return RowsReader(catalog.read_quality_results(options.root))
+    if options.kind == "view":
         table = catalog.open_view(options.root, topic)
     else:
         table = catalog.open_status(options.root, topic)

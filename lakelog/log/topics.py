@@ -14,6 +14,10 @@ from lakelog.log.topic_config import TopicConfig
 from lakelog.store import Location, Table, TableNotFoundError, check_root
 
 TOPICS_DIR = "topics"
+# Internal logs kept outside `<root>/<log_name>/`, and their partition count where it is fixed by design:
+# the quality gates' results (issue 13) live under `<root>/quality/results/<n>`, one partition.
+INTERNAL_LOG_FOLDERS = {"__quality_results": ("quality", "results")}
+INTERNAL_LOG_PARTITIONS = {"__quality_results": 1}
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +120,8 @@ def open_internal_partition(
     """
     if not log_name.startswith("__"):
         raise ValueError(f"internal logs are named __<name>, not {log_name!r}")
-    folder = check_root(root) / log_name
+    folder = internal_log_path(root, log_name)
+    num_partitions = INTERNAL_LOG_PARTITIONS.get(log_name, num_partitions)
     if partition != 0:
         # A partition that exists carries the count partition 0 decided: one load instead of two.
         try:
@@ -137,6 +142,11 @@ def open_internal_partition(
     return PartitionLog(table, log_name, partition, config, clock)
 
 
+def internal_log_path(root: str | Location, log_name: str) -> Location:
+    """The folder of an internal log's partition tables: `<root>/<log_name>/`, or its INTERNAL_LOG_FOLDERS entry."""
+    return check_root(root).child(*INTERNAL_LOG_FOLDERS.get(log_name, (log_name,)))
+
+
 def _open_or_create(location: Location, config: TopicConfig) -> Table:
     try:
         return Table.open(location)
@@ -151,6 +161,6 @@ def internal_partition_count(root: str, log_name: str, num_partitions: int) -> i
 
 def existing_internal_partitions(root: str, log_name: str) -> list[int]:
     """Partitions of an internal log that have a table (partitions are created on first use)."""
-    folder = check_root(root) / log_name
+    folder = internal_log_path(root, log_name)
     return sorted(int(entry.name) for entry in folder.children() if entry.name.isdigit() and Table.exists(entry))
 

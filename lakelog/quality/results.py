@@ -1,13 +1,19 @@
-"""Validation results kept as rows: the Delta table `<root>/quality/results`, one append (one strict commit) each.
+"""Validation results kept as rows: the internal log `__quality_results` (issue 13 item 3, S11.2).
 
-A row says which rows were validated (topic, transactional.id or load unit,
-producer id and epoch, offset ranges), against what (suite name, mode), and
-GX's verdict (success, statistics, each failed expectation with a few
-unexpected values). `lakelog sql` and spark-sql see it as `quality_results`.
+One partition, its table at `<root>/quality/results/0` (lakelog.log.topics maps
+the folder). Each record is one validation: key = the validation id, value =
+the result row as JSON (RESULTS_SCHEMA's fields). A row says which rows were
+validated (topic, transactional.id or load unit, producer id and epoch, offset
+ranges), against what (suite name, mode), and GX's verdict (success,
+statistics, each failed expectation with a few unexpected values).
 
-A row records a validation, not a commit: whether the validated data was
-published is the transaction's outcome, found by (producer_id,
-producer_epoch) in the partitions' markers (see notes/issue-13-quality.md).
+Being a log, a result can be appended INSIDE the writer's transaction
+(`result_payload`): it then commits or aborts with the data it judged (S11.2),
+and its marker is written by the transaction coordinator like any partition's.
+`record_result` appends outside any transaction, visible at once: an enforce
+failure (that data can never commit, so "failed" holds whatever happens next)
+and view refreshes. Readers (`read_results`, `lakelog quality report`,
+`quality_results` in `lakelog sql` and spark-sql) see the read_committed rows.
 """
 
 from __future__ import annotations
@@ -23,18 +29,20 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import CommitConflict, KafkaTimeout
-from lakelog.quality.suites import QUALITY_DIR
+from lakelog.errors import CorruptRecord, UnknownTopicOrPartition
+from lakelog.log.partition import READ_COMMITTED, PartitionLog
+from lakelog.log.records import payload_table
+from lakelog.log.topics import internal_log_path, open_internal_partition
 from lakelog.quality.validate import ValidationResult
-from lakelog.store import Location, Table, TableNotFoundError, check_root
-from lakelog.store.retry import DEFAULT_POLICY
+from lakelog.store import Location, Table
 
 logger = logging.getLogger(__name__)
 
-RESULTS_TABLE = "results"
+RESULTS_LOG = "__quality_results"
+RESULTS_PARTITION = 0
 SQL_NAME = "quality_results"
-# Appends race only with other appends (no row depends on another): a lost race is tried again on the latest snapshot.
-APPEND_TIMEOUT_S = 60.0
+# Rows a read of the results log takes per fetch.
+READ_RECORDS = 50_000
 
 OFFSET_RANGE_TYPE = pa.struct(
     [pa.field("partition", pa.int32()), pa.field("first_offset", pa.int64()), pa.field("last_offset", pa.int64())]
@@ -69,10 +77,24 @@ class OffsetRange:
 
 
 def results_location(root: str | Location) -> Location:
-    return check_root(root) / QUALITY_DIR / RESULTS_TABLE
+    """The folder of the results log's partition tables (`<root>/quality/results/`)."""
+    return internal_log_path(root, RESULTS_LOG)
 
 
-def result_row(
+def open_results_log(root: str | Location) -> PartitionLog:
+    """The results log's one partition, created on first use."""
+    return open_internal_partition(root, RESULTS_LOG, RESULTS_PARTITION, 1)
+
+
+def results_log_exists(root: str | Location) -> bool:
+    return Table.exists(results_location(root) / str(RESULTS_PARTITION))
+
+
+def new_validation_id() -> str:
+    return uuid.uuid4().hex
+
+
+def result_fields(
     result: ValidationResult,
     *,
     validation_id: str | None = None,
@@ -82,11 +104,11 @@ def result_row(
     producer_epoch: int | None = None,
     offset_ranges: Iterable[OffsetRange] = (),
     now_ms: int | None = None,
-) -> pa.Table:
-    """The result as one row of RESULTS_SCHEMA (a gate that appends it inside its own commit builds it here)."""
+) -> dict[str, Any]:
+    """The result as one row (a dict of RESULTS_SCHEMA's fields, JSON-ready)."""
     now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    row = {
-        "validation_id": validation_id or uuid.uuid4().hex,
+    return {
+        "validation_id": validation_id or new_validation_id(),
         "validated_at": now_ms * 1000,
         "topic": result.topic,
         "transactional_id": transactional_id,
@@ -104,50 +126,74 @@ def result_row(
         "statistics": json.dumps(result.statistics, sort_keys=True, default=str),
         "failed_expectations": result.failures_json(),
     }
-    return pa.Table.from_pylist([row], schema=RESULTS_SCHEMA)
+
+
+def result_row(result: ValidationResult, **row: Any) -> pa.Table:
+    """The result as one row of RESULTS_SCHEMA (result_fields' keywords)."""
+    return pa.Table.from_pylist([result_fields(result, **row)], schema=RESULTS_SCHEMA)
+
+
+def result_payload(result: ValidationResult, *, validation_id: str, **row: Any) -> pa.Table:
+    """The result as one record of the results log (payload columns: key = validation id, value = the row as
+    JSON), for a gate to append INSIDE its transaction, so that it commits or aborts with the data (S11.2)."""
+    fields = result_fields(result, validation_id=validation_id, **row)
+    return payload_table(
+        [json.dumps(fields, sort_keys=True, default=str).encode()],
+        keys=[validation_id.encode()],
+        timestamps_ms=[fields["validated_at"] // 1000],
+    )
 
 
 def record_result(root: str | Location, result: ValidationResult, **row: Any) -> str:
-    """Append the result's row to `<root>/quality/results` (created on first use); returns its validation id.
+    """Append the result to the results log outside any transaction, visible at once; returns its validation id.
 
-    `row` takes result_row's keywords. Each append is one strict commit on the
-    snapshot it follows; a lost race with another append is tried again on the
-    latest snapshot (appends of independent rows decide nothing on each other).
+    For a verdict that holds whatever the writer's transaction does next: an
+    enforce failure, recorded before the abort (that data can never commit).
+    `row` takes result_fields' keywords.
     """
-    rows = result_row(result, **row)
-    location = results_location(root)
-    table = _open_or_create(location)
-    # The one retry policy (KIP-580, lakelog.store.retry): a lost race waits its jittered backoff, then appends on
-    # the latest snapshot, until the deadline; then KafkaTimeout.
-    backoff = DEFAULT_POLICY.start(APPEND_TIMEOUT_S)
-    while True:
-        try:
-            version = table.append(rows, metadata={"lakelog.operation": "quality-result"})
-            break
-        except CommitConflict:
-            if not backoff.wait():
-                raise KafkaTimeout(
-                    f"recording a validation result in {location.uri} lost its commit race for {APPEND_TIMEOUT_S:g} s"
-                ) from None
-            table.refresh()
-    validation_id = rows.column("validation_id")[0].as_py()
-    logger.info("recorded validation %s of topic %s (success=%s) as version %d of %s",
-                validation_id, result.topic, result.success, version, location.uri)
+    validation_id = row.pop("validation_id", None) or new_validation_id()
+    payload = result_payload(result, validation_id=validation_id, **row)
+    log = open_results_log(root)
+    appended = log.append(payload)
+    logger.info("recorded validation %s of topic %s (success=%s) at offset %d of %s",
+                validation_id, result.topic, result.success, appended.base_offset, RESULTS_LOG)
     return validation_id
 
 
 def read_results(root: str | Location, *, topic: str | None = None, limit: int | None = None) -> pa.Table:
-    """The results (of `topic`, if given), latest first; empty if nothing was ever validated."""
-    try:
-        table = Table.open(results_location(root))
-    except TableNotFoundError:
+    """The read_committed results (of `topic`, if given), latest first, in RESULTS_SCHEMA; empty if none.
+
+    A result appended in a transaction shows once that transaction commits, never
+    if it aborts (S11.2); like any read_committed read, rows after a transaction
+    still open wait for its end (S5.1).
+    """
+    if not results_log_exists(root):
         return RESULTS_SCHEMA.empty_table()
-    chunks = [table.read_data_file(entry) for entry in table.data_files()]
-    rows = pa.concat_tables(chunks) if chunks else RESULTS_SCHEMA.empty_table()
+    log = open_results_log(root)
+    rows: list[dict[str, Any]] = []
+    offset = log.log_start_offset()
+    end = log.last_stable_offset()
+    while offset < end:
+        fetched = log.fetch(offset, max_records=READ_RECORDS, max_bytes=1 << 26, isolation_level=READ_COMMITTED)
+        rows.extend(_decode(value) for value in fetched.rows.column("value").to_pylist())
+        if fetched.next_offset <= offset:
+            break
+        offset = fetched.next_offset
+    table = pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA) if rows else RESULTS_SCHEMA.empty_table()
     if topic is not None:
-        rows = rows.filter(pc.equal(rows.column("topic"), topic))
-    rows = rows.sort_by([("validated_at", "descending"), ("validation_id", "ascending")])
-    return rows.slice(0, limit) if limit is not None else rows
+        table = table.filter(pc.equal(table.column("topic"), topic))
+    table = table.sort_by([("validated_at", "descending"), ("validation_id", "ascending")])
+    return table.slice(0, limit) if limit is not None else table
+
+
+def _decode(value: bytes | None) -> dict[str, Any]:
+    try:
+        row = json.loads(value or b"")
+        if not isinstance(row, dict):
+            raise ValueError("not an object")
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CorruptRecord(f"a {RESULTS_LOG} record is not a JSON result row: {error}", reason="not a result") from None
+    return row
 
 
 def outcome(root: str | Location, row: dict[str, Any]) -> str:
@@ -160,7 +206,6 @@ def outcome(root: str | Location, row: dict[str, Any]) -> str:
     committed once it is below the high watermark otherwise; "not written" if no
     row reached that offset; "-" when the row names no transactional offsets.
     """
-    from lakelog.errors import UnknownTopicOrPartition
     from lakelog.log import open_partition
 
     ranges = row.get("offset_ranges") or []
@@ -189,14 +234,6 @@ def failed_expectations(row: dict[str, Any]) -> list[dict[str, Any]]:
     return json.loads(row.get("failed_expectations") or "[]")
 
 
-def _open_or_create(location: Location) -> Table:
-    try:
-        return Table.open(location)
-    except TableNotFoundError:
-        table, _ = Table.create(location, RESULTS_SCHEMA, {})
-        return table
-
-
 def offset_ranges_of(rows: pa.Table) -> Sequence[OffsetRange]:
     """Offset ranges per partition of rows in the Kafka source's columns."""
     if rows.num_rows == 0 or "offset" not in rows.column_names or "partition" not in rows.column_names:
@@ -207,13 +244,19 @@ def offset_ranges_of(rows: pa.Table) -> Sequence[OffsetRange]:
 
 __all__ = [
     "OffsetRange",
+    "RESULTS_LOG",
     "RESULTS_SCHEMA",
     "SQL_NAME",
     "failed_expectations",
+    "new_validation_id",
     "offset_ranges_of",
+    "open_results_log",
     "outcome",
     "read_results",
     "record_result",
+    "result_fields",
+    "result_payload",
     "result_row",
     "results_location",
+    "results_log_exists",
 ]

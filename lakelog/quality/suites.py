@@ -116,6 +116,10 @@ def write_suite(root: str | Location, topic: str, text: str | bytes, *, mode: st
     suite = parse_suite(text, topic, mode=mode, parse=parse)
     document = dict(suite.document)
     document["meta"] = {**document["meta"], "lakelog": {**document["meta"]["lakelog"], "digest": _digest(document)}}
+    if suite.mode == "dead-letter":
+        from lakelog.quality.gate import ensure_dlq_topic
+
+        ensure_dlq_topic(root, topic)  # before the suite: a gate never meets a dead-letter suite without its topic
     location = suite_location(root, topic)
     location.io.write(location.uri, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
     logger.info("topic %s is gated by suite %s (mode %s, %d expectations)", topic, suite.name, suite.mode,

@@ -1,5 +1,6 @@
-"""Validation results kept as rows (issue 13 item 3): `<root>/quality/results`, one strict append each, read back by
-`lakelog quality report`, queried by `lakelog sql` and declared by `lakelog spark-sql-init` as quality_results."""
+"""Validation results kept as rows (issue 13 item 3): the internal log __quality_results at `<root>/quality/results/0`,
+read_committed (S11.2), read back by `lakelog quality report`, queried by `lakelog sql` and declared by
+`lakelog spark-sql-init` as quality_results."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ import pytest
 
 from lakelog import catalog, sql
 from lakelog.cli import main
-from lakelog.quality import OffsetRange, offset_ranges_of, parse_suite, read_results, record_result, results_location
-from lakelog.quality.results import failed_expectations
-from lakelog.store import Table
+from lakelog.quality import (
+    OffsetRange,
+    offset_ranges_of,
+    open_results_log,
+    parse_suite,
+    read_results,
+    record_result,
+    result_payload,
+    results_location,
+)
+from lakelog.quality.results import failed_expectations, results_log_exists
 from tests.quality.conftest import ORDERS_SUITE
 from tests.quality.test_validate import BAD_OFFSET, orders
 
@@ -40,12 +49,14 @@ def test_result_rows_are_written_and_read_back_by_quality_report(root, topic, ca
     name = topic(name="orders")
     failed, passed, ranges = results
     assert ranges == [OffsetRange(0, 0, 9_999), OffsetRange(1, 1, 9_997), OffsetRange(2, 2, 9_998)]
-    assert not Table.exists(results_location(root))
+    assert not results_log_exists(root)
     first = record_result(root, failed, transactional_id="loader-1", producer_id=7, producer_epoch=3,
                           offset_ranges=ranges, now_ms=1_000)
     second = record_result(root, passed, load_unit="orders-2026-11-23", now_ms=2_000)
-    table = Table.open(results_location(root))
-    assert table.version == 2  # created, then one commit per result
+    log = open_results_log(root)
+    assert log.log_end_offset() == 2  # one record per result
+    assert log.table.location.uri == (results_location(root) / "0").uri
+    assert results_location(root).uri.rstrip("/").endswith("quality/results")
 
     rows = read_results(root, topic=name).to_pylist()
     assert [row["validation_id"] for row in rows] == [second, first]  # latest first
@@ -88,7 +99,7 @@ def test_sql_and_spark_sql_init_see_quality_results(root, topic, results):
     assert answer == [{"mode": "warn", "success": False, "row_count": 10_000},
                       {"mode": "enforce", "success": True, "row_count": 10_000}]
     init = catalog.spark_sql_init(root)
-    # Read through the lakelog source, which reads the table's committed files only (never a folder listing).
+    # Read through the lakelog source, which reads the log's read_committed rows decoded.
     assert f"CREATE OR REPLACE TEMPORARY VIEW `quality_results` USING lakelog OPTIONS (`root` '{root}', `quality` 'results');" in init
     assert catalog.quality_results_path(root).uri == results_location(root).uri
 
@@ -120,3 +131,30 @@ def test_report_joins_each_result_with_its_transactions_outcome(root, topic, cap
     outcomes = {row["validation_id"]: row["outcome"] for row in map(json.loads, out.splitlines())}
     assert outcomes == {units[11]: "committed", units[12]: "aborted", units[13]: "open",
                         never_written: "not written", not_transactional: "-"}
+
+
+def test_S11_2_a_result_appended_in_a_transaction_is_read_only_once_it_commits(root, topic, results):
+    """A result appended inside a writer's transaction shows in read_results only after its COMMIT marker; one of an
+    aborted transaction never shows (S11.2), nor does one of a transaction still open (S5.1)."""
+    from lakelog.log import BatchHeader, ControlType
+    from lakelog.log.verification import _UNVERIFIED
+
+    name = topic(name="orders")
+    failed, passed, _ = results
+    outside = record_result(root, failed, load_unit="u0", now_ms=1)
+    log = open_results_log(root)
+    ids = {}
+    for producer_id, end in ((21, ControlType.COMMIT), (22, ControlType.ABORT), (23, None)):
+        ids[producer_id] = f"v{producer_id}"
+        log.append(result_payload(passed, validation_id=ids[producer_id], producer_id=producer_id, producer_epoch=0,
+                                  now_ms=producer_id),
+                   BatchHeader(producer_id, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
+        if producer_id == 21:
+            assert [row["validation_id"] for row in read_results(root).to_pylist()] == [outside]  # open: not yet
+        if end is not None:
+            log.append_marker(producer_id, 1, end)
+    # 23's transaction is still open: read_committed stops at it (its LSO), like any partition's readers.
+    assert sorted(row["validation_id"] for row in read_results(root, topic=name).to_pylist()) == sorted([outside, ids[21]])
+    log.append_marker(23, 1, ControlType.ABORT)
+    assert sorted(row["validation_id"] for row in read_results(root).to_pylist()) == sorted([outside, ids[21]])
+    assert sql.query(root, "SELECT count(*) AS n FROM quality_results").to_pylist() == [{"n": 2}]

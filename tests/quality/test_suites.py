@@ -128,3 +128,23 @@ def test_a_suite_cut_short_or_edited_in_place_is_refused(root, topic, orders_sui
         read_suite(root, name)
     location.io.write(location.uri, whole)
     assert read_suite(root, name).name == "orders"
+
+
+def test_S11_3_a_dead_letter_suite_creates_the_dlq_topic_once(root, topic, orders_suite):
+    """Setting a dead-letter suite creates `<topic>.dlq` with the topic's partitions and config, before the suite is
+    stored; setting it again (or calling ensure_dlq_topic again) changes nothing."""
+    from lakelog.log import list_topics, topic_config
+    from lakelog.quality import dlq_topic, ensure_dlq_topic
+
+    name = topic({"retention.ms": 3_600_000}, partitions=3)
+    write_suite(root, name, orders_suite, mode="warn")
+    assert dlq_topic(name) not in list_topics(root)
+    write_suite(root, name, orders_suite, mode="dead-letter")
+    dlq = topic_config(root, dlq_topic(name))
+    assert (dlq.num_partitions, dlq.retention_ms) == (3, 3_600_000)
+    before = table_fingerprint(f"{root}/topics/{dlq_topic(name)}/0")
+    write_suite(root, name, orders_suite, mode="dead-letter")
+    ensure_dlq_topic(root, name)
+    assert table_fingerprint(f"{root}/topics/{dlq_topic(name)}/0") == before
+    with pytest.raises(UnknownTopicOrPartition):
+        ensure_dlq_topic(root, "missing")

@@ -165,21 +165,24 @@ def test_each_root_kind_is_read_by_its_own_path(spark, root, root_kind):
     assert "BatchScan" in source and "FileScan" not in source, source
 
 
-def test_quality_results_are_read_from_the_committed_files_only(spark, root):
-    """`quality=results` reads the quality gates' results table at its latest version (issue 13 item 3): a file
-    written into the table's folder by an append that never committed is not read (a Parquet folder read would)."""
-    import pyarrow as pa
-
-    from lakelog.quality import record_result, results_location
+def test_S11_2_quality_results_are_the_results_logs_read_committed_rows(spark, root):
+    """`quality=results` reads the results log __quality_results read_committed, decoded (issue 13 item 3): a
+    result appended in a transaction that aborted is not read (S11.2), results recorded outside one are."""
+    from lakelog.log import BatchHeader, ControlType
+    from lakelog.log.verification import _UNVERIFIED
+    from lakelog.quality import open_results_log, record_result, result_payload
     from lakelog.quality.validate import ValidationResult
 
     passed = ValidationResult("orders.suite", "orders", "enforce", True, 3, {"evaluated_expectations": 1}, (), {})
     record_result(root, passed, load_unit="u1", now_ms=1_000)
+    log = open_results_log(root)
+    log.append(result_payload(passed, validation_id="ghost", load_unit="ghost", now_ms=1_500),
+               BatchHeader(31, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
+    log.append_marker(31, 1, ControlType.ABORT)
     record_result(root, passed, load_unit="u2", now_ms=2_000)
-    folder = Location.of(results_location(root).uri)
-    stray = folder.child("part-never-committed.parquet")
-    stray.io.write_parquet(pa.table({"load_unit": ["ghost"]}), stray.uri)
-    units = sorted(row.load_unit for row in load_quality(spark, root).collect())
+    frame = load_quality(spark, root)
+    assert "validation_id" in frame.columns and "offset_ranges" in frame.columns
+    units = sorted(row.load_unit for row in frame.collect())
     assert units == ["u1", "u2"]
 
 

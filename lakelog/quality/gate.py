@@ -1,0 +1,138 @@
+"""What every quality gate shares (issue 13): which topics are gated, the verdict on a unit's rows, dead letters.
+
+A gate (the transactional Producer, `lakelog load`, Spark writes, view
+refreshes) keeps a unit's rows in hand, `judge`s them before its commit
+decision, and acts on the `Verdict` (S11.1-S11.3):
+
+- `publish` False (an enforce failure): `record_result` outside the
+  transaction, abort, raise `verdict.violation()`;
+- `dead_letter` True: the rows go to `dlq_topic(topic)` instead, each with the
+  header DLQ_HEADER = the validation id, in the same transaction as the result;
+- otherwise the rows go to their topic; the result (`result_payload`) is
+  appended to the results log inside the transaction, so it commits or aborts
+  with them (S11.2).
+
+`gated_suites` reads suites only (one small read per topic, no GX import);
+`judge` imports GX on its first call in the process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lakelog.errors import PolicyViolation, TopicAlreadyExists
+from lakelog.log import create_topic, topic_config
+from lakelog.log.records import HEADER_TYPE
+from lakelog.quality.results import new_validation_id
+from lakelog.quality.suites import Suite, read_suite
+from lakelog.quality.validate import ValidationResult
+from lakelog.store import Location, check_root
+
+logger = logging.getLogger(__name__)
+
+DLQ_SUFFIX = ".dlq"
+DLQ_HEADER = "lakelog.quality.validation_id"
+ENFORCE, WARN, DEAD_LETTER = "enforce", "warn", "dead-letter"
+
+
+def dlq_topic(topic: str) -> str:
+    """The dead-letter topic of `topic`: `<topic>.dlq`."""
+    return topic + DLQ_SUFFIX
+
+
+def ensure_dlq_topic(root: str | Location, topic: str) -> None:
+    """Create `<topic>.dlq` with the topic's partition count and config if it is absent; idempotent.
+
+    UnknownTopicOrPartition if `topic` does not exist.
+    """
+    root = check_root(root)
+    config = topic_config(root, topic)
+    name = dlq_topic(topic)
+    overrides = {key: value for key, value in config.values.items() if key != "num.partitions"}
+    try:
+        create_topic(root, name, config.num_partitions, overrides)
+    except TopicAlreadyExists:
+        return
+    logger.info("created dead-letter topic %s for the quality suite of %s", name, topic)
+
+
+def gated_suites(root: str | Location, topics: Iterable[str]) -> dict[str, Suite]:
+    """Each gated topic's suite (ungated topics are absent): one small read per topic, no GX import."""
+    suites = {}
+    for topic in dict.fromkeys(topics):
+        suite = read_suite(root, topic)
+        if suite is not None:
+            suites[topic] = suite
+    return suites
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A suite's verdict on one unit's rows of a topic, and what the gate does with them."""
+
+    topic: str
+    suite: Suite
+    result: ValidationResult
+    validation_id: str
+    mode: str
+
+    @property
+    def publish(self) -> bool:
+        """False only for an enforce failure: the unit must not commit (S11.1)."""
+        return self.result.success or self.mode != ENFORCE
+
+    @property
+    def dead_letter(self) -> bool:
+        """True for a dead-letter failure: the unit's rows go to `<topic>.dlq` instead (S11.3)."""
+        return self.mode == DEAD_LETTER and not self.result.success
+
+    @property
+    def destination(self) -> str:
+        """Where the unit's rows are published: the topic, or its dead-letter topic."""
+        return dlq_topic(self.topic) if self.dead_letter else self.topic
+
+    def violation(self) -> PolicyViolation:
+        """The PolicyViolation an enforce failure raises (names the expectation; carries result, gx_result, id)."""
+        return self.result.violation(self.validation_id)
+
+
+def judge(suite: Suite, topic: str, rows: pa.Table) -> Verdict:
+    """Validate a unit's rows of `topic` (payload or Kafka-source columns) against its suite, under a new id."""
+    from lakelog.quality.validate import validate
+
+    result = validate(suite, rows)
+    verdict = Verdict(topic, suite, result, new_validation_id(), suite.mode)
+    if result.success:
+        logger.info("validation %s: %s rows of %s passed suite %s", verdict.validation_id, result.row_count,
+                    topic, suite.name)
+    else:
+        logger.warning("validation %s (mode %s): %s", verdict.validation_id, suite.mode, result.describe())
+    return verdict
+
+
+def with_dlq_header(payload: pa.Table, validation_id: str) -> pa.Table:
+    """`payload` (payload columns) with the header DLQ_HEADER = `validation_id` added to every record."""
+    index = payload.schema.get_field_index("headers")
+    added = {"key": DLQ_HEADER, "value": validation_id.encode()}
+    headers: list[Any] = [[*(item or []), added] for item in payload.column(index).to_pylist()]
+    return payload.set_column(index, payload.schema.field(index), pa.array(headers, HEADER_TYPE))
+
+
+__all__ = [
+    "DEAD_LETTER",
+    "DLQ_HEADER",
+    "DLQ_SUFFIX",
+    "ENFORCE",
+    "WARN",
+    "Verdict",
+    "dlq_topic",
+    "ensure_dlq_topic",
+    "gated_suites",
+    "judge",
+    "with_dlq_header",
+]
