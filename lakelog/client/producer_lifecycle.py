@@ -1,0 +1,316 @@
+"""The Producer's lifecycle and queue calls as confluent-kafka has them (issue 14, gaps 2 and 4).
+
+`ProducerLifecycle` is mixed into `Producer`: `close()` and the context manager,
+truthiness, `len()`, `poll()` that waits, `flush()`, `purge()`, `produce_batch()`,
+and what happens to a message for a topic the root does not hold (reported
+through the delivery callback, unless the topic is created on first use). Every
+call of a closed producer raises `RuntimeError("Producer has been closed")`, as
+confluent-kafka's does.
+
+The state it works on (`_batches`, `_reports`, `_closed`, ...) belongs to `Producer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from lakelog import config
+from lakelog.client.types import TIMESTAMP_CREATE_TIME, ClusterMetadata, Message, TopicMetadata
+from lakelog.errors import KafkaError, KafkaException, UnknownTopicOrPartition
+from lakelog.log import create_topic, topic_config
+
+if TYPE_CHECKING:
+    from lakelog.client.producer import DeliveryCallback, Producer
+
+logger = logging.getLogger(__name__)
+
+CLOSED = "Producer has been closed"
+# The longest single sleep of a waiting poll(): it looks again at the queue (and the clock) this often.
+POLL_STEP_S = 0.1
+# The keys of a produce_batch() message dict, as confluent-kafka reads them.
+BATCH_MESSAGE_KEYS = ("value", "key", "headers", "partition", "timestamp", "callback")
+
+
+class ProducerLifecycle:
+    """close(), the context manager, poll()/flush()/purge()/produce_batch() and unknown topics, for `Producer`."""
+
+    # -- open or closed ---------------------------------------------------------------
+
+    def close(self: Producer, timeout: float | None = None) -> bool:
+        """Abort an open transaction, deliver what is queued, then let go of every handle; True, as
+        confluent-kafka's. A closed producer refuses every call after this one; closing again is a no-op.
+
+        An open transaction is aborted (its queued messages reported with _PURGE_QUEUE) rather than
+        left for its timeout, as confluent-kafka and Kafka's Java client do: read_committed readers are
+        not held at its first offset (S5.1) until the sweep aborts it (S4.7). A failure to abort or to
+        deliver is a RuntimeWarning, and the producer is closed all the same."""
+        if self._closed:
+            return True
+        try:
+            self._abort_open_transaction(timeout)
+            left = self.flush(timeout)
+            if left:
+                warnings.warn(f"Producer flush failed during close: {left} message(s) not delivered",
+                              RuntimeWarning, stacklevel=2)
+        finally:
+            self._release()
+        return True
+
+    def __enter__(self: Producer) -> Producer:
+        return self
+
+    def __exit__(self: Producer, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        """Close (deliver what is queued, then let go); an exception of the block goes on (returns None)."""
+        self.close()
+
+    def __bool__(self) -> bool:
+        """Always True, as confluent-kafka's (its issue 1427): `if producer:` does not ask what is queued."""
+        return True
+
+    def __len__(self: Producer) -> int:
+        """Messages queued plus delivery reports not yet served (0 once closed), as confluent-kafka's len()."""
+        if self._closed:
+            return 0
+        return sum(len(batch.messages) for batch in self._batches.values()) + len(self._reports)
+
+    def _require_open(self: Producer) -> None:
+        if self._closed:
+            raise RuntimeError(CLOSED)
+
+    def _abort_open_transaction(self: Producer, timeout: float | None) -> None:
+        from lakelog.client.producer import TransactionState
+
+        if self._transactional_id is None or self._transaction_state not in (
+            TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR
+        ):
+            return
+        try:
+            self.abort_transaction(timeout)
+            self._logger.info("%s: closed with a transaction open: aborted it", self._transaction_id_text)
+        except KafkaException as error:
+            self._logger.warning("%s: closing: could not abort the open transaction: %s: %s",
+                                 self._transaction_id_text, error.error.name(), error)
+            warnings.warn(f"Producer could not abort its open transaction during close: {error}",
+                          RuntimeWarning, stacklevel=3)
+
+    def _release(self: Producer) -> None:
+        """Let go of every handle; what is still queued is dropped unreported (close() flushed it first)."""
+        self._closed = True
+        self._batches.clear()
+        self._reports.clear()
+        self._logs.clear()
+        self._coordinator = None
+        self._groups = None
+
+    # -- waiting for reports ----------------------------------------------------------------
+
+    def poll(self: Producer, timeout: float | None = None) -> int:
+        """Serve delivery reports; returns how many were served.
+
+        Waits up to `timeout` seconds for one (None or negative: as long as a queued batch
+        has to linger): a batch is sent once its linger.ms has passed on the producer's
+        clock, and poll returns as soon as reports are ready. An idle producer waits the
+        whole timeout, in steps of at most POLL_STEP_S, so `while running: p.poll(1.0)`
+        does not spin."""
+        self._require_open()
+        self._send_lingered()
+        if self._reports:
+            return self._serve_reports()
+        deadline = self._poll_deadline(timeout)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self._serve_reports()
+            # At least a millisecond: a batch due "now" by rounding is sent on the next look, not spun on.
+            time.sleep(min(remaining, POLL_STEP_S, max(self._until_linger_s(), 0.001)))
+            self._send_lingered()
+            if self._reports:
+                return self._serve_reports()
+
+    def _poll_deadline(self: Producer, timeout: float | None) -> float:
+        """When a poll gives up, on the monotonic clock. Without a timeout it waits for the queued
+        batches' linger (in real time: a clock passed in that stands still cannot hold it longer);
+        with nothing queued nothing can arrive, so it returns at once."""
+        now = time.monotonic()
+        if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)):
+            raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+        if timeout is None or timeout < 0:
+            return now + (self._until_linger_s() if self._batches else 0.0)
+        return now + timeout
+
+    def _until_linger_s(self: Producer) -> float:
+        """Seconds until the oldest queued batch has lingered linger.ms, on the producer's clock (0: due now)."""
+        if not self._batches:
+            return POLL_STEP_S
+        oldest = min(batch.created for batch in self._batches.values())
+        return max(oldest + self.config["linger.ms"] / 1000 - self._clock() / 1000, 0.0)
+
+    def flush(self: Producer, timeout: float | None = None) -> int:
+        """Send every queued message and serve their reports; returns how many are left (0: a send
+        does not wait on a broker, so nothing is still in flight when it returns)."""
+        self._require_open()
+        for tp in list(self._batches):
+            self._send(tp)
+        self._serve_reports()
+        return len(self)
+
+    # -- dropping and batching --------------------------------------------------------------
+
+    def purge(self: Producer, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Drop the queued messages (in_queue): each is reported with _PURGE_QUEUE at the next poll()/flush().
+
+        Nothing is ever in flight (a batch is sent within the call that sends it), so `in_flight`
+        and `blocking` change nothing. In a transaction the purge makes it abort-only, as a failed
+        delivery does (S4.5): the purged messages are not in it."""
+        self._require_open()
+        if not in_queue or not self._batches:
+            return
+        purged = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
+        count = 0
+        for tp in list(self._batches):
+            batch = self._batches.pop(tp)
+            for pending in batch.messages:
+                message = Message(topic=tp[0], partition=tp[1], offset=None, key=pending.key, value=pending.value,
+                                  headers=pending.headers, timestamp=(TIMESTAMP_CREATE_TIME, pending.timestamp_ms),
+                                  error=purged)
+                self._reports.append((pending.on_delivery or self._default_on_delivery, purged, message))
+                count += 1
+        if self._transactional_id is not None and self._transaction_error is None:
+            self._transaction_error = KafkaException(purged)
+        self._logger.info("purged %d queued message(s)", count)
+
+    def produce_batch(
+        self: Producer,
+        topic: str,
+        messages: list[dict[str, Any]],
+        partition: int = -1,
+        callback: DeliveryCallback | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> int:
+        """Queue each message dict (value, key, headers, partition, timestamp, callback) as produce()
+        would; returns how many were queued. A message that cannot be queued gets its error as
+        `_error` in its dict, as confluent-kafka's. Malformed input raises TypeError before any is queued."""
+        if not isinstance(messages, list):
+            raise TypeError("messages must be a list")
+        if not messages:
+            return 0
+        self._require_open()
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+        if not isinstance(partition, int) or isinstance(partition, bool):
+            raise TypeError(f"partition must be int, not {type(partition).__name__}")
+        for index, message in enumerate(messages):
+            _check_batch_message(index, message)
+        default_callback = callback or on_delivery
+        queued = 0
+        for message in messages:
+            message_partition = message.get("partition")
+            try:
+                self.produce(
+                    topic,
+                    value=message.get("value"),
+                    key=message.get("key"),
+                    partition=partition if message_partition is None else message_partition,
+                    on_delivery=message.get("callback") or default_callback,
+                    timestamp=message.get("timestamp") or 0,
+                    headers=message.get("headers"),
+                )
+            except KafkaException as error:
+                message["_error"] = KafkaError(error.error.code(), f"Message failed: {error.error.str()}")
+                continue
+            queued += 1
+        return queued
+
+    # -- topics the root does not hold (gap 4) ----------------------------------------------
+
+    def _partition_count(self: Producer, topic: str) -> int | None:
+        """The topic's partition count, or None when the root does not hold it and it may not be created here.
+
+        Created on first use only when both the producer allows it (allow.auto.create.topics) and
+        the root does (the broker key auto.create.topics.enable), as a Kafka broker would."""
+        if topic in self._num_partitions:
+            return self._num_partitions[topic]
+        try:
+            count = topic_config(self._root, topic).num_partitions
+        except UnknownTopicOrPartition:
+            if not self._may_create_topics():
+                return None
+            count = self._create_topic(topic)
+        self._num_partitions[topic] = count
+        return count
+
+    def _may_create_topics(self: Producer) -> bool:
+        if not self.config.get("allow.auto.create.topics", False):
+            return False
+        return bool(config.load("broker", {}).get("auto.create.topics.enable", False))
+
+    def _create_topic(self: Producer, topic: str) -> int:
+        from lakelog.errors import TopicAlreadyExists
+
+        try:
+            created = create_topic(self._root, topic, None, None)
+        except TopicAlreadyExists:  # another client created it first
+            return topic_config(self._root, topic).num_partitions
+        self._logger.info("created topic %s on first produce (allow.auto.create.topics, auto.create.topics.enable)",
+                          topic)
+        return created.num_partitions
+
+    def _report_unknown_topic(
+        self: Producer,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+        timestamp_ms: int,
+        on_delivery: DeliveryCallback | None,
+    ) -> None:
+        """A message for a topic the root does not hold: its delivery report carries UNKNOWN_TOPIC_OR_PART
+        (served by the next poll()/flush(), as librdkafka fails such messages), and nothing is written.
+        In a transaction the failed delivery makes it abort-only, as any failed delivery does."""
+        error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, f"topic {topic} does not exist under the root")
+        message = Message(topic=topic, partition=partition, offset=None, key=key, value=value, headers=headers,
+                          timestamp=(TIMESTAMP_CREATE_TIME, timestamp_ms), error=error)
+        self._reports.append((on_delivery or self._default_on_delivery, error, message))
+        if self._transactional_id is not None and self._transaction_error is None:
+            self._transaction_error = UnknownTopicOrPartition(error.str(), topic=topic)
+
+    def list_topics(self: Producer, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        """The root's topics and their partitions. A topic the root does not hold comes back with
+        UNKNOWN_TOPIC_OR_PART as its `error` and no partitions, as confluent-kafka's metadata carries it."""
+        from lakelog.client.admin import cluster_metadata
+
+        self._require_open()
+        if topic is None:
+            return cluster_metadata(self._root)
+        try:
+            return cluster_metadata(self._root, topic)
+        except UnknownTopicOrPartition as unknown:
+            error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, str(unknown))
+            return ClusterMetadata(topics={topic: TopicMetadata(topic, {}, error)}, cluster_id=str(self._root))
+
+
+def _check_batch_message(index: int, message: Any) -> None:
+    """TypeError for a produce_batch() message confluent-kafka would refuse before queueing any."""
+    if not isinstance(message, dict):
+        raise TypeError(f"Message at index {index} must be a dict")
+    for name in ("value", "key"):
+        item = message.get(name)
+        if item is not None and not isinstance(item, (bytes, str)):
+            raise TypeError(f"Message {name} at index {index} must be bytes or str")
+    partition = message.get("partition")
+    if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
+        raise TypeError(f"Message partition at index {index} must be int")
+    timestamp = message.get("timestamp")
+    if timestamp is not None and (not isinstance(timestamp, int) or isinstance(timestamp, bool)):
+        raise TypeError(f"Message timestamp at index {index} must be int")
+    callback = message.get("callback")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"Message callback at index {index} must be callable")
+    headers = message.get("headers")
+    if headers is not None and not isinstance(headers, (Mapping, list, tuple)):
+        raise ValueError(f"Invalid headers at index {index}")
