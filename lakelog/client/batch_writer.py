@@ -24,6 +24,16 @@ committed is skipped without bumping the epoch (S8.3), even while a later
 batch's transaction is open (whatever that one decides, the batch before it
 stays committed). Only when the check cannot tell does the writer fence and
 look again.
+
+Topics with a quality suite are gated (issue 13, S11.1-S11.3; lakelog.client.batch_gate):
+the batch's rows of each such topic are kept in hand (a dead-letter topic's
+are held back, not appended) and judged all at once after the last row,
+before the batch's record and the commit. A pass, a warn failure and a
+dead-letter failure append the result row to `__quality_results` inside the
+transaction (the held rows go to the topic, or to `<topic>.dlq` with the
+validation id in a header), so the row commits or aborts with the data. An
+enforce failure records its row at once, aborts, and raises PolicyViolation:
+the batch is not committed, so a retry validates again.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog import config
+from lakelog.client.batch_gate import BatchGate
 from lakelog.client.sink_records import (
     SINK_BATCHES_LOG,
     SINK_BATCHES_PARTITIONS,
@@ -56,10 +67,12 @@ from lakelog.errors import (
     KafkaTimeout,
     OffsetMismatch,
 )
-from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table
+from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S
 from lakelog.log.records import next_sequence
 from lakelog.log.verification import TransactionVerification
+from lakelog.quality.gate import dlq_topic, ensure_dlq_topic, with_dlq_header
+from lakelog.quality.results import RESULTS_LOG, open_results_log, record_result, result_payload
 from lakelog.store import check_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
@@ -92,6 +105,8 @@ class BatchWriteResult:
     producer_epoch: int
     offsets: Mapping[TopicPartitionKey, tuple[int, int]] = field(default_factory=dict)
     note: Mapping[str, Any] = field(default_factory=dict)
+    # Per gated topic, the id of the validation this batch's commit recorded (its row in __quality_results).
+    validations: Mapping[str, str] = field(default_factory=dict)
 
 
 class TransactionalBatchWriter:
@@ -127,6 +142,7 @@ class TransactionalBatchWriter:
         batch_id: int | None = None,
         *,
         note: Mapping[str, Any] | None = None,
+        unit: str | None = None,
     ) -> BatchWriteResult:
         """Append each partition's payload tables (PAYLOAD_SCHEMA columns) and commit them all at once.
 
@@ -134,10 +150,13 @@ class TransactionalBatchWriter:
         last committed one of this transactional id is skipped. Fences earlier
         instances of the id (S4.1). On any error the transaction is aborted and
         the error raised; if the process dies instead, the next write (or the
-        coordinator sweep) aborts it.
+        coordinator sweep) aborts it. A gated topic whose rows fail an enforce
+        suite raises PolicyViolation, the transaction aborted; `unit` names the
+        batch in the validation's result row (`load_unit`).
         """
         targets = sorted(batches)
-        return self.write_stream(targets, ((tp, payload) for tp in targets for payload in batches[tp]), batch_id, note=note)
+        payloads = ((tp, payload) for tp in targets for payload in batches[tp])
+        return self.write_stream(targets, payloads, batch_id, note=note, unit=unit)
 
     def write_stream(
         self,
@@ -146,6 +165,7 @@ class TransactionalBatchWriter:
         batch_id: int | None = None,
         *,
         note: Mapping[str, Any] | None = None,
+        unit: str | None = None,
     ) -> BatchWriteResult:
         """`write`, for rows that arrive as a stream of (partition, payload) pairs in any order.
 
@@ -162,13 +182,15 @@ class TransactionalBatchWriter:
             skipped = self._skip_before_init(batch_id)
             if skipped is not None:
                 return skipped
+        targets = sorted(set(partitions))
+        # Read before anything is written: an unreadable suite refuses the batch with the tables unchanged (S8.3).
+        gate = BatchGate(self.root, {topic for topic, _ in targets})
         identity = self._coordinator.init_producer_id(self.transactional_id, self.transaction_timeout_ms)
         producer_id, producer_epoch = identity.producer_id, identity.producer_epoch
         committed = self.committed_batch() if batch_id is not None else None
         last_committed = committed.batch_id if committed is not None else None
         if committed is not None and batch_id <= committed.batch_id:
             return _skipped(batch_id, committed, producer_id, producer_epoch)
-        targets = sorted(set(partitions))
         transaction_partitions = list(targets)
         if batch_id is not None:
             transaction_partitions.append(self._batches_partition_key())
@@ -179,20 +201,21 @@ class TransactionalBatchWriter:
         for tp in targets:
             self._log(tp)
         self._coordinator.add_partitions(self.transactional_id, producer_id, producer_epoch, transaction_partitions)
+        appends = _Appends(self, producer_id, producer_epoch, targets, records, offsets)
+        validations: dict[str, str] = {}
         try:
-            sequences = {tp: 0 for tp in targets}
             for tp, payload in rows:
-                if tp not in sequences:
+                if tp not in appends.sequences:
                     raise InvalidRequest(f"{tp[0]}-{tp[1]} is not among the partitions of this batch")
                 if payload.num_rows == 0:
                     continue
-                header = BatchHeader(producer_id, producer_epoch, sequences[tp], is_transactional=True)
-                landed = _append_with_retries(
-                    self._log(tp), payload, header, self.retry.start(APPEND_TIMEOUT_S), self._verification
-                )
-                sequences[tp] = next_sequence(sequences[tp] + payload.num_rows - 1)
-                records[tp] = records.get(tp, 0) + payload.num_rows
-                offsets[tp] = (offsets[tp][0] if tp in offsets else landed.base_offset, landed.last_offset)
+                if gate.holds_back(tp[0]):
+                    gate.hold(tp, payload)
+                    continue
+                landed = appends.append(tp, payload)
+                gate.appended(tp, payload, landed.base_offset, landed.last_offset)
+            if gate:
+                validations = self._pass_gate(gate, appends, unit)
             if batch_id is not None:
                 self._record_batch(batch_id, committed, producer_id, producer_epoch, records, offsets, note)
         except BaseException:
@@ -211,7 +234,7 @@ class TransactionalBatchWriter:
             raise
         ended = self._coordinator.end_transaction(self.transactional_id, producer_id, producer_epoch, commit=True)
         return BatchWriteResult(
-            batch_id, False, last_committed, records, ended.producer_id, ended.producer_epoch, offsets, note
+            batch_id, False, last_committed, records, ended.producer_id, ended.producer_epoch, offsets, note, validations
         )
 
     def last_committed_batch(self) -> int | None:
@@ -249,6 +272,78 @@ class TransactionalBatchWriter:
         return _skipped(batch_id, committed, NO_PRODUCER_ID, NO_PRODUCER_ID)
 
     # -- internals --------------------------------------------------------------------
+
+    def _pass_gate(self, gate: BatchGate, appends: _Appends, unit: str | None) -> dict[str, str]:
+        """Judge the gated topics' rows and act on the verdicts inside the transaction (S11.1-S11.3).
+
+        An enforce failure records its result row at once (that data can never
+        commit, so "failed" stays true) and raises PolicyViolation; the caller
+        aborts. Otherwise held rows go to their topic or its DLQ, and every
+        result row is appended to __quality_results in this transaction.
+        Returns the validation id per gated topic.
+        """
+        verdicts = gate.judge()
+        identity = dict(
+            transactional_id=self.transactional_id,
+            load_unit=unit,
+            producer_id=appends.producer_id,
+            producer_epoch=appends.producer_epoch,
+        )
+        refused = [verdict for verdict in verdicts if not verdict.publish]
+        for verdict in refused:
+            record_result(
+                self.root, verdict.result, validation_id=verdict.validation_id,
+                offset_ranges=gate.offset_ranges(verdict.topic), **identity,
+            )
+        if refused:
+            raise refused[0].violation()
+        destinations: dict[str, list[tuple[TopicPartitionKey, pa.Table]]] = {}
+        for verdict in verdicts:
+            held = gate.held(verdict.topic)
+            if not held:
+                continue
+            if verdict.dead_letter:
+                ensure_dlq_topic(self.root, verdict.topic)
+                dlq = dlq_topic(verdict.topic)
+                count = topic_config(self.root, dlq).num_partitions
+                destinations[verdict.topic] = [
+                    ((dlq, item.partition % count), with_dlq_header(item.payload, verdict.validation_id))
+                    for item in held
+                ]
+            else:
+                destinations[verdict.topic] = [((verdict.topic, item.partition), item.payload) for item in held]
+        results = self._results_log()
+        added = sorted({tp for routed in destinations.values() for tp, _ in routed} - set(appends.sequences))
+        self._coordinator.add_partitions(
+            self.transactional_id, appends.producer_id, appends.producer_epoch, [*added, (RESULTS_LOG, results.partition)]
+        )
+        for topic, routed in destinations.items():
+            for tp, payload in routed:
+                landed = appends.append(tp, payload)
+                gate.landed(topic, tp[1], landed.base_offset, landed.last_offset)
+        rows = pa.concat_tables(
+            result_payload(
+                verdict.result, validation_id=verdict.validation_id, offset_ranges=gate.offset_ranges(verdict.topic),
+                **identity,
+            )
+            for verdict in verdicts
+        )
+        appends.append((RESULTS_LOG, results.partition), rows)
+        for verdict in verdicts:
+            if verdict.dead_letter:
+                logger.warning(
+                    "batch of %s: %d row(s) of %s failed suite %s and go to %s with validation %s (dead-letter)",
+                    self.transactional_id, verdict.result.row_count, verdict.topic, verdict.suite.name,
+                    dlq_topic(verdict.topic), verdict.validation_id,
+                )
+        return {verdict.topic: verdict.validation_id for verdict in verdicts}
+
+    def _results_log(self) -> PartitionLog:
+        found = next((log for (name, _), log in self._logs.items() if name == RESULTS_LOG), None)
+        if found is None:
+            found = open_results_log(self.root)
+            self._logs[(RESULTS_LOG, found.partition)] = found
+        return found
 
     def _record_batch(
         self,
@@ -297,6 +392,41 @@ class TransactionalBatchWriter:
         if tp not in self._logs:
             self._logs[tp] = open_partition(self.root, *tp)
         return self._logs[tp]
+
+
+class _Appends:
+    """One transaction's appends: per partition its next sequence, the rows it took and where they landed."""
+
+    def __init__(
+        self,
+        writer: TransactionalBatchWriter,
+        producer_id: int,
+        producer_epoch: int,
+        targets: Iterable[TopicPartitionKey],
+        records: dict[TopicPartitionKey, int],
+        offsets: dict[TopicPartitionKey, tuple[int, int]],
+    ) -> None:
+        self.writer = writer
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.sequences = {tp: 0 for tp in targets}
+        self.records = records
+        self.offsets = offsets
+
+    def append(self, tp: TopicPartitionKey, payload: pa.Table):
+        """Append one payload to a partition already in the transaction; returns where it landed."""
+        sequence = self.sequences.get(tp, 0)
+        header = BatchHeader(self.producer_id, self.producer_epoch, sequence, is_transactional=True)
+        writer = self.writer
+        landed = _append_with_retries(
+            writer._log(tp), payload, header, writer.retry.start(APPEND_TIMEOUT_S), writer._verification
+        )
+        self.sequences[tp] = next_sequence(sequence + payload.num_rows - 1)
+        if tp[0] != RESULTS_LOG:
+            self.records[tp] = self.records.get(tp, 0) + payload.num_rows
+            first = self.offsets[tp][0] if tp in self.offsets else landed.base_offset
+            self.offsets[tp] = (first, landed.last_offset)
+        return landed
 
 
 def _skipped(batch_id: int, committed: CommittedBatch, producer_id: int, producer_epoch: int) -> BatchWriteResult:

@@ -11,6 +11,14 @@ next row; a second instance of the same load racing the first gets
 `OffsetMismatch`, reads the record again and skips what the other appended.
 Only a foreign writer in the partition stops the load.
 
+A topic with a quality suite (issue 13) is loaded as one transaction instead,
+so its whole file is judged before anything is published (S11.1-S11.3): the
+transactional id `lakelog.load.<load id>`, batch 0, through
+TransactionalBatchWriter's gate. A failing enforce suite raises
+PolicyViolation with nothing published, a dead-letter one sends the rows to
+`<topic>.dlq`; a run again of a committed load appends nothing (S10.2), one
+of a refused load validates again.
+
 The record lives exactly as long as the rows it protects (S9.4): when retention
 or delete-records removes the load's last batch, the record goes with it and
 the partition's state holds nothing per load. Tables written before kept the
@@ -39,6 +47,7 @@ from tqdm import tqdm
 from lakelog.errors import InvalidRequest, OffsetMismatch
 from lakelog.log import BatchHeader, PartitionLog, open_partition
 from lakelog.log.records import NO_PRODUCER_ID, PAYLOAD_SCHEMA
+from lakelog.quality.gate import dlq_topic, gated_suites
 from lakelog.store import Location, check_root
 
 logger = logging.getLogger(__name__)
@@ -46,6 +55,8 @@ logger = logging.getLogger(__name__)
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
 # The header of a load batch's last row: its load's dedupe record, {"load": id, "start": offset, "rows": n}.
 LOAD_HEADER = "lakelog.load"
+# A gated load is one transaction of this transactional id + the load id (batch 0 in __sink_batches).
+GATED_LOAD_PREFIX = "lakelog.load."
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,10 @@ class LoadResult:
     total_rows: int
     appended_by_this_run: int
     resumed_from_row: int
+    # A gated load: the rows its dead-letter suite sent to `<topic>.dlq` (start_offset is then there), and the
+    # validation recorded with its commit.
+    dead_lettered: int = 0
+    validation_id: str | None = None
 
     @property
     def end_offset(self) -> int:
@@ -166,6 +181,8 @@ def load(
     if not isinstance(batch_records, int) or isinstance(batch_records, bool) or batch_records < 1:
         raise InvalidRequest(f"batch_records must be a positive integer, not {batch_records!r}")
     try:
+        if gated_suites(root, [topic]):
+            return _load_gated(root, topic, path, kind, partition, key_column, batch_records, load_id, progress)
         return _load(root, topic, path, kind, partition, key_column, batch_records, load_id, progress)
     except (pa.ArrowException, UnicodeDecodeError) as error:
         raise InvalidRequest(f"source {path.name} cannot be read as {kind}: {error}") from error
@@ -227,6 +244,49 @@ def _load(
             position = batch_end
     logger.info("load %s: done, offsets %d-%d of %s-%d (%d appended by this run)", load_id, start, start + total - 1, topic, partition, appended)
     return LoadResult(load_id, start, total, appended, resumed_from)
+
+
+def _load_gated(
+    root: Location,
+    topic: str,
+    path: Location,
+    kind: str,
+    partition: int,
+    key_column: str | None,
+    batch_records: int,
+    load_id: str | None,
+    progress: bool,
+) -> LoadResult:
+    """A load into a gated topic: the whole file as one transaction, judged before its commit (S11.1-S11.3, S10.2)."""
+    from lakelog.client.batch_writer import TransactionalBatchWriter
+
+    load_id = load_id or default_load_id(path)
+    open_partition(root, topic, partition)  # UnknownTopicOrPartition before anything is written (S8.3)
+    writer = TransactionalBatchWriter(root, GATED_LOAD_PREFIX + load_id)
+    target = (topic, partition)
+    dlq = dlq_topic(topic)
+
+    def rows() -> Iterator[tuple[tuple[str, int], pa.Table]]:
+        total = count_rows(path, kind) if progress else None
+        with tqdm(total=total, unit="rec", unit_scale=True, disable=not progress, desc=f"load {topic}-{partition}") as bar:
+            for payload in source_payloads(path, kind, key_column, batch_records):
+                yield target, payload
+                bar.update(payload.num_rows)
+
+    note = {"load": load_id, "topic": topic, "partition": partition, "source": path.uri}
+    logger.info("load %s: %s into gated %s-%d as one transaction", load_id, path.uri, topic, partition)
+    result = writer.write_stream([target], rows(), 0, note=note, unit=load_id)
+    landed = {tp: span for tp, span in result.offsets.items() if tp[0] in (topic, dlq)}
+    total = sum(count for tp, count in result.records.items() if tp[0] in (topic, dlq))
+    dead_lettered = sum(count for tp, count in result.records.items() if tp[0] == dlq)
+    start = min((first for first, _ in landed.values()), default=-1)
+    if result.skipped:
+        logger.warning("load %s was committed before (%d rows); this run appends nothing", load_id, total)
+        return LoadResult(load_id, start, total, 0, total, dead_lettered)
+    if dead_lettered:
+        logger.warning("load %s: its %d rows failed the suite of %s and went to %s", load_id, dead_lettered, topic, dlq)
+    logger.info("load %s: done, %d rows committed in one transaction", load_id, total)
+    return LoadResult(load_id, start, total, total, 0, dead_lettered, result.validations.get(topic))
 
 
 def _recover(log: PartitionLog, load_id: str, start: int, done: int, mismatch: OffsetMismatch) -> int:

@@ -64,6 +64,9 @@ class UnitLoadResult:
     offsets: Mapping[int, tuple[int, int]]
     files: list[str] = field(default_factory=list)
     transactional_id: str = ""
+    # Rows a dead-letter suite sent to `<topic>.dlq` instead (S11.3), and the validation ids this load recorded.
+    dead_lettered: int = 0
+    validations: Mapping[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The operator's XCom: JSON-safe (partitions as text keys, as JSON makes them anyway)."""
@@ -77,7 +80,8 @@ class UnitLoadResult:
 
     def describe(self) -> str:
         where = ", ".join(f"{self.topic}-{p} [{first}, {last}]" for p, (first, last) in sorted(self.offsets.items()))
-        return f"{self.rows} rows at {where or 'no offsets'}"
+        dead = f"; {self.dead_lettered} rows dead-lettered to {self.topic}.dlq" if self.dead_lettered else ""
+        return f"{self.rows} rows at {where or 'no offsets'}{dead}"
 
 
 def unit_transactional_id(unit: str) -> str:
@@ -151,14 +155,19 @@ def load_unit(
                     raise InvalidRequest(f"source {path.name} cannot be read as {kind}: {error}") from error
 
     note = {"unit": unit, "topic": topic, "files": names}
-    result = writer.write_stream([(topic, p) for p in range(partitions)], rows(), UNIT_BATCH, note=note)
+    # A gated topic's unit is judged whole before its commit (S11.1-S11.3): PolicyViolation on an enforce failure,
+    # the unit not committed, so a retry validates again; the result row names the unit.
+    result = writer.write_stream([(topic, p) for p in range(partitions)], rows(), UNIT_BATCH, note=note, unit=unit)
     offsets = {partition: span for (name, partition), span in result.offsets.items() if name == topic}
     rows_written = sum(count for (name, _), count in result.records.items() if name == topic)
     if result.skipped:
         found = UnitLoadResult(topic, unit, False, rows_written, offsets, list(result.note.get("files", [])), transactional_id)
         log.warning("unit %s was loaded before: %s; this attempt appends nothing", unit, found.describe())
         return found
-    loaded = UnitLoadResult(topic, unit, True, rows_written, offsets, names, transactional_id)
+    dead_lettered = sum(count for (name, _), count in result.records.items() if name != topic)
+    loaded = UnitLoadResult(
+        topic, unit, True, rows_written, offsets, names, transactional_id, dead_lettered, dict(result.validations)
+    )
     log.info("unit %s loaded: %s (producer id %s, epoch %s)", unit, loaded.describe(), result.producer_id, result.producer_epoch)
     return loaded
 
