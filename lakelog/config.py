@@ -18,12 +18,15 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from lakelog.errors import InvalidConfig
+from lakelog import config_keys
+from lakelog.errors import InvalidConfig, KafkaError
 
 logger = logging.getLogger(__name__)
 
 CONF_DIR_ENV = "LAKELOG_CONF_DIR"
 KINDS = ("producer", "consumer", "admin", "topic", "broker")
+# The kinds a confluent-kafka program configures with librdkafka's keys (lakelog.config_keys).
+CLIENT_KINDS = ("producer", "consumer", "admin")
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 
@@ -121,6 +124,15 @@ def validate_name(value: Any, *, what: str = "topic") -> str:
     return value
 
 
+def _acks(name: str, raw: Any) -> int:
+    """librdkafka's `acks`: all, or -1 (all), 0, 1 ... 1000 broker acks, as an int or a string; kept as an int.
+
+    Every lakelog write is a Delta commit, as durable as acks=all: a smaller value is honoured by doing more."""
+    if isinstance(raw, str) and raw.strip().lower() == "all":
+        return -1
+    return _int(name, raw)
+
+
 def _logger(name: str, raw: Any) -> logging.Logger | logging.LoggerAdapter:
     """confluent-kafka's `logger`: the client's log lines go to this logger instead of lakelog's module loggers."""
     if isinstance(raw, (logging.Logger, logging.LoggerAdapter)):
@@ -148,7 +160,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "logger": LOGGER,
         "client.id": STRING,
         "enable.idempotence": BOOL,
-        "acks": Key(_str, choices=("all", "-1")),
+        "acks": Key(_acks, low=-1, high=1000),
         "linger.ms": Key(_int, low=0, high=900_000),
         "batch.size": Key(_int, low=1, high=2_147_483_647),
         "batch.num.messages": Key(_int, low=1, high=100_000_000),
@@ -161,6 +173,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "message.timeout.ms": NON_NEGATIVE,
         "transactional.id": OPTIONAL_ID,
         "transaction.timeout.ms": Key(_int, low=1000, high=2_147_483_647),
+        # librdkafka's: a produce to a missing topic may create it (with the root's auto.create.topics.enable).
+        "allow.auto.create.topics": BOOL,
     },
     "consumer": {
         "lakelog.root": ROOT,
@@ -183,6 +197,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max.poll.interval.ms": Key(_int, low=1, high=86_400_000),
         "topic.metadata.refresh.interval.ms": Key(_int, low=10, high=3_600_000),
         "group.remote.assignor": Key(_str, choices=("", "uniform", "range")),
+        # librdkafka's: subscribing to a missing topic may create it (with the root's auto.create.topics.enable).
+        "allow.auto.create.topics": BOOL,
         "retry.backoff.ms": BACKOFF,
         "retry.backoff.max.ms": BACKOFF,
     },
@@ -216,6 +232,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "offsets.topic.num.partitions": Key(_int, low=1, high=10_000),
         "transactional.id.expiration.ms": POSITIVE,
         "group.consumer.partition.revocation.epochs.enable": BOOL,
+        # Kafka's broker key: whether a client's allow.auto.create.topics may create a missing topic.
+        "auto.create.topics.enable": BOOL,
     },
 }
 
@@ -281,10 +299,28 @@ def load(kind: str, conf: Mapping[str, Any] | None = None) -> Config:
     if conf is not None and not isinstance(conf, Mapping):
         raise InvalidConfig(f"{kind} config must be a dict, not {type(conf).__name__}", key=None)
     values = defaults(kind)
-    given = _validate(kind, dict(conf or {}), source=f"{kind} config")
-    values.update(given)
-    _check_together(values, given)
+    ignored: dict[str, str] = {}
+    try:
+        given = _validate(kind, dict(conf or {}), source=f"{kind} config", ignored=ignored)
+        values.update(given)
+        _check_together(values, given)
+    except InvalidConfig as error:
+        if kind not in CLIENT_KINDS or error.error.code() == KafkaError._INVALID_ARG:
+            raise
+        # librdkafka refuses a client's config with _INVALID_ARG (confluent-kafka raises it as KafkaException).
+        raise InvalidConfig(KafkaError(KafkaError._INVALID_ARG, error.error.str()), **error.details) from None
+    if ignored:
+        _log_ignored(kind, ignored, values.get("logger") or logger)
     return Config(kind, values)
+
+
+def _log_ignored(kind: str, ignored: Mapping[str, str], to: logging.Logger | logging.LoggerAdapter) -> None:
+    """One DEBUG line listing the librdkafka keys a client ignores, grouped by the reason."""
+    by_reason: dict[str, list[str]] = {}
+    for key, reason in ignored.items():
+        by_reason.setdefault(reason, []).append(key)
+    listed = "; ".join(f"{', '.join(keys)}: {reason}" for reason, keys in by_reason.items())
+    to.debug("%s config: ignoring librdkafka keys with no meaning on a lakehouse log: %s", kind, listed)
 
 
 def _check_together(values: dict[str, Any], given: Mapping[str, Any]) -> None:
@@ -294,6 +330,11 @@ def _check_together(values: dict[str, Any], given: Mapping[str, Any]) -> None:
     by itself waits up to 2 s every time (Kafka would warn and wait its default max, 1 s);
     a max given below the base is refused.
     """
+    if values.get("transactional.id") and values.get("enable.idempotence") is False:
+        raise InvalidConfig("`transactional.id` requires `enable.idempotence=true`", key="enable.idempotence")
+    if given.get("acks", -1) != -1 and (given.get("enable.idempotence") is True or values.get("transactional.id")):
+        # librdkafka's rule, for an idempotence the program asked for (a transactional producer is idempotent).
+        raise InvalidConfig("`acks` must be set to `all` when `enable.idempotence` is true", key="acks")
     if "retry.backoff.ms" in values and "retry.backoff.max.ms" in values:
         from lakelog.store.retry import check_backoff_bounds
 
@@ -302,17 +343,42 @@ def _check_together(values: dict[str, Any], given: Mapping[str, Any]) -> None:
         check_backoff_bounds(values["retry.backoff.ms"], values["retry.backoff.max.ms"])
 
 
-def _validate(kind: str, raw: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+def _validate(
+    kind: str, raw: Mapping[str, Any], *, source: str, ignored: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Coerce each key; a client kind also takes librdkafka's keys (lakelog.config_keys): an alias is
+    stored under its lakelog key, an ignored key is checked and goes into `ignored` with its reason."""
     schema = SCHEMA[kind]
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if isinstance(key, str) and key.startswith(STORAGE_PREFIX) and "lakelog.root" in schema:
             values[STORAGE_PREFIX + _storage_key(key[len(STORAGE_PREFIX):])] = _storage_value(key, value)
             continue
-        if key not in schema:
-            raise InvalidConfig(f"unknown {kind} config key {key!r} in {source}", key=key)
-        values[key] = schema[key].coerce(key, value)
+        entry = config_keys.KEYS.get(key) if kind in CLIENT_KINDS else None
+        name = entry.alias if entry is not None and entry.alias is not None else key
+        if name in schema:
+            if name == "logger" and value is None:
+                continue  # confluent-kafka: logger=None is no logger
+            values[name] = schema[name].coerce(key, value)
+        elif entry is None:
+            raise InvalidConfig(
+                f'No such configuration property: "{key}" (neither a lakelog {kind} key nor a librdkafka one; {source})',
+                key=key,
+            )
+        else:
+            reason = _elsewhere(kind, key, name, value) if entry.modelled or entry.alias else entry.check(key, value)
+            if ignored is not None:
+                ignored[key] = reason
     return values
+
+
+def _elsewhere(kind: str, key: str, name: str, value: Any) -> str:
+    """A key lakelog models for another client kind: checked as there, then ignored (librdkafka ignores a
+    consumer property given to a producer, with a warning)."""
+    kinds = [other for other in CLIENT_KINDS if name in SCHEMA[other]]
+    if value is not None:
+        SCHEMA[kinds[0]][name].coerce(key, value)
+    return f"a {' and '.join(kinds)} key: a {kind} does not use it"
 
 
 # Connection settings of the root's store, `lakelog.storage.<key>` (keys: lakelog.store.fileio.S3_KEYS).

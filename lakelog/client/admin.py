@@ -87,8 +87,8 @@ class DeletedRecords:
 class AdminClient:
     """Admin operations on the topics of `lakelog.root`; results come as resolved futures."""
 
-    def __init__(self, conf: Mapping[str, Any], *, clock: Clock = wall_clock_ms) -> None:
-        values, _ = split_callbacks(conf, ("error_cb",))
+    def __init__(self, conf: Mapping[str, Any] | None = None, *, clock: Clock = wall_clock_ms, **kwargs: Any) -> None:
+        values, _ = split_callbacks(conf, ("error_cb",), kwargs)
         self.config = config.load("admin", values)
         # confluent-kafka's `logger`: this client's own log lines go there (default: this package's loggers).
         self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger

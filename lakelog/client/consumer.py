@@ -65,8 +65,8 @@ IDLE_BACKOFF_S = 0.05
 class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
     """A consumer reading the topics of `lakelog.root`, shaped like confluent_kafka.Consumer."""
 
-    def __init__(self, conf: Mapping[str, Any], *, clock: Clock = wall_clock_ms) -> None:
-        values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
+    def __init__(self, conf: Mapping[str, Any] | None = None, *, clock: Clock = wall_clock_ms, **kwargs: Any) -> None:
+        values, callbacks = split_callbacks(conf, CALLBACK_KEYS, kwargs)
         self.config = config.load("consumer", values)
         # confluent-kafka's `logger`: this consumer's own log lines go there (default: this package's loggers).
         self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger

@@ -51,18 +51,34 @@ CALLBACK_KEYS = ("on_delivery", "error_cb")
 log = logging.getLogger(__name__)
 
 
-def split_callbacks(conf: Mapping[str, Any] | None, allowed: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Separate callable settings (confluent-kafka accepts them in the conf dict) from config keys."""
+def split_callbacks(
+    conf: Mapping[str, Any] | None, allowed: tuple[str, ...], overrides: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Separate callable settings (confluent-kafka accepts them in the conf dict) from config keys.
+
+    As confluent-kafka does: the constructor's keyword arguments (`overrides`: `Producer(**conf)`,
+    `Producer(conf, logger=...)`) are merged over `conf`, and a `default.topic.config` dict over both.
+    """
     if conf is not None and not isinstance(conf, Mapping):
-        raise InvalidConfig(f"client config must be a dict, not {type(conf).__name__}", key=None)
-    values = dict(conf or {})
+        raise _invalid_arg(f"client config must be a dict, not {type(conf).__name__}", None)
+    values = {**(conf or {}), **(overrides or {})}
+    topic_conf = values.pop("default.topic.config", None)
+    if topic_conf is not None:
+        if not isinstance(topic_conf, Mapping):
+            raise _invalid_arg(f"default.topic.config must be a dict, not {topic_conf!r}", "default.topic.config")
+        values.update(topic_conf)
     callbacks = {key: values.pop(key) for key in allowed if key in values}
     for key, value in callbacks.items():
         if value is not None and not callable(value):
-            raise InvalidConfig(f"config {key} must be callable, not {value!r}", key=key)
+            raise _invalid_arg(f"{key} requires a callable object, not {value!r}", key)
     if "lakelog.root" not in values:
-        raise InvalidConfig("config lakelog.root is required: it names the root folder of the topics", key="lakelog.root")
+        raise _invalid_arg("config lakelog.root is required: it names the root folder of the topics", "lakelog.root")
     return values, callbacks
+
+
+def _invalid_arg(message: str, key: str | None) -> InvalidConfig:
+    """A client config refused as librdkafka refuses one: _INVALID_ARG (lakelog.config.load does the same)."""
+    return InvalidConfig(KafkaError(KafkaError._INVALID_ARG, message), key=key)
 
 
 def to_bytes(what: str, value: Any) -> bytes | None:
@@ -137,8 +153,8 @@ class Producer:
     (abort, then go on) or `retriable()` (call again).
     """
 
-    def __init__(self, conf: Mapping[str, Any], *, clock: Clock = wall_clock_ms) -> None:
-        values, callbacks = split_callbacks(conf, CALLBACK_KEYS)
+    def __init__(self, conf: Mapping[str, Any] | None = None, *, clock: Clock = wall_clock_ms, **kwargs: Any) -> None:
+        values, callbacks = split_callbacks(conf, CALLBACK_KEYS, kwargs)
         self.config = config.load("producer", values)
         # confluent-kafka's `logger`: this producer's own log lines go there (default: this module's logger).
         self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or log
