@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from lakelog import config
 from lakelog.client.partitioner import partition_for
+from lakelog.client.producer_gate import ProducerGate
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Headers, Message
 from lakelog.errors import (
     FatalError,
@@ -180,6 +181,7 @@ class Producer:
         # Partitions added to the open transaction, and the first error that makes it abort-only.
         self._transaction_partitions: set[tuple[str, int]] = set()
         self._transaction_error: KafkaException | None = None
+        self._gate = ProducerGate(self._root, self._transactional_id is not None)  # quality gates (issue 13)
 
     # -- confluent-kafka API ----------------------------------------------------
 
@@ -293,20 +295,18 @@ class Producer:
                 f"transaction of {self._transaction_id_text} cannot commit: {self._transaction_error.error.str()}; "
                 "abort it and start again"
             )
+        if self._gate.active:
+            return self._gate.commit(self, timeout)  # validates, then commits with the results or aborts (S11.1)
         self._end_transaction(commit=True, timeout=timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort: queued messages are purged (reported with _PURGE_QUEUE) and written ones are
         marked aborted, so read_committed readers never see them (S4.5, S5.2)."""
         self._require_transactional("abort_transaction")
+        if self._gate.aborted and self._transaction_state is TransactionState.READY:
+            return  # the quality gate aborted it before raising its PolicyViolation (S11.1): nothing left to do
         self._require_state("abort_transaction", TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)
-        purged = KafkaError(KafkaError._PURGE_QUEUE, "purged: the transaction was aborted")
-        for tp in list(self._batches):
-            batch = self._batches.pop(tp)
-            for pending in batch.messages:
-                message = Message(*tp, None, pending.key, pending.value, pending.headers,
-                                  (TIMESTAMP_CREATE_TIME, pending.timestamp_ms), purged)
-                self._reports.append((pending.on_delivery or self._default_on_delivery, purged, message))
+        self._gate.purge(self)  # queued batches, and those of dead-letter topics held back until commit (issue 13)
         self._serve_reports()
         self._end_transaction(commit=False, timeout=timeout)
 
@@ -390,6 +390,7 @@ class Producer:
         self._transaction_partitions = set()
         self._transaction_error = None
         self._transaction_state = TransactionState.READY
+        self._gate.reset()
 
     def _transaction_coordinator(self) -> Any:
         if self._coordinator is None:
@@ -498,6 +499,12 @@ class Producer:
             headers=[m.headers for m in messages],
             timestamps_ms=[m.timestamp_ms for m in messages],
         )
+        if self._gate.hold(tp, payload, messages, batch.expected_offset):
+            return  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)
+        self._gate.keep(tp, payload, self._deliver(tp, payload, messages, batch.expected_offset))
+
+    def _deliver(self, tp: tuple[str, int], payload: pa.Table, messages: list[_Pending], expected_offset: int | None) -> int:
+        """Append a batch and queue its delivery reports; its base offset, or -1 if it failed (reported)."""
         error: KafkaError | None = None
         base_offset = -1
         try:
@@ -506,29 +513,22 @@ class Producer:
             # One backoff for the whole send: lost races and storage failures grow the same wait.
             backoff = self._retry.start(self.config["message.timeout.ms"] / 1000)
             # Allocating a producer id is safe to retry: an id lost to a failure is only a gap in the ids.
-            header = self._retrying(tp, len(messages), lambda: self._header(tp, batch.expected_offset), backoff)
+            header = self._retrying(tp, payload.num_rows, lambda: self._header(tp, expected_offset), backoff)
             base_offset = self._append_with_retries(tp, payload, header, backoff)
             if header.is_idempotent:
-                self._sequences[tp] = next_sequence(header.base_sequence + len(messages) - 1)
+                self._sequences[tp] = next_sequence(header.base_sequence + payload.num_rows - 1)
         except KafkaException as exception:
-            error = exception.error
+            error, base_offset = exception.error, -1
             if self._transactional_id is not None:
                 if exception.fatal:
                     self._fail(exception)
                 elif self._transaction_error is None:
                     self._transaction_error = exception
         for index, pending in enumerate(messages):
-            message = Message(
-                tp[0],
-                tp[1],
-                base_offset + index if error is None else None,
-                pending.key,
-                pending.value,
-                pending.headers,
-                (TIMESTAMP_CREATE_TIME, pending.timestamp_ms),
-                error,
-            )
+            message = Message(tp[0], tp[1], base_offset + index if error is None else None, pending.key, pending.value,
+                              pending.headers, (TIMESTAMP_CREATE_TIME, pending.timestamp_ms), error)
             self._reports.append((pending.on_delivery or self._default_on_delivery, error, message))
+        return base_offset
 
     def _add_to_transaction(self, tp: tuple[str, int]) -> None:
         """Add the partition (with every other one holding a queued batch) to the transaction

@@ -107,11 +107,9 @@ def judge(suite: Suite, topic: str, rows: pa.Table) -> Verdict:
 
     result = validate(suite, rows)
     verdict = Verdict(topic, suite, result, new_validation_id(), suite.mode)
-    if result.success:
-        logger.info("validation %s: %s rows of %s passed suite %s", verdict.validation_id, result.row_count,
-                    topic, suite.name)
-    else:
-        logger.warning("validation %s (mode %s): %s", verdict.validation_id, suite.mode, result.describe())
+    # validate() logged the verdict's details; this line names the id its result row will carry.
+    logger.info("validation %s of %d rows of %s: %s (mode %s)", verdict.validation_id, result.row_count, topic,
+                "passed" if result.success else "failed", suite.mode)
     return verdict
 
 
