@@ -22,13 +22,35 @@ from lakelog.client import (
     TopicDescription,
     TopicPartition,
 )
+from lakelog.client.partitioner import consistent, fnv1a, murmur2
+from lakelog.client.serializing import DeserializingConsumer, SerializingProducer
 from lakelog.errors import KafkaError, KafkaException
+
+
+def version() -> str:
+    """lakelog's version, as confluent_kafka.version() gives its own (a str since confluent-kafka 2.12)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("lakelog")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def libversion() -> tuple[str, int]:
+    """(version, int) as confluent_kafka.libversion() gives librdkafka's: the int is 0xMMmmrrff (ff: a release)."""
+    text = version()
+    parts = [int(part) if part.isdigit() else 0 for part in text.split(".")[:3]]
+    major, minor, patch = parts + [0] * (3 - len(parts))
+    return text, (major & 0xFF) << 24 | (minor & 0xFF) << 16 | (patch & 0xFF) << 8 | 0xFF
+
 
 __all__ = [
     "AdminClient",
     "ClusterMetadata",
     "Consumer",
     "ConsumerGroupTopicPartitions",
+    "DeserializingConsumer",
     "KafkaError",
     "KafkaException",
     "Message",
@@ -38,9 +60,15 @@ __all__ = [
     "OFFSET_INVALID",
     "OFFSET_STORED",
     "Producer",
+    "SerializingProducer",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_NOT_AVAILABLE",
     "TopicDescription",
     "TopicPartition",
+    "consistent",
+    "fnv1a",
+    "libversion",
+    "murmur2",
+    "version",
 ]

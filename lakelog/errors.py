@@ -15,85 +15,50 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+from lakelog import error_codes
+
 logger = logging.getLogger(__name__)
 
 
-class KafkaError:
-    """An error code with its message, as confluent-kafka's `KafkaError`."""
+class KafkaError(error_codes.ErrorCodes):
+    """An error code with its message, as confluent-kafka's `KafkaError`.
 
-    # librdkafka's internal codes (negative) and Kafka's protocol codes, by name.
-    _PARTITION_EOF = -191
-    _TIMED_OUT = -185
-    _STATE = -172
-    _INVALID_ARG = -186
-    _FATAL = -150
-    _PURGE_QUEUE = -152
-    _NOT_CONFIGURED = -145
-    _NO_OFFSET = -168
-    _UNKNOWN_PARTITION = -190
-    _UNKNOWN_TOPIC = -188
-    _VALUE_SERIALIZATION = -161
-    # A position fell outside the log and auto.offset.reset=error (S9.1), delivered as a message's error.
-    _AUTO_OFFSET_RESET = -140
-    NO_ERROR = 0
-    UNKNOWN = -1
-    OFFSET_OUT_OF_RANGE = 1
-    CORRUPT_MESSAGE = 2
-    UNKNOWN_TOPIC_OR_PART = 3
-    MSG_SIZE_TOO_LARGE = 10
-    TOPIC_EXCEPTION = 17
-    INVALID_REQUIRED_ACKS = 21
-    ILLEGAL_GENERATION = 22
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    TOPIC_ALREADY_EXISTS = 36
-    INVALID_PARTITIONS = 37
-    INVALID_CONFIG = 40
-    INVALID_REQUEST = 42
-    POLICY_VIOLATION = 44
-    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-    DUPLICATE_SEQUENCE_NUMBER = 46
-    INVALID_PRODUCER_EPOCH = 47
-    INVALID_TXN_STATE = 48
-    INVALID_PRODUCER_ID_MAPPING = 49
-    INVALID_TRANSACTION_TIMEOUT = 50
-    CONCURRENT_TRANSACTIONS = 51
-    KAFKA_STORAGE_ERROR = 56
-    SASL_AUTHENTICATION_FAILED = 58
-    UNKNOWN_PRODUCER_ID = 59
-    NON_EMPTY_GROUP = 68
-    GROUP_ID_NOT_FOUND = 69
-    FENCED_INSTANCE_ID = 82
-    UNSTABLE_OFFSET_COMMIT = 88
-    PRODUCER_FENCED = 90
-    FENCED_MEMBER_EPOCH = 110
-    STALE_MEMBER_EPOCH = 113
-    TRANSACTION_ABORTABLE = 120
+    Every code of librdkafka is a constant (`KafkaError._MSG_TIMED_OUT`, `KafkaError.REBALANCE_IN_PROGRESS`,
+    see lakelog.error_codes); an error compares and hashes as its code, so `err == KafkaError._PARTITION_EOF`
+    and `{KafkaError._TIMED_OUT: ...}[err]` work as in confluent-kafka.
+    """
+
+    # Kafka's (Java) name of librdkafka's INVALID_MSG: lakelog's errors and CLI name code 2 so.
+    CORRUPT_MESSAGE = error_codes.ErrorCodes.INVALID_MSG
     # KIP-27 names no protocol code; lakelog takes one outside Kafka's range.
     OFFSET_MISMATCH = 1000
 
-    _NAMES: ClassVar[dict[int, str]] = {}
+    __slots__ = ("_code", "_reason", "_fatal", "_retriable", "_txn_requires_abort")
 
     def __init__(
         self,
-        code: int,
+        error: int,
         reason: str | None = None,
-        *,
         fatal: bool = False,
         retriable: bool = False,
         txn_requires_abort: bool = False,
     ) -> None:
-        self._code = code
-        self._reason = reason or self.name()
-        self._fatal = fatal
-        self._retriable = retriable
-        self._txn_requires_abort = txn_requires_abort
+        if not isinstance(error, int):
+            raise TypeError(f"KafkaError() takes an int error code, not {type(error).__name__}")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"KafkaError() takes a str reason or None, not {type(reason).__name__}")
+        self._code = int(error)
+        self._reason = reason if reason is not None else _description(self._code)
+        self._fatal = bool(fatal)
+        self._retriable = bool(retriable)
+        self._txn_requires_abort = bool(txn_requires_abort)
 
     def code(self) -> int:
         return self._code
 
     def name(self) -> str:
-        return KafkaError._NAMES.get(self._code, f"ERR_{self._code}")
+        """The code's name (`_MSG_TIMED_OUT`); `ERR_<code>?` for a code librdkafka does not know, as librdkafka."""
+        return _LAKELOG_NAMES.get(self._code) or error_codes.NAMES.get(self._code) or f"ERR_{self._code}?"
 
     def str(self) -> str:
         return self._reason
@@ -107,57 +72,103 @@ class KafkaError:
     def txn_requires_abort(self) -> bool:
         return self._txn_requires_abort
 
-    def __eq__(self, other: object) -> bool:
+    def _other_code(self, other: object) -> int | None:
         if isinstance(other, KafkaError):
-            return self._code == other._code
+            return other._code
         if isinstance(other, int):
-            return self._code == other
-        return NotImplemented
+            return other
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        code = self._other_code(other)
+        return NotImplemented if code is None else self._code == code
+
+    def __ne__(self, other: object) -> bool:
+        code = self._other_code(other)
+        return NotImplemented if code is None else self._code != code
+
+    def __lt__(self, other: object) -> bool:
+        code = self._other_code(other)
+        return NotImplemented if code is None else self._code < code
+
+    def __le__(self, other: object) -> bool:
+        code = self._other_code(other)
+        return NotImplemented if code is None else self._code <= code
+
+    def __gt__(self, other: object) -> bool:
+        code = self._other_code(other)
+        return NotImplemented if code is None else self._code > code
+
+    def __ge__(self, other: object) -> bool:
+        code = self._other_code(other)
+        return NotImplemented if code is None else self._code >= code
 
     def __hash__(self) -> int:
         return hash(self._code)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (KafkaError, (self._code, self._reason, self._fatal, self._retriable, self._txn_requires_abort))
+
     def __str__(self) -> str:
-        return f"KafkaError{{code={self.name()},val={self._code},str=\"{self._reason}\"}}"
+        fatal = "FATAL," if self._fatal else ""
+        return f"KafkaError{{{fatal}code={self.name()},val={self._code},str=\"{self._reason}\"}}"
 
     __repr__ = __str__
 
 
-KafkaError._NAMES = {
-    value: name for name, value in vars(KafkaError).items() if isinstance(value, int) and name.lstrip("_").isupper()
-}
+# Codes lakelog names otherwise than librdkafka, or adds; with what a KafkaError of them says by default.
+_LAKELOG_NAMES = {KafkaError.CORRUPT_MESSAGE: "CORRUPT_MESSAGE", KafkaError.OFFSET_MISMATCH: "OFFSET_MISMATCH"}
+_LAKELOG_DESCRIPTIONS = {KafkaError.OFFSET_MISMATCH: "Broker: the batch's expected offset is not the log end offset"}
+
+
+def _description(code: int) -> str:
+    """rd_kafka_err2str(code): `Err-<code>?` for a code librdkafka does not know."""
+    return _LAKELOG_DESCRIPTIONS.get(code) or error_codes.DESCRIPTIONS.get(code) or f"Err-{code}?"
 
 
 class KafkaException(Exception):
-    """An exception carrying a `KafkaError` as `args[0]`, as in confluent-kafka."""
+    """An exception carrying a `KafkaError` as `args[0]`, as in confluent-kafka.
+
+    `KafkaException(KafkaError(...))` keeps the error; a subclass given a message
+    (`OffsetMismatch("...", log_end_offset=7)`) makes one of its class's code and
+    flags; keyword details become attributes. `KafkaException()` has no args, as
+    in confluent-kafka; its `error` is then a KafkaError of the class's code.
+    """
 
     code: ClassVar[int] = KafkaError.UNKNOWN
     retriable: ClassVar[bool] = False
     abortable: ClassVar[bool] = False
     fatal: ClassVar[bool] = False
 
-    def __init__(self, message: str | KafkaError, **details: Any) -> None:
-        if isinstance(message, KafkaError):
-            error = message
-        else:
-            error = KafkaError(
-                self.code,
-                message,
-                fatal=self.fatal,
-                retriable=self.retriable,
-                txn_requires_abort=self.abortable,
-            )
-        super().__init__(error)
+    def __init__(self, *args: Any, **details: Any) -> None:
+        if args and isinstance(args[0], (str, int)) and not isinstance(args[0], bool):
+            first = args[0]
+            code, reason = (first, None) if isinstance(first, int) else (self._class_code(), first)
+            args = (self._new_error(code, reason), *args[1:])
+        super().__init__(*args)
         self.details = details
         for key, value in details.items():
             setattr(self, key, value)
 
+    @classmethod
+    def _class_code(cls) -> int:
+        # confluent_kafka.error's classes make `code` a property of the instance: their class has no code of its own.
+        return cls.code if isinstance(cls.code, int) else KafkaError.UNKNOWN
+
+    @classmethod
+    def _new_error(cls, code: int, reason: str | None) -> KafkaError:
+        return KafkaError(code, reason, fatal=cls.fatal, retriable=cls.retriable, txn_requires_abort=cls.abortable)
+
     @property
     def error(self) -> KafkaError:
-        return self.args[0]
+        if self.args and isinstance(self.args[0], KafkaError):
+            return self.args[0]
+        return self._new_error(self._class_code(), None)
 
     def __str__(self) -> str:
-        return self.args[0].str()
+        if self.args and isinstance(self.args[0], KafkaError):
+            return self.args[0].str()
+        return super().__str__()
 
 
 class RetriableError(KafkaException):
@@ -178,6 +189,58 @@ class FatalError(KafkaException):
     fatal = True
 
 
+class SerializationError(KafkaException):
+    """A (de)serializer failed, as confluent_kafka.serialization.SerializationError."""
+
+
+class _KafkaClientError(KafkaException):
+    """confluent_kafka.error's base: the KafkaError, the exception that caused it, the message it concerns."""
+
+    def __init__(self, kafka_error: KafkaError, exception: BaseException | None = None, kafka_message: Any = None) -> None:
+        super().__init__(kafka_error)
+        self.exception = exception
+        self.kafka_message = kafka_message
+
+    @property
+    def code(self) -> int:  # type: ignore[override]
+        return self.error.code()
+
+    @property
+    def name(self) -> str:
+        return self.error.name()
+
+
+class ConsumeError(_KafkaClientError):
+    """An error met while consuming (DeserializingConsumer.poll): the message, if any, is `kafka_message`."""
+
+
+class KeyDeserializationError(ConsumeError, SerializationError):
+    def __init__(self, exception: BaseException | None = None, kafka_message: Any = None) -> None:
+        super().__init__(KafkaError(KafkaError._KEY_DESERIALIZATION, str(exception)), exception, kafka_message)
+
+
+class ValueDeserializationError(ConsumeError, SerializationError):
+    def __init__(self, exception: BaseException | None = None, kafka_message: Any = None) -> None:
+        super().__init__(KafkaError(KafkaError._VALUE_DESERIALIZATION, str(exception)), exception, kafka_message)
+
+
+class ProduceError(_KafkaClientError):
+    """An error met while producing (SerializingProducer.produce)."""
+
+    def __init__(self, kafka_error: KafkaError, exception: BaseException | None = None) -> None:
+        super().__init__(kafka_error, exception, None)
+
+
+class KeySerializationError(ProduceError, SerializationError):
+    def __init__(self, exception: BaseException | None = None) -> None:
+        super().__init__(KafkaError(KafkaError._KEY_SERIALIZATION, str(exception)), exception)
+
+
+class ValueSerializationError(ProduceError, SerializationError):
+    def __init__(self, exception: BaseException | None = None) -> None:
+        super().__init__(KafkaError(KafkaError._VALUE_SERIALIZATION, str(exception)), exception)
+
+
 class PurgeQueue(RetriableError):
     """Work still pending was dropped because the client was told to stop (librdkafka's _PURGE_QUEUE)."""
 
@@ -188,6 +251,18 @@ class InvalidRequest(KafkaException):
     """The request itself is malformed; nothing was done."""
 
     code = KafkaError.INVALID_REQUEST
+
+
+class InvalidType(InvalidRequest, TypeError):
+    """An argument of the wrong type (librdkafka's _INVALID_TYPE): a TypeError, where confluent-kafka raises one."""
+
+    code = KafkaError._INVALID_TYPE
+
+
+class InvalidArgument(InvalidRequest, ValueError):
+    """An argument of the right type and a wrong value (librdkafka's _INVALID_ARG): a ValueError, as in confluent-kafka."""
+
+    code = KafkaError._INVALID_ARG
 
 
 class InvalidConfig(InvalidRequest):

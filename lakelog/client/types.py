@@ -63,38 +63,60 @@ class TopicPartition:
 
 
 class Message:
-    """A record read or delivered, as confluent-kafka's `Message`."""
+    """A record read or delivered, as confluent-kafka's `Message`.
 
-    __slots__ = ("_topic", "_partition", "_offset", "_key", "_value", "_headers", "_timestamp", "_error")
+    Built as confluent-kafka builds one (`Message(topic, partition, offset, key, value, headers,
+    error, timestamp, latency, leader_epoch)`, every argument optional); a negative or missing
+    partition, offset, leader epoch or latency reads back as None. Two messages are equal when
+    their topic, partition, offset, key, value, headers, error, leader epoch and timestamp are.
+    """
+
+    __slots__ = (
+        "_topic", "_partition", "_offset", "_key", "_value", "_headers", "_error", "_timestamp",
+        "_latency", "_leader_epoch", "_delivery_count",
+    )
 
     def __init__(
         self,
-        topic: str | None,
-        partition: int | None,
-        offset: int | None,
+        topic: str | None = None,
+        partition: int | None = -1,
+        offset: int | None = OFFSET_INVALID,
         key: bytes | None = None,
         value: bytes | None = None,
         headers: Headers | None = None,
-        timestamp: tuple[int, int] = (TIMESTAMP_NOT_AVAILABLE, 0),
         error: KafkaError | None = None,
+        timestamp: tuple[int, int] | None = None,
+        latency: float | None = -1.0,
+        leader_epoch: int | None = -1,
+        delivery_count: int | None = -1,
     ) -> None:
+        if isinstance(error, tuple) and (timestamp is None or isinstance(timestamp, KafkaError)):
+            # lakelog's callers before issue 14 passed the timestamp before the error; a tuple is never an error.
+            error, timestamp = timestamp, error
+        if timestamp is not None and not (isinstance(timestamp, tuple) and len(timestamp) == 2):
+            raise TypeError("timestamp must be a tuple of (int, int)")
         self._topic = topic
-        self._partition = partition
-        self._offset = offset
+        self._partition = _at_least(partition, "partition", 0, -1)
+        self._offset = _at_least(offset, "offset", 0, OFFSET_INVALID)
         self._key = key
         self._value = value
         self._headers = headers
-        self._timestamp = timestamp
         self._error = error
+        self._timestamp = (int(timestamp[0]), int(timestamp[1])) if timestamp is not None else (TIMESTAMP_NOT_AVAILABLE, 0)
+        if latency is not None and not isinstance(latency, (int, float)):
+            raise TypeError(f"latency must be a float of seconds, not {type(latency).__name__}")
+        self._latency = -1.0 if latency is None or latency < 0 else float(latency)
+        self._leader_epoch = _at_least(leader_epoch, "leader_epoch", 0, -1)
+        self._delivery_count = _at_least(delivery_count, "delivery_count", 1, -1)
 
     def topic(self) -> str | None:
         return self._topic
 
     def partition(self) -> int | None:
-        return self._partition
+        return None if self._partition < 0 else self._partition
 
     def offset(self) -> int | None:
-        return self._offset
+        return None if self._offset < 0 else self._offset
 
     def key(self) -> bytes | None:
         return self._key
@@ -112,10 +134,17 @@ class Message:
         return self._error
 
     def latency(self) -> float | None:
-        return None
+        return None if self._latency < 0 else self._latency
 
     def leader_epoch(self) -> int | None:
-        return None
+        return None if self._leader_epoch < 0 else self._leader_epoch
+
+    def delivery_count(self) -> int | None:
+        """How often a share group delivered the record (KIP-932): lakelog has no share groups, so None."""
+        return None if self._delivery_count <= 0 else self._delivery_count
+
+    def set_topic(self, topic: str | None) -> None:
+        self._topic = topic
 
     def set_key(self, key: bytes | None) -> None:
         self._key = key
@@ -126,11 +155,42 @@ class Message:
     def set_headers(self, headers: Headers | None) -> None:
         self._headers = headers
 
+    def set_error(self, error: KafkaError | None) -> None:
+        self._error = error
+
     def __len__(self) -> int:
         return len(self._value) if self._value is not None else 0
 
+    def _fields(self) -> tuple[Any, ...]:
+        # confluent-kafka compares these: the latency is left out, and of the timestamp only its value.
+        return (self._topic, self._value, self._key, self._headers, self._error,
+                self._partition, self._offset, self._leader_epoch, self._timestamp[1])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return False
+        return self is other or self._fields() == other._fields()
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]  # mutable (set_value, ...), and unhashable in confluent-kafka too
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Message, (self._topic, self._partition, self._offset, self._key, self._value, self._headers,
+                          self._error, self._timestamp, self._latency, self._leader_epoch, self._delivery_count))
+
     def __repr__(self) -> str:
-        return f"Message(topic={self._topic}, partition={self._partition}, offset={self._offset}, error={self._error})"
+        return f"Message(topic={self._topic}, partition={self.partition()}, offset={self.offset()}, error={self._error})"
+
+
+def _at_least(value: int | None, what: str, low: int, missing: int) -> int:
+    """An int field of a Message as confluent-kafka keeps it: below `low` (or None) is `missing`."""
+    if value is None:
+        return missing
+    if not isinstance(value, int):
+        raise TypeError(f"{what} must be an integer, not {type(value).__name__}")
+    return value if value >= low else missing
 
 
 @dataclass
@@ -183,12 +243,20 @@ class PartitionDescription:
     log_end_offset: int
     files: int
     table_version: int
+    # confluent-kafka's TopicPartitionInfo: the root's one node (admin_types.Node) leads and holds every partition.
+    leader: Any = None
+    replicas: list = field(default_factory=list)
+    isr: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class TopicDescription:
-    """What `describe_topics()` returns for one topic: partitions, offsets and config."""
+    """What `describe_topics()` returns for one topic: partitions, offsets and config (and confluent-kafka's fields)."""
 
     name: str
     partitions: list[PartitionDescription]
     config: dict[str, Any]
+    # An admin_types.Uuid: partition 0's Delta table id, new when a topic of the same name is created again (KIP-516).
+    topic_id: Any = None
+    is_internal: bool = False
+    authorized_operations: list | None = None
