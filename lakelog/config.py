@@ -165,7 +165,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "batch.size": Key(_int, low=1, high=2_147_483_647),
         "batch.num.messages": Key(_int, low=1, high=100_000_000),
         "message.max.bytes": Key(_int, low=1000, high=1_000_000_000),
-        "partitioner": Key(_str, choices=("consistent_random", "consistent", "random", "murmur2_random")),
+        "partitioner": Key(_str, choices=("consistent_random", "consistent", "random", "murmur2", "murmur2_random", "fnv1a", "fnv1a_random")),
         "compression.type": COMPRESSION,
         "retries": NON_NEGATIVE,
         "retry.backoff.ms": BACKOFF,
