@@ -429,4 +429,11 @@ class InvalidTransactionTimeout(FatalError):
     code = KafkaError.INVALID_TRANSACTION_TIMEOUT
 
 
+
+class NotImplementedOnRoot(KafkaException):
+    """An admin call only a broker answers (ACLs, SCRAM credentials, leader election): a root has none."""
+
+    code = KafkaError._NOT_IMPLEMENTED
+
+
 __all__ = [name for name in list(globals()) if not name.startswith("_") and name[0].isupper()]

@@ -1,20 +1,42 @@
-"""`AdminClient`: create, list and describe topics, shaped like confluent_kafka.admin.AdminClient.
+"""`AdminClient`: the admin calls of confluent_kafka.admin.AdminClient on the topics and groups of a root.
 
-Time is passed in: `clock` (milliseconds, the wall clock by default) is what
-`find_hanging_transactions` judges transaction timeouts on and the clock of the
-partition logs `delete_records` commits to.
+Results come as futures, one per item, resolved before the call returns (there is
+no broker to wait for). A root is one cluster of one node (id 0). Time is passed in:
+`clock` (milliseconds, the wall clock by default) is what `find_hanging_transactions`
+judges transaction timeouts on and the clock of the partition logs `delete_records`
+commits to. Calls that need a broker (ACLs, SCRAM, leader election) raise
+`_NOT_IMPLEMENTED` (lakelog.client.admin_broker_only).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+import time
+import warnings
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from lakelog import config
+from lakelog import catalog, config
+from lakelog.client import admin_configs, group_admin, transaction_admin
+from lakelog.client.admin_broker_only import BrokerOnlyCalls
+from lakelog.client.admin_offsets import list_offset
+from lakelog.client.admin_types import (
+    NODE_ID,
+    ConfigResource,
+    ConsumerGroupType,
+    DeletedRecords,
+    DescribeClusterResult,
+    IsolationLevel,
+    NewPartitions,
+    Node,
+    OffsetSpec,
+    TopicCollection,
+    Uuid,
+)
+from lakelog.client.group_admin import ConsumerGroupState, ConsumerGroupTopicPartitions, ListConsumerGroupsResult
 from lakelog.client.producer import split_callbacks
 from lakelog.client.types import (
     ClusterMetadata,
@@ -25,17 +47,19 @@ from lakelog.client.types import (
     TopicMetadata,
     TopicPartition,
 )
-from lakelog.client import group_admin, transaction_admin
-from lakelog.client.group_admin import ConsumerGroupTopicPartitions, ListConsumerGroupsResult
-from lakelog.errors import InvalidProducerIdMapping, InvalidRequest, KafkaException
+from lakelog.config import storage_options
+from lakelog.errors import InvalidArgument, InvalidProducerIdMapping, InvalidRequest, InvalidType, KafkaException
 from lakelog.log import create_topic, list_topics, open_partition, retention, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
+from lakelog.log.topic_changes import create_partitions, delete_topic
 from lakelog.log.topics import validate_new_topic
-from lakelog.config import storage_options
 from lakelog.store import check_root
 from lakelog.store.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
+
+# confluent-kafka's message for a call on a client its `with` block (or close) has destroyed.
+CLOSED = "AdminClient has been closed"
 
 
 def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
@@ -58,11 +82,15 @@ def cluster_metadata(root: str, topic: str | None = None) -> ClusterMetadata:
 
 
 def describe_topic(root: str, topic: str) -> TopicDescription:
-    """A topic's partitions (offsets incl. HW and LSO, files, table version) and its config."""
+    """A topic's partitions (offsets incl. HW and LSO, files, table version, the node), its config and topic id."""
     tc = topic_config(root, topic)
+    node = Node(NODE_ID, str(root))
     partitions = []
+    topic_id = None
     for partition in range(tc.num_partitions):
         log = open_partition(root, topic, partition)
+        if partition == 0:
+            topic_id = Uuid.of(log.table.table_id)
         partitions.append(
             PartitionDescription(
                 id=partition,
@@ -72,20 +100,26 @@ def describe_topic(root: str, topic: str) -> TopicDescription:
                 log_end_offset=log.log_end_offset(),
                 files=len(log.table.files()),
                 table_version=log.version,
+                leader=node,
+                replicas=[node],
+                isr=[node],
             )
         )
-    return TopicDescription(topic, partitions, dict(tc.values))
+    return TopicDescription(topic, partitions, dict(tc.values), topic_id=topic_id, is_internal=topic.startswith("__"))
 
 
-@dataclass(frozen=True)
-class DeletedRecords:
-    """What `delete_records` did to one partition: its log start offset afterwards, as confluent-kafka's."""
+def _while_open(method: Callable) -> Callable:
+    @functools.wraps(method)
+    def call(self: AdminClient, *args: Any, **kwargs: Any) -> Any:
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        return method(self, *args, **kwargs)
 
-    low_watermark: int
+    return call
 
 
-class AdminClient:
-    """Admin operations on the topics of `lakelog.root`; results come as resolved futures."""
+class AdminClient(BrokerOnlyCalls):
+    """Admin operations on the topics and groups of `lakelog.root`; a context manager, as confluent-kafka's."""
 
     def __init__(self, conf: Mapping[str, Any] | None = None, *, clock: Clock = wall_clock_ms, **kwargs: Any) -> None:
         values, _ = split_callbacks(conf, ("error_cb",), kwargs)
@@ -96,11 +130,39 @@ class AdminClient:
         self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: the retries of the writes admin operations make.
         self._retry = RetryPolicy.from_config(self.config)
+        self._closed = False
 
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        """Close the client (confluent-kafka destroys it): every later call raises RuntimeError."""
+        self._closed = True
+
+    def __len__(self) -> int:
+        # confluent-kafka: requests still queued; a root answers each call before it returns.
+        return 0
+
+    def __bool__(self) -> bool:
+        return True
+
+    @_while_open
+    def poll(self, timeout: float) -> int:
+        """Serve queued callbacks: a root queues none, so this waits `timeout` seconds (as librdkafka's
+        poll does when idle, so a `while: poll(1.0)` loop does not spin) and returns 0."""
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+            raise InvalidType(f"poll() takes a timeout in seconds, not {timeout!r}")
+        if timeout > 0:
+            time.sleep(timeout)
+        return 0
+
+    # -- topics -----------------------------------------------------------------------------
+
+    @_while_open
     def create_topics(self, new_topics: list[NewTopic], validate_only: bool = False, **_timeouts: Any) -> dict[str, Future]:
         """Create each topic; a future per topic resolves to None or raises (TopicAlreadyExists, ...)."""
         if not isinstance(new_topics, (list, tuple)) or not all(isinstance(t, NewTopic) for t in new_topics):
-            raise InvalidRequest("create_topics takes a list of NewTopic")
+            raise InvalidType("create_topics takes a list of NewTopic")
         futures = {}
         for new_topic in new_topics:
             partitions = None if new_topic.num_partitions == -1 else new_topic.num_partitions
@@ -114,22 +176,110 @@ class AdminClient:
                 futures[new_topic.topic] = _resolved(error=error)
         return futures
 
+    @_while_open
+    def delete_topics(self, topics: list[str], **_timeouts: Any) -> dict[str, Future]:
+        """Delete each topic's partition tables and its derived views and status (lakelog.log.topic_changes);
+        a future per topic resolves to None or raises (UnknownTopicOrPartition, InvalidTopic for `__*`,
+        ConcurrentTransactions while a transaction is open in it)."""
+        if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+            raise InvalidType("delete_topics takes a list of topic names")
+        if not topics:
+            raise InvalidArgument("Expected at least one topic to be deleted")
+        return {topic: _call(self._delete_topic, topic) for topic in topics}
+
+    def _delete_topic(self, topic: str) -> None:
+        delete_topic(self._root, topic)
+        # A view or status table kept for an earlier topic of the same name would read as the next one's.
+        for derived in (catalog.view_path(self._root, topic), catalog.status_path(self._root, topic)):
+            derived.io.delete_tree(derived.uri)
+        self._logger.info("topic %s deleted", topic)
+
+    @_while_open
+    def create_partitions(self, new_partitions: list[NewPartitions], validate_only: bool = False, **_timeouts: Any) -> dict[str, Future]:
+        """Grow each topic to `new_total_count` partitions; a future per topic resolves to None or raises
+        InvalidPartitions (fewer than now, or as many), UnknownTopicOrPartition. Keys hash over the new count."""
+        if not isinstance(new_partitions, list) or not all(isinstance(p, NewPartitions) for p in new_partitions):
+            raise InvalidType("create_partitions takes a list of NewPartitions")
+        return {request.topic: _call(self._create_partitions, request, validate_only) for request in new_partitions}
+
+    def _create_partitions(self, request: NewPartitions, validate_only: bool) -> None:
+        create_partitions(self._root, request.topic, request.new_total_count, validate_only=validate_only, retry=self._retry)
+
+    @_while_open
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         return cluster_metadata(self._root, topic)
 
-    def describe_topics(self, topics: list[str], **_timeouts: Any) -> dict[str, Future]:
-        """A future per topic resolving to its TopicDescription (partitions, offsets, config)."""
-        names = getattr(topics, "topic_names", topics)
-        if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) for name in names):
-            raise InvalidRequest("describe_topics takes a list of topic names")
-        futures = {}
-        for name in names:
-            try:
-                futures[name] = _resolved(describe_topic(self._root, name))
-            except KafkaException as error:
-                futures[name] = _resolved(error=error)
-        return futures
+    @_while_open
+    def describe_topics(self, topics: TopicCollection | list[str], **_timeouts: Any) -> dict[str, Future]:
+        """A future per topic resolving to its TopicDescription (partitions, offsets, config, topic id).
 
+        Takes confluent-kafka's TopicCollection, or a list of names (lakelog's earlier form)."""
+        names = topics.topic_names if isinstance(topics, TopicCollection) else topics
+        if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) for name in names):
+            raise InvalidType("describe_topics takes a TopicCollection or a list of topic names")
+        return {name: _call(describe_topic, self._root, name) for name in names}
+
+    @_while_open
+    def describe_cluster(self, **_timeouts: Any) -> Future:
+        """A future resolving to the root as a cluster: one node (id 0, host the root), its controller."""
+        node = Node(NODE_ID, str(self._root))
+        return _resolved(DescribeClusterResult(controller=node, nodes=[node], cluster_id=str(self._root)))
+
+    # -- configs ----------------------------------------------------------------------------
+
+    @_while_open
+    def describe_configs(self, resources: list[ConfigResource], **_timeouts: Any) -> dict[ConfigResource, Future]:
+        """A future per resource resolving to {name: ConfigEntry}: a topic's stored config, or the root's
+        defaults (RESOURCE_BROKER "0")."""
+        _check_resources(resources, "describe_configs")
+        return {resource: _call(admin_configs.describe, self._root, resource) for resource in resources}
+
+    @_while_open
+    def alter_configs(self, resources: list[ConfigResource], validate_only: bool = False, **_timeouts: Any) -> dict[ConfigResource, Future]:
+        """Replace each topic's config with `set_config_dict` (keys not set go back to their defaults);
+        a future per resource resolves to None or raises (InvalidConfig, InvalidPartitions, ...)."""
+        warnings.warn("alter_configs has been deprecated. Use incremental_alter_configs instead.", DeprecationWarning, stacklevel=3)
+        _check_resources(resources, "alter_configs")
+        alter = partial(admin_configs.alter, incremental=False, validate_only=validate_only, retry=self._retry)
+        return {resource: _call(alter, self._root, resource) for resource in resources}
+
+    @_while_open
+    def incremental_alter_configs(self, resources: list[ConfigResource], validate_only: bool = False, **_timeouts: Any) -> dict[ConfigResource, Future]:
+        """Apply each resource's `incremental_configs` (SET, DELETE, APPEND, SUBTRACT) to its topic's config."""
+        _check_resources(resources, "incremental_alter_configs")
+        alter = partial(admin_configs.alter, incremental=True, validate_only=validate_only, retry=self._retry)
+        return {resource: _call(alter, self._root, resource) for resource in resources}
+
+    # -- offsets and records ----------------------------------------------------------------
+
+    @_while_open
+    def list_offsets(
+        self, topic_partition_offsets: dict[TopicPartition, OffsetSpec], isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+        **_timeouts: Any,
+    ) -> dict[TopicPartition, Future]:
+        """A future per partition resolving to ListOffsetsResultInfo(offset, timestamp, leader_epoch); the
+        latest offset is the high watermark, or the last stable offset under READ_COMMITTED (S5.1)."""
+        if not isinstance(topic_partition_offsets, dict):
+            raise InvalidType("Expected topic_partition_offsets to be dict of [TopicPartitions,OffsetSpec] for list offsets request")
+        for partition, spec in topic_partition_offsets.items():
+            if not isinstance(partition, TopicPartition):
+                raise InvalidType("partition must be a TopicPartition")
+            if not isinstance(partition.topic, str):
+                raise InvalidType("partition topic name must be string")
+            if not partition.topic:
+                raise InvalidArgument("partition topic name cannot be empty")
+            if partition.partition < 0:
+                raise InvalidArgument("partition index must be non-negative")
+            if not isinstance(spec, OffsetSpec):
+                raise InvalidType("Value must be a OffsetSpec")
+        if not isinstance(isolation_level, IsolationLevel):
+            raise InvalidType("isolation_level argument should be an IsolationLevel")
+        return {
+            TopicPartition(p.topic, p.partition, spec._value): _call(list_offset, self._root, p.topic, p.partition, spec, isolation_level)
+            for p, spec in topic_partition_offsets.items()
+        }
+
+    @_while_open
     def delete_records(self, topic_partition_offsets: list[TopicPartition], **_timeouts: Any) -> dict[TopicPartition, Future]:
         """Delete every record before each partition's offset (-1: the high watermark); S9.1.
 
@@ -142,10 +292,12 @@ class AdminClient:
         if not isinstance(topic_partition_offsets, (list, tuple)) or not all(
             isinstance(p, TopicPartition) for p in topic_partition_offsets
         ):
-            raise InvalidRequest("delete_records takes a list of TopicPartition")
+            raise InvalidType("delete_records takes a list of TopicPartition")
         keys = [(p.topic, p.partition) for p in topic_partition_offsets]
         if len(set(keys)) != len(keys):
-            raise InvalidRequest("delete_records got the same partition twice")
+            raise InvalidArgument("delete_records got the same partition twice")
+        if any(p.partition < 0 for p in topic_partition_offsets):
+            raise InvalidArgument("'partition' cannot be negative")
         return {p: _call(self._delete_records, p) for p in topic_partition_offsets}
 
     def _delete_records(self, partition: TopicPartition) -> DeletedRecords:
@@ -157,26 +309,31 @@ class AdminClient:
 
     # -- transactions (S8.1), like Kafka's Admin and kafka-transactions.sh ------------------
 
+    @_while_open
     def list_transactions(self, **_timeouts: Any) -> Future:
         """A future resolving to every transactional id with its producer id and state."""
         return _call(transaction_admin.list_transactions, self._root)
 
+    @_while_open
     def describe_transactions(self, transactional_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
         """A future per id resolving to its TransactionDescription (unknown ids: InvalidProducerIdMapping...)."""
         if not isinstance(transactional_ids, (list, tuple)) or not all(isinstance(i, str) for i in transactional_ids):
             raise InvalidRequest("describe_transactions takes a list of transactional ids")
         return {tid: _call(_describe_transaction, self._root, tid) for tid in transactional_ids}
 
+    @_while_open
     def describe_producers(self, partitions: list[TopicPartition], **_timeouts: Any) -> dict[TopicPartition, Future]:
         """A future per partition resolving to the producer states it holds (S3.5), open transactions included."""
         if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
             raise InvalidRequest("describe_producers takes a list of TopicPartition")
         return {p: _call(transaction_admin.describe_producers, self._root, p.topic, p.partition) for p in partitions}
 
+    @_while_open
     def find_hanging_transactions(self, topic: str | None = None, **_timeouts: Any) -> Future:
         """A future resolving to the transactions that hold an LSO and that no live producer will close."""
         return _call(transaction_admin.find_hanging_transactions, self._root, topic, self._clock())
 
+    @_while_open
     def abort_transaction(self, partition: TopicPartition, producer_id: int, **_timeouts: Any) -> Future:
         """Abort a hanging transaction of `producer_id` in `partition` (KIP-664); resolves to the marker's offset."""
         if not isinstance(partition, TopicPartition) or not isinstance(producer_id, int):
@@ -187,27 +344,31 @@ class AdminClient:
             partial(transaction_admin.abort_hanging_transaction, retry=self._retry),
             self._root, partition.topic, partition.partition, producer_id,
         )
-
-
     # -- consumer groups (S6), like Kafka's Admin and kafka-consumer-groups.sh --------------
 
-    def list_consumer_groups(self, states: Any = None, **_timeouts: Any) -> Future:
+    @_while_open
+    def list_consumer_groups(self, states: Any = None, types: Any = None, **_timeouts: Any) -> Future:
         """A future resolving to a ListConsumerGroupsResult (`valid`: a ConsumerGroupListing per group),
-        optionally only groups in `states` (ConsumerGroupState values)."""
-        wanted = None if states is None else set(states)
+        only groups in `states` / of `types` when given; an empty set (or None) means all, as in confluent-kafka."""
+        wanted = _filter(states, ConsumerGroupState, "states")
+        kinds = _filter(types, ConsumerGroupType, "types")
 
         def listing() -> ListConsumerGroupsResult:
             groups = group_admin.list_groups(self._root)
-            return ListConsumerGroupsResult([g for g in groups if wanted is None or g.state in wanted])
+            return ListConsumerGroupsResult(
+                [g for g in groups if (not wanted or g.state in wanted) and (not kinds or g.type in kinds)]
+            )
 
         return _call(listing)
 
+    @_while_open
     def describe_consumer_groups(self, group_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
         """A future per group resolving to its ConsumerGroupDescription (members, epochs, assignments, state)."""
         if not isinstance(group_ids, (list, tuple)) or not all(isinstance(g, str) for g in group_ids):
             raise InvalidRequest("describe_consumer_groups takes a list of group ids")
         return {group_id: _call(group_admin.describe_group, self._root, group_id) for group_id in group_ids}
 
+    @_while_open
     def list_consumer_group_offsets(
         self, requests: list[ConsumerGroupTopicPartitions], require_stable: bool = False, **_timeouts: Any
     ) -> dict[str, Future]:
@@ -224,6 +385,7 @@ class AdminClient:
             )
         return futures
 
+    @_while_open
     def alter_consumer_group_offsets(
         self, requests: list[ConsumerGroupTopicPartitions], **_timeouts: Any
     ) -> dict[str, Future]:
@@ -240,6 +402,7 @@ class AdminClient:
             for request in requests
         }
 
+    @_while_open
     def delete_consumer_groups(self, group_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
         """A future per group resolving to None once the group and its offsets are deleted
         (GroupIdNotFound, NonEmptyGroup)."""
@@ -247,6 +410,24 @@ class AdminClient:
             raise InvalidRequest("delete_consumer_groups takes a list of group ids")
         delete = partial(group_admin.delete_group, retry=self._retry)
         return {group_id: _call(delete, self._root, group_id) for group_id in group_ids}
+
+
+def _filter(values: Any, kind: type, name: str) -> set:
+    """A set of enum values to keep (empty: keep all); a list is taken too, as lakelog took it before."""
+    if values is None:
+        return set()
+    if not isinstance(values, (set, frozenset, list, tuple)):
+        raise InvalidType(f"'{name}' must be a set")
+    if not all(isinstance(value, kind) for value in values):
+        raise InvalidType(f"All elements of {name} must be of type {kind.__name__}")
+    return set(values)
+
+
+def _check_resources(resources: Any, call: str) -> None:
+    if not isinstance(resources, list) or not all(isinstance(r, ConfigResource) for r in resources):
+        raise InvalidArgument(f"Expected list of {ConfigResource!r}")
+    if len(set(resources)) != len(resources):
+        raise InvalidArgument(f"{call}: a resource is named twice")
 
 
 def _check_group_requests(requests: Any, call: str, offsets: bool) -> None:

@@ -18,6 +18,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from lakelog.client.admin_types import NODE_ID, ConsumerGroupType, MemberAssignment, Node
 from lakelog.client.types import OFFSET_INVALID, TopicPartition
 from lakelog.config import validate_name
 from lakelog.coordinator.group import NO_MEMBER_EPOCH, Group, TopicPartitionKey
@@ -41,6 +42,11 @@ class ConsumerGroupState(enum.Enum):
     STABLE = "STABLE"
     # confluent-kafka's UNKNOWN: here a group set aside because a row of it does not decode (describe names the row).
     UNKNOWN = "UNKNOWN"
+    # confluent-kafka's names of the classic protocol's states, as aliases of KIP-848's nearest ones (and its
+    # deprecated misspelling), so handlers that name them run: a new assignment is being computed, then taken up.
+    PREPARING_REBALANCING = "ASSIGNING"
+    COMPLETING_REBALANCING = "RECONCILING"
+    UNKOWN = "UNKNOWN"
 
 
 @dataclass
@@ -56,6 +62,7 @@ class ConsumerGroupListing:
     group_id: str
     is_simple_consumer_group: bool
     state: ConsumerGroupState
+    type: ConsumerGroupType = ConsumerGroupType.CONSUMER
 
 
 @dataclass(frozen=True)
@@ -72,12 +79,16 @@ class MemberDescription:
     group_instance_id: str | None
     member_epoch: int
     revocation_epoch: int
-    assignment: list[TopicPartition]
-    target_assignment: list[TopicPartition]
+    # MemberAssignment: a list of TopicPartition with confluent-kafka's `.topic_partitions` too.
+    assignment: MemberAssignment
+    target_assignment: MemberAssignment
     pending_revocation: list[TopicPartition]
     subscribed_topics: list[str]
     # The last renewal of the member's liveness lease (S6.5): heartbeats between renewals write nothing.
     last_heartbeat_ms: int
+    # confluent-kafka's fields a root does not record: a member's client id and host are not kept.
+    client_id: str = ""
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,10 @@ class ConsumerGroupDescription:
     state: ConsumerGroupState
     group_epoch: int
     target_assignment_epoch: int
+    # confluent-kafka's fields: the coordinator is the root's one node; every group runs KIP-848's protocol.
+    coordinator: Node | None = None
+    authorized_operations: list | None = None
+    type: ConsumerGroupType = ConsumerGroupType.CONSUMER
 
 
 @dataclass(frozen=True)
@@ -169,8 +184,8 @@ def describe_group(root: str, group_id: str) -> ConsumerGroupDescription:
             group_instance_id=member.metadata.instance_id,
             member_epoch=member.current.member_epoch,
             revocation_epoch=member.current.revocation_epoch,
-            assignment=_partitions(member.current.assigned),
-            target_assignment=_partitions(target.get(member_id, frozenset())),
+            assignment=MemberAssignment(_partitions(member.current.assigned)),
+            target_assignment=MemberAssignment(_partitions(target.get(member_id, frozenset()))),
             pending_revocation=_partitions(member.current.pending_revocation),
             subscribed_topics=list(member.metadata.subscribed_topics),
             last_heartbeat_ms=member.metadata.last_heartbeat_ms,
@@ -178,7 +193,8 @@ def describe_group(root: str, group_id: str) -> ConsumerGroupDescription:
         for member_id, member in sorted(group.members.items())
     ]
     return ConsumerGroupDescription(
-        group_id, False, members, group.assignor, group_state(group), group.group_epoch, group.target_epoch
+        group_id, False, members, group.assignor, group_state(group), group.group_epoch, group.target_epoch,
+        coordinator=Node(NODE_ID, str(root)),
     )
 
 

@@ -16,6 +16,8 @@ from lakelog import config
 logger = logging.getLogger(__name__)
 
 PREFIX = "lakelog.topic."
+# Keys whose value is a comma-separated list: incremental_alter_configs may APPEND to or SUBTRACT from them.
+LIST_KEYS = frozenset({"cleanup.policy"})
 
 
 @dataclass(frozen=True)

@@ -378,6 +378,7 @@ class Table:
         *,
         app_versions: Mapping[str, int] | None = None,
         overwrite: bool = False,
+        metadata: Mapping[str, str] | None = None,
     ) -> int:
         """Commit Parquet files already written in the table's folder as version `self.version + 1`.
 
@@ -385,8 +386,9 @@ class Table:
         relative to the table; their statistics are read from the Parquet footers.
         `overwrite` also removes every file of the snapshot in hand. `app_versions`
         are recorded in the same commit (a job's progress, atomically with its
-        data); a commit of no files records only them. Raises `CommitConflict` if
-        another writer took the version (the files are left for the caller).
+        data); a commit of no files records only them; `metadata` goes in the
+        commit's info. Raises `CommitConflict` if another writer took the version
+        (the files are left for the caller).
         """
         decided_on = self.version
         actions = []
@@ -411,7 +413,35 @@ class Table:
                 )
             )
         mode = "overwrite" if overwrite else "append"
-        return self._commit(actions, schema, mode, decided_on, app_versions, None, [])
+        return self._commit(actions, schema, mode, decided_on, app_versions, metadata, [])
+
+    def set_configuration(self, configuration: Mapping[str, str]) -> int:
+        """Commit `configuration` (table properties, merged into the table's) as exactly version `self.version + 1`.
+
+        The strict commit as `append`: `CommitConflict` if another writer took the
+        version, an unknown outcome resolved by reading the log (S12.3).
+        """
+        decided_on = self.version
+        commit_id = uuid.uuid4().hex
+        properties = CommitProperties(max_commit_retries=0, custom_metadata={COMMIT_ID_KEY: commit_id})
+        version = decided_on + 1
+        try:
+            self._handle.alter.set_table_properties(
+                dict(configuration), raise_if_not_exists=False, commit_properties=properties,
+                post_commithook_properties=NO_POST_COMMIT_HOOKS,
+            )
+        except (CommitFailedError, DeltaError, OSError) as error:
+            if not self._landed(decided_on, commit_id, error, []):
+                raise CommitConflict(
+                    f"version {version} of {self.uri} was taken by another writer",
+                    decided_on=decided_on,
+                    current_version=self.version,
+                ) from error
+        self._check_not_in_the_past(version, commit_id, [], [])
+        self._commits_on_handle += 1
+        self.refresh()
+        self._checkpoint_if_due(version)
+        return version
 
     def _commit(
         self,
