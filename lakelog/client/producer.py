@@ -29,8 +29,10 @@ from lakelog.client.producer_gate import ProducerGate
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Headers, Message
 from lakelog.errors import (
     FatalError,
+    InvalidArgument,
     InvalidConfig,
     InvalidRequest,
+    InvalidType,
     KafkaError,
     KafkaException,
     KafkaStorageError,
@@ -83,27 +85,32 @@ def _invalid_arg(message: str, key: str | None) -> InvalidConfig:
 
 
 def to_bytes(what: str, value: Any) -> bytes | None:
+    """A key, value or header value as bytes (a str as UTF-8); any other type is a TypeError, as in confluent-kafka."""
     if value is None or isinstance(value, bytes):
         return value
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, str):
         return value.encode()
-    raise InvalidRequest(f"{what} must be bytes, str or None, not {type(value).__name__}")
+    raise InvalidType(f"{what} must be bytes, str or None, not {type(value).__name__}")
 
 
 def to_headers(headers: Any) -> Headers | None:
+    """Headers given as a dict or a list of (str, value) pairs, as a list; a TypeError otherwise, as in confluent-kafka."""
     if headers is None:
         return None
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    try:
-        result = [(name, to_bytes("header value", value)) for name, value in items]
-    except (TypeError, ValueError) as error:
-        raise InvalidRequest(f"headers must be a dict or a list of (str, bytes) pairs: {error}") from error
-    for name, _ in result:
+    if isinstance(headers, Mapping):
+        items = list(headers.items())
+    elif isinstance(headers, (list, tuple)):
+        items = list(headers)
+        if not all(isinstance(item, (tuple, list)) and len(item) == 2 for item in items):
+            raise InvalidType("headers are expected to be a list of (key, value) tuples")
+    else:
+        raise InvalidType(f"headers must be a dict or a list of (key, value) tuples, not {type(headers).__name__}")
+    for name, _ in items:
         if not isinstance(name, str):
-            raise InvalidRequest(f"headers must have str names, not {type(name).__name__}")
-    return result
+            raise InvalidType(f"headers must have str names, not {type(name).__name__}")
+    return [(name, to_bytes("header value", value)) for name, value in items]
 
 
 @dataclass
@@ -201,14 +208,22 @@ class Producer:
         """Queue a message; `expected_offset` (KIP-27) makes it land at exactly that offset or fail."""
         if self._transactional_id is not None:
             self._require_state("produce", TransactionState.IN_TRANSACTION)
+        # Wrong types are TypeErrors and wrong values ValueErrors, as confluent-kafka raises them (both InvalidRequest).
+        if not isinstance(topic, str):
+            raise InvalidType(f"topic must be a str, not {type(topic).__name__}")
         value_bytes, key_bytes = to_bytes("value", value), to_bytes("key", key)
         header_list = to_headers(headers)
-        if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
-            raise InvalidRequest(f"timestamp must be a non-negative integer of milliseconds, not {timestamp!r}")
-        if expected_offset is not None and (
-            not isinstance(expected_offset, int) or isinstance(expected_offset, bool) or expected_offset < 0
-        ):
-            raise InvalidRequest(f"expected_offset must be a non-negative integer, not {expected_offset!r}")
+        if not isinstance(partition, int) or isinstance(partition, bool):
+            raise InvalidType(f"partition must be an integer, not {partition!r}")
+        if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+            raise InvalidType(f"timestamp must be an integer of milliseconds, not {timestamp!r}")
+        if timestamp < 0:
+            raise InvalidArgument(f"timestamp must not be negative, not {timestamp}")
+        if expected_offset is not None:
+            if not isinstance(expected_offset, int) or isinstance(expected_offset, bool):
+                raise InvalidType(f"expected_offset must be an integer, not {expected_offset!r}")
+            if expected_offset < 0:
+                raise InvalidArgument(f"expected_offset must not be negative, not {expected_offset}")
         size = len(value_bytes or b"") + len(key_bytes or b"")
         if size > self.config["message.max.bytes"]:
             raise KafkaException(
