@@ -299,7 +299,11 @@ class TopicWriter(DataSourceArrowWriter):
             writer = TransactionalBatchWriter(
                 self.options.root, self.options.transactional_id, transaction_timeout_ms=self.options.transaction_timeout_ms
             )
-            result = writer.write({tp: _staged_batches(io, uris) for tp, uris in files.items()}, self.options.batch_id)
+            # Gated topics are judged here, on the staged files, before the commit (S11.1-S11.3): this runs in a
+            # Python worker without a SparkSession (pyspark.sql.worker.commit_data_source_write), so with pandas.
+            unit = f"{self.options.transactional_id}:{self.options.batch_id}" if self.options.batch_id is not None else None
+            staged = {tp: _staged_batches(io, uris) for tp, uris in files.items()}
+            result = writer.write(staged, self.options.batch_id, unit=unit)
             if result.skipped:
                 log.warning(
                     "lakelog: batch %s of %s was committed before; this write wrote nothing",
