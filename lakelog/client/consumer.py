@@ -23,13 +23,18 @@ the coordinator fenced (UnknownMemberId, FencedMemberEpoch) loses its partitions
 (`on_lost`) and joins again with epoch 0.
 
 The parts live by concept: `consumer_membership` (the group member: heartbeat,
-reconcile, lose, leave), `consumer_offsets` (commit, committed, store_offsets,
-auto-commit) and `consumer_fetch` (the assigned partitions, their positions and
-fetches); `Consumer` holds their state and runs the poll loop.
+reconcile, lose, leave, max.poll.interval.ms), `consumer_offsets` (commit,
+committed, store_offsets, auto-commit), `consumer_fetch` (the assigned
+partitions, their positions, pause/resume and fetches) and `consumer_metadata`
+(list_topics, offsets_for_times, regex subscriptions and missing topics);
+`Consumer` holds their state and runs the poll loop. Events that are no
+record (a missing subscribed topic, _MAX_POLL_EXCEEDED) come out of poll as
+messages carrying an error, as in confluent-kafka.
 
 Time is passed in: `clock` (milliseconds, the wall clock by default) drives the
-heartbeat and auto-commit timers and the group coordinator's session-timeout
-decisions, so a test moves it on instead of sleeping. `poll`/`consume` timeouts
+heartbeat, auto-commit, metadata-refresh and max-poll-interval timers and the
+group coordinator's session-timeout decisions, so a test moves it on instead of
+sleeping. `poll`/`consume` timeouts
 are the caller's own waits, in real time.
 """
 
@@ -44,6 +49,7 @@ from typing import Any
 from lakelog import config
 from lakelog.client.consumer_fetch import TopicPartitionKey, _Assigned, _Fetching
 from lakelog.client.consumer_membership import _GroupMembership, _Membership
+from lakelog.client.consumer_metadata import _Metadata
 from lakelog.client.consumer_offsets import _OffsetCommits
 from lakelog.client.producer import split_callbacks
 from lakelog.client.types import Message, TopicPartition
@@ -62,7 +68,7 @@ CALLBACK_KEYS = ("on_commit", "error_cb")
 IDLE_BACKOFF_S = 0.05
 
 
-class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
+class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
     """A consumer reading the topics of `lakelog.root`, shaped like confluent_kafka.Consumer."""
 
     def __init__(self, conf: Mapping[str, Any] | None = None, *, clock: Clock = wall_clock_ms, **kwargs: Any) -> None:
@@ -91,6 +97,10 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
         # What this consumer last committed per partition (auto-commit sends only what changed).
         self._last_committed: dict[TopicPartitionKey, int] = {}
         self._commit_reports: deque[tuple[KafkaError | None, list[TopicPartition]]] = deque()
+        # Messages carrying an error that poll() returns before any record (a missing subscribed topic).
+        self._events: deque[Message] = deque()
+        # When the last poll/consume returned, by the clock (max.poll.interval.ms); None: not polled since subscribe.
+        self._last_poll_s: float | None = None
         self._next_auto_commit = self._now_s() + self.config["auto.commit.interval.ms"] / 1000
 
     # -- reading ---------------------------------------------------------------------
@@ -109,6 +119,15 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
         self._check_open()
         if not isinstance(num_messages, int) or isinstance(num_messages, bool) or not 1 <= num_messages <= 1_000_000:
             raise InvalidRequest(f"num_messages must be an integer from 1 to 1000000, not {num_messages!r}")
+        try:
+            exceeded = self._max_poll_exceeded()
+            if exceeded is not None:
+                return [exceeded]
+            return self._consume(num_messages, timeout)
+        finally:
+            self._last_poll_s = self._now_s()
+
+    def _consume(self, num_messages: int, timeout: float | None) -> list[Message]:
         # The caller's wait, in real time (it sleeps); the group's timers run on the passed-in clock.
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
@@ -117,8 +136,12 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
             self._maybe_auto_commit()
             self._resolve_positions()
             out: list[Message] = []
+            while self._events and len(out) < num_messages:
+                out.append(self._events.popleft())
             for state in self._in_turn():
-                if state.position is None:
+                if len(out) >= num_messages:
+                    break
+                if state.position is None or state.paused:
                     continue
                 self._fill(state)
                 while state.buffer and len(out) < num_messages:
@@ -141,7 +164,8 @@ class Consumer(_GroupMembership, _OffsetCommits, _Fetching):
                 wait = min(wait, max(0.0, self._membership.next_heartbeat - self._now_s()))
             time.sleep(max(0.0, wait))
             for state in self._assigned.values():
-                state.log.refresh()
+                if not state.paused:
+                    state.log.refresh()
 
     # -- closing ---------------------------------------------------------------------
 

@@ -49,6 +49,8 @@ class _Assigned:
     resolve_retries: int = 0
     # The position an auto.offset.reset=error was reported at: no fetch there until a seek.
     reset_error_offset: int | None = None
+    # pause(): poll/consume return nothing of it (buffered rows and position kept) until resume().
+    paused: bool = False
 
 
 class _Fetching:
@@ -87,6 +89,21 @@ class _Fetching:
     def assignment(self) -> list[TopicPartition]:
         self._check_open()
         return [TopicPartition(topic, partition) for topic, partition in self._assigned]
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        """poll/consume return nothing of these partitions until `resume`; their positions are kept.
+
+        A partition that is not assigned is passed over, as librdkafka reports it
+        per partition and confluent-kafka drops that report. A pause lasts as long
+        as the assignment of the partition: assigned again, it is not paused.
+        """
+        self._check_open()
+        self._set_paused(partitions, True)
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        """Return messages of these paused partitions again, from where they were paused."""
+        self._check_open()
+        self._set_paused(partitions, False)
 
     # -- positions -------------------------------------------------------------------
 
@@ -134,6 +151,13 @@ class _Fetching:
         return log.log_start_offset(), self._end_offset(log)
 
     # -- internals: positions and fetches ------------------------------------------------
+
+    def _set_paused(self, partitions: list[TopicPartition], paused: bool) -> None:
+        for tp in _partition_list(partitions):
+            state = self._assigned.get((tp.topic, tp.partition))
+            if state is not None and state.paused != paused:
+                state.paused = paused
+                self._logger.info("%s-%d: %s", tp.topic, tp.partition, "paused" if paused else "resumed")
 
     def _position_of(self, tp: TopicPartitionKey) -> int:
         state = self._assigned.get(tp)

@@ -3,6 +3,13 @@
 The client's half of the protocol: `_Membership` is what the member knows of
 itself, and each heartbeat's response is reconciled, revoking first and then
 assigning (S6.2). The coordinator's half is `lakelog.coordinator.group`.
+
+`max.poll.interval.ms` is enforced as librdkafka enforces it: an application
+that goes longer than it between two polls (on the consumer's clock, from the
+end of one poll to the start of the next) has left the group. Its next poll
+leaves (member epoch -1, -2 for a static member) and returns one message
+carrying _MAX_POLL_EXCEEDED; the poll after loses the partitions (`on_lost`,
+else `on_revoke`; nothing is committed) and joins again with epoch 0.
 """
 
 from __future__ import annotations
@@ -13,13 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from lakelog.client.consumer_fetch import TopicPartitionKey, _state_error
-from lakelog.client.types import TopicPartition
-from lakelog.config import validate_name
-from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, GroupMetadata, Heartbeat
+from lakelog.client.consumer_metadata import Subscription
+from lakelog.client.types import OFFSET_INVALID, Message, TopicPartition
+from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH, GroupMetadata, Heartbeat
 from lakelog.errors import (
     FencedInstanceId,
     FencedMemberEpoch,
     InvalidRequest,
+    KafkaError,
     KafkaException,
     RetriableError,
     UnknownMemberId,
@@ -40,7 +48,9 @@ RebalanceCallback: TypeAlias = Callable[["Consumer", list[TopicPartition]], None
 class _Membership:
     """What a subscribed consumer knows of its membership (KIP-848's client-side member state)."""
 
+    # The topic names the subscription stands for now (its patterns resolved), as the coordinator gets them.
     topics: tuple[str, ...]
+    subscription: Subscription
     on_assign: RebalanceCallback | None
     on_revoke: RebalanceCallback | None
     on_lost: RebalanceCallback | None
@@ -54,7 +64,8 @@ class _Membership:
     in_callback: str | None = None
     # Inside a heartbeat and what follows from it (no second heartbeat may start meanwhile).
     busy: bool = False
-    # An error that showed this member fenced (from a commit); handled by the next poll.
+    # An error that showed this member fenced (from a commit) or out of the group (max.poll.interval.ms); handled
+    # by the next poll.
     fenced: KafkaException | None = None
 
     def on_revocation_epoch(self) -> bool:
@@ -76,26 +87,28 @@ class _GroupMembership:
     ) -> None:
         """Join (or change the subscription of) the group `group.id`; partitions come through `poll()`.
 
-        Callbacks get `(consumer, [TopicPartition])` for the partitions added,
-        revoked, or lost (fenced; `on_revoke` is called if `on_lost` is not set).
+        A name starting with `^` is a regular expression over the root's topics
+        (`consumer_metadata`). Callbacks get `(consumer, [TopicPartition])` for the
+        partitions added, revoked, or lost (fenced; `on_revoke` is called if
+        `on_lost` is not set).
         """
         self._check_open()
         self._require_group("subscribe")
         if not isinstance(topics, (list, tuple)) or not topics:
             raise InvalidRequest("subscribe takes a non-empty list of topic names")
-        for name in topics:
-            validate_name(name)
+        subscription = Subscription.parse(topics)
         for name, callback in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
             if callback is not None and not callable(callback):
                 raise InvalidRequest(f"{name} must be callable, not {callback!r}")
         if self._membership is None and self._assigned:
             raise _state_error("subscribe() while partitions are assigned by assign(): unassign() first")
-        subscribed = tuple(sorted(set(topics)))
+        # The names are resolved (patterns matched, missing topics reported) by the next poll, before it heartbeats.
         if self._membership is None:
-            self._membership = _Membership(subscribed, on_assign, on_revoke, on_lost)
+            self._membership = _Membership(subscription.names, subscription, on_assign, on_revoke, on_lost)
+            self._last_poll_s = None
         else:
             membership = self._membership
-            membership.topics, membership.next_heartbeat = subscribed, 0.0
+            membership.subscription, membership.next_heartbeat = subscription, 0.0
             membership.on_assign, membership.on_revoke, membership.on_lost = on_assign, on_revoke, on_lost
 
     def unsubscribe(self) -> None:
@@ -103,6 +116,12 @@ class _GroupMembership:
         self._check_open()
         if self._membership is not None:
             self._leave(LEAVE_GROUP_EPOCH)
+
+    def memberid(self) -> str | None:
+        """The member id the coordinator gave this consumer; None before it joined (or after it left)."""
+        self._check_open()
+        membership = self._membership
+        return membership.member_id or None if membership is not None else None
 
     def consumer_group_metadata(self) -> GroupMetadata:
         """Who commits, at which member epoch (KIP-447): pass it to `Producer.send_offsets_to_transaction`.
@@ -132,6 +151,11 @@ class _GroupMembership:
         try:
             if membership.fenced is not None:
                 self._lose(membership.fenced)
+                force = True
+            resolved = self._refresh_subscription(membership.subscription)
+            if resolved is not None and resolved != membership.topics:
+                self._logger.info("group %s: the subscription now stands for topics %s", self._group_id, list(resolved))
+                membership.topics = resolved
                 force = True
             for _ in range(MAX_HEARTBEATS_PER_POLL):
                 if not force and self._now_s() < membership.next_heartbeat:
@@ -200,6 +224,24 @@ class _GroupMembership:
             finally:
                 self._add([tp for tp in partitions if (tp.topic, tp.partition) not in self._assigned])
         return bool(revoked)
+
+    def _max_poll_exceeded(self) -> Message | None:
+        """The application went longer than max.poll.interval.ms without polling: leave the group and return
+        the _MAX_POLL_EXCEEDED message this poll delivers; the next poll loses the partitions and joins again."""
+        membership, last = self._membership, self._last_poll_s
+        if membership is None or last is None or not membership.member_id or membership.fenced is not None:
+            return None
+        limit_ms = self.config["max.poll.interval.ms"]
+        exceeded_ms = round((self._now_s() - last) * 1000) - limit_ms
+        if exceeded_ms <= 0:
+            return None
+        reason = f"Application maximum poll interval ({limit_ms}ms) exceeded by {exceeded_ms}ms"
+        self._logger.warning("group %s member %s: %s: leaving the group", self._group_id, membership.member_id, reason)
+        self._send_leave(membership, LEAVE_GROUP_EPOCH if self._instance_id is None else LEAVE_GROUP_STATIC_EPOCH)
+        error = KafkaError(KafkaError._MAX_POLL_EXCEEDED, reason)
+        # Out of the group now: the next poll loses the partitions (on_lost, nothing committed) and joins again.
+        membership.fenced = KafkaException(error)
+        return Message(None, None, OFFSET_INVALID, error=error)
 
     def _lose(self, error: KafkaException) -> None:
         """The coordinator fenced this member: its partitions are lost (`on_lost`, else `on_revoke`), and it

@@ -229,8 +229,10 @@ def heartbeat(
                 )
             )
         subscription = tuple(sorted(request.subscribed_topics))
-        if subscription != member.metadata.subscribed_topics:
+        changed = subscription != member.metadata.subscribed_topics
+        if changed:
             records.append(dataclasses.replace(member.metadata, last_heartbeat_ms=now_ms, subscribed_topics=subscription))
+        if changed or _untargeted_partitions(group, topic_partitions):
             after = _apply(group, records)
             records.extend(_new_target(after, topic_partitions, group.group_epoch + 1))
             group = _apply(group, records)
@@ -327,6 +329,19 @@ def _reconcile(group: Group, member: Member, now_ms: int) -> CurrentRecord:
     if assigned != current.assigned:
         current = dataclasses.replace(current, assigned=assigned)
     return current
+
+
+def _untargeted_partitions(group: Group, topic_partitions: Mapping[str, int]) -> bool:
+    """A subscribed topic has partitions the target assignment does not hold: it was created after the
+    target was computed (KIP-848's coordinator bumps the group epoch when a subscribed topic's metadata
+    changes). Only topics `topic_partitions` counts are checked."""
+    subscribed = {topic for member in group.members.values() for topic in member.metadata.subscribed_topics}
+    targeted = {tp for owned in (group.target.assignment.values() if group.target else ()) for tp in owned}
+    return any(
+        (topic, partition) not in targeted
+        for topic in subscribed
+        for partition in range(topic_partitions.get(topic, 0))
+    )
 
 
 def _new_target(group: Group, topic_partitions: Mapping[str, int], group_epoch: int) -> list[GroupLogRecord]:
