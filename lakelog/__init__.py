@@ -24,6 +24,10 @@ from lakelog.client import (
 )
 from lakelog.client.partitioner import consistent, fnv1a, murmur2
 from lakelog.client.serializing import DeserializingConsumer, SerializingProducer
+# confluent_kafka's top-level admin model names (confluent_kafka._model), for programs that import them from here.
+from lakelog.client.admin_broker_only import ElectionType
+from lakelog.client.admin_types import ConsumerGroupType, IsolationLevel, Node, TopicCollection, TopicPartitionInfo, Uuid
+from lakelog.client.group_admin import ConsumerGroupState
 from lakelog.errors import KafkaError, KafkaException
 
 
@@ -49,12 +53,17 @@ __all__ = [
     "AdminClient",
     "ClusterMetadata",
     "Consumer",
+    "ConsumerGroupState",
     "ConsumerGroupTopicPartitions",
+    "ConsumerGroupType",
     "DeserializingConsumer",
+    "ElectionType",
+    "IsolationLevel",
     "KafkaError",
     "KafkaException",
     "Message",
     "NewTopic",
+    "Node",
     "OFFSET_BEGINNING",
     "OFFSET_END",
     "OFFSET_INVALID",
@@ -65,7 +74,10 @@ __all__ = [
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_NOT_AVAILABLE",
     "TopicDescription",
+    "TopicCollection",
     "TopicPartition",
+    "TopicPartitionInfo",
+    "Uuid",
     "consistent",
     "fnv1a",
     "libversion",

@@ -258,8 +258,8 @@ class IsolationLevel(enum.Enum):
         return self.value < other.value
 
 
-class ConsumerGroupType(enum.Enum):
-    """A group's protocol; every lakelog group runs KIP-848's, CONSUMER."""
+class ConsumerGroupType(enum.IntEnum):
+    """A group's protocol; every lakelog group runs KIP-848's, CONSUMER (an IntEnum: JSON output shows its value)."""
 
     UNKNOWN = 0
     CONSUMER = 1
