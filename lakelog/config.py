@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lakelog import config_keys
-from lakelog.errors import InvalidConfig, KafkaError
+from lakelog.errors import InvalidConfig, InvalidType, KafkaError
 
 logger = logging.getLogger(__name__)
 
@@ -354,6 +354,8 @@ def _validate(
         if isinstance(key, str) and key.startswith(STORAGE_PREFIX) and "lakelog.root" in schema:
             values[STORAGE_PREFIX + _storage_key(key[len(STORAGE_PREFIX):])] = _storage_value(key, value)
             continue
+        if not isinstance(key, str):
+            raise InvalidType(f"expected configuration property name as type unicode string, not {key!r}", key=None)
         entry = config_keys.KEYS.get(key) if kind in CLIENT_KINDS else None
         name = entry.alias if entry is not None and entry.alias is not None else key
         if name in schema:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from lakelog.errors import InvalidConfig
+from lakelog.errors import InvalidArgument, InvalidConfig, InvalidType
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +127,9 @@ def text(key: str, raw: Any) -> str:
 
 def callback(key: str, raw: Any) -> Any:
     if not callable(raw):
-        raise InvalidConfig(f"expected {key} property as a callable function, not {raw!r}", key=key)
+        # confluent-kafka's own check: a ValueError for throttle_cb, a TypeError for stats_cb and oauth_cb.
+        error = InvalidArgument if key == "throttle_cb" else InvalidType
+        raise error(f"expected {key} property as a callable function, not {raw!r}", key=key)
     return raw
 
 

@@ -63,23 +63,25 @@ def split_callbacks(
     `Producer(conf, logger=...)`) are merged over `conf`, and a `default.topic.config` dict over both.
     """
     if conf is not None and not isinstance(conf, Mapping):
-        raise _invalid_arg(f"client config must be a dict, not {type(conf).__name__}", None)
+        raise InvalidType(f"expected configuration dict, not {type(conf).__name__}")  # confluent: TypeError
     values = {**(conf or {}), **(overrides or {})}
     topic_conf = values.pop("default.topic.config", None)
     if topic_conf is not None:
         if not isinstance(topic_conf, Mapping):
-            raise _invalid_arg(f"default.topic.config must be a dict, not {topic_conf!r}", "default.topic.config")
+            raise _invalid_arg(f"default.topic.config must be a dict, not {topic_conf!r}", key="default.topic.config")
         values.update(topic_conf)
     callbacks = {key: values.pop(key) for key in allowed if key in values}
     for key, value in callbacks.items():
         if value is not None and not callable(value):
-            raise _invalid_arg(f"{key} requires a callable object, not {value!r}", key)
+            # confluent: a TypeError for error_cb, KafkaException(_INVALID_ARG) for on_delivery and on_commit.
+            error = InvalidType if key == "error_cb" else _invalid_arg
+            raise error(f"{key} requires a callable object, not {value!r}", key=key)
     if "lakelog.root" not in values:
-        raise _invalid_arg("config lakelog.root is required: it names the root folder of the topics", "lakelog.root")
+        raise _invalid_arg("config lakelog.root is required: it names the root folder of the topics", key="lakelog.root")
     return values, callbacks
 
 
-def _invalid_arg(message: str, key: str | None) -> InvalidConfig:
+def _invalid_arg(message: str, *, key: str | None) -> InvalidConfig:
     """A client config refused as librdkafka refuses one: _INVALID_ARG (lakelog.config.load does the same)."""
     return InvalidConfig(KafkaError(KafkaError._INVALID_ARG, message), key=key)
 

@@ -70,7 +70,7 @@ def accepted_value(kind: str, key: str):
         try:
             config.load(kind, {key: value})
             return value
-        except InvalidConfig:
+        except KafkaException:
             continue
     raise AssertionError(f"no candidate value accepted for {key}")
 
@@ -375,13 +375,28 @@ def test_every_client_takes_logger_as_a_keyword_argument(root, kind, app_logger)
 
 
 def test_a_callback_that_is_not_callable_is_refused_naming_it(root):
-    for client, key in ((Producer, "on_delivery"), (Consumer, "on_commit"), (AdminClient, "error_cb")):
+    for client, key in ((Producer, "on_delivery"), (Consumer, "on_commit")):
         with pytest.raises(KafkaException) as raised:
             client({"lakelog.root": root, key: "print"})
         invalid_arg(raised, key)
     with pytest.raises(KafkaException) as raised:
         Consumer({"lakelog.root": root, "on_delivery": print})  # a producer's callback: confluent refuses it too
     invalid_arg(raised, "on_delivery")
+
+
+def test_wrong_types_are_type_errors_where_confluent_raises_them(root):
+    """confluent's common_conf_setup: TypeError for a non-dict config, a non-str key, a non-callable error_cb,
+    stats_cb or oauth_cb; ValueError for a non-callable throttle_cb. Each is a KafkaException too."""
+    for make in (lambda: Producer([("lakelog.root", root)]), lambda: AdminClient({"lakelog.root": root, 5: "x"})):
+        with pytest.raises(TypeError) as raised:
+            make()
+        assert isinstance(raised.value, KafkaException)
+    for key in ("error_cb", "stats_cb", "oauth_cb"):
+        with pytest.raises(TypeError, match=key):
+            Producer({"lakelog.root": root, key: "print"})
+    with pytest.raises(ValueError, match="throttle_cb"):
+        Consumer({"lakelog.root": root, "throttle_cb": 5})
+    Producer({"lakelog.root": root, "error_cb": print, "stats_cb": print, "throttle_cb": print, "oauth_cb": print})
 
 
 def test_auto_create_topics_keys_have_librdkafkas_and_kafkas_defaults():
