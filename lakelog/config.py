@@ -42,12 +42,16 @@ class Key:
 
     def coerce(self, name: str, raw: Any) -> Any:
         value = self.parse(name, raw)
-        if self.low is not None and value < self.low:
-            raise InvalidConfig(f"config {name}={raw!r} is below the minimum {self.low:g}", key=name)
-        if self.high is not None and value > self.high:
-            raise InvalidConfig(f"config {name}={raw!r} is above the maximum {self.high:g}", key=name)
+        # librdkafka's wording, so a handler ported from confluent-kafka matches it.
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            low, high = ("" if bound is None else f"{bound:.0f}" for bound in (self.low, self.high))
+            raise InvalidConfig(
+                f'Configuration property "{name}" value {value} is outside allowed range {low}..{high}', key=name
+            )
         if self.choices is not None and value not in self.choices:
-            raise InvalidConfig(f"config {name}={raw!r} is not one of {', '.join(self.choices)}", key=name)
+            raise InvalidConfig(
+                f'Invalid value "{raw}" for configuration property "{name}": one of {", ".join(self.choices)}', key=name
+            )
         return value
 
 

@@ -62,6 +62,8 @@ def split_callbacks(
     As confluent-kafka does: the constructor's keyword arguments (`overrides`: `Producer(**conf)`,
     `Producer(conf, logger=...)`) are merged over `conf`, and a `default.topic.config` dict over both.
     """
+    if conf is None and not overrides:
+        raise InvalidType("expected configuration dict")  # confluent-kafka's TypeError
     if conf is not None and not isinstance(conf, Mapping):
         raise InvalidType(f"expected configuration dict, not {type(conf).__name__}")  # confluent: TypeError
     values = {**(conf or {}), **(overrides or {})}

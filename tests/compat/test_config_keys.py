@@ -309,6 +309,14 @@ def test_acks_takes_librdkafkas_forms(given, stored):
     assert config.load("producer", {"acks": given})["acks"] == stored
 
 
+def test_a_refused_value_reads_as_librdkafkas_message():
+    """Handlers and tests ported from confluent match librdkafka's text (test_Producer.py's partitioner test)."""
+    with pytest.raises(KafkaException, match='Invalid value "murmur" for configuration property "partitioner"'):
+        config.load("producer", {"partitioner": "murmur"})
+    with pytest.raises(KafkaException, match='"linger.ms" value 900001 is outside allowed range 0..900000'):
+        config.load("producer", {"linger.ms": 900_001})
+
+
 @pytest.mark.parametrize("given", [-2, 1001, "two", True, 1.5, None])
 def test_acks_out_of_librdkafkas_range_is_refused(given):
     with pytest.raises(KafkaException) as raised:
@@ -387,6 +395,9 @@ def test_a_callback_that_is_not_callable_is_refused_naming_it(root):
 def test_wrong_types_are_type_errors_where_confluent_raises_them(root):
     """confluent's common_conf_setup: TypeError for a non-dict config, a non-str key, a non-callable error_cb,
     stats_cb or oauth_cb; ValueError for a non-callable throttle_cb. Each is a KafkaException too."""
+    for client in CLIENTS.values():
+        with pytest.raises(TypeError, match="expected configuration dict"):  # confluent's test_basic_api
+            client()
     for make in (lambda: Producer([("lakelog.root", root)]), lambda: AdminClient({"lakelog.root": root, 5: "x"})):
         with pytest.raises(TypeError) as raised:
             make()
