@@ -9,6 +9,7 @@ naming the key, before anything touches a table.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -63,6 +64,20 @@ def _int(name: str, raw: Any) -> int:
     if isinstance(raw, str) and re.fullmatch(r"-?\d+", raw.strip()):
         return int(raw)
     raise InvalidConfig(f"config {name} takes an integer, not {raw!r}", key=name)
+
+
+def _milliseconds(name: str, raw: Any) -> int | float:
+    """librdkafka's float milliseconds (`linger.ms`): an int stays an int, a fraction is kept."""
+    if isinstance(raw, float) and math.isfinite(raw):
+        return raw
+    if isinstance(raw, str) and not re.fullmatch(r"-?\d+", raw.strip()):
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            return value
+    return _int(name, raw)
 
 
 def _bool(name: str, raw: Any) -> bool:
@@ -165,7 +180,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "client.id": STRING,
         "enable.idempotence": BOOL,
         "acks": Key(_acks, low=-1, high=1000),
-        "linger.ms": Key(_int, low=0, high=900_000),
+        "linger.ms": Key(_milliseconds, low=0, high=900_000),
         "batch.size": Key(_int, low=1, high=2_147_483_647),
         "batch.num.messages": Key(_int, low=1, high=100_000_000),
         "message.max.bytes": Key(_int, low=1000, high=1_000_000_000),

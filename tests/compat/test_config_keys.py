@@ -234,6 +234,16 @@ def test_an_alias_sets_its_lakelog_key(alias, key, given, stored):
     assert loaded[key] == stored and alias not in loaded
 
 
+def test_linger_takes_librdkafkas_float_milliseconds():
+    assert config.load("producer", {"linger.ms": 0.5})["linger.ms"] == 0.5
+    assert config.load("producer", {"queue.buffering.max.ms": "2.5"})["linger.ms"] == 2.5
+    assert config.load("producer", {"linger.ms": "7"})["linger.ms"] == 7
+    for bad in ("fast", float("inf"), -0.5):
+        with pytest.raises(KafkaException) as raised:
+            config.load("producer", {"linger.ms": bad})
+        invalid_arg(raised, "linger.ms")
+
+
 def test_every_alias_maps_and_a_bad_value_names_the_alias(root):
     assert set(config_keys.aliases()) == set(entries(alias=True))
     assert Producer({"lakelog.root": root, "queue.buffering.max.ms": 11}).config["linger.ms"] == 11
