@@ -22,12 +22,15 @@ from lakelog.client.admin_broker_only import (
 )
 from lakelog.client.admin_types import (
     AlterConfigOpType,
+    BrokerMetadata,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
     ConsumerGroupType,
     DeletedRecords,
     DescribeClusterResult,
+    GroupMember,
+    GroupMetadata,
     IsolationLevel,
     ListOffsetsResultInfo,
     MemberAssignment,

@@ -25,10 +25,13 @@ from lakelog.client.admin_broker_only import BrokerOnlyCalls
 from lakelog.client.admin_offsets import list_offset
 from lakelog.client.admin_types import (
     NODE_ID,
+    BrokerMetadata,
     ConfigResource,
     ConsumerGroupType,
     DeletedRecords,
     DescribeClusterResult,
+    GroupMember,
+    GroupMetadata,
     IsolationLevel,
     NewPartitions,
     Node,
@@ -78,7 +81,8 @@ def cluster_metadata(root: str, topic: str | None = None) -> ClusterMetadata:
     for name in names:
         count = topic_config(root, name).num_partitions
         topics[name] = TopicMetadata(name, {p: PartitionMetadata(p) for p in range(count)})
-    return ClusterMetadata(topics=topics, cluster_id=str(root))
+    node = BrokerMetadata(NODE_ID, str(root))
+    return ClusterMetadata(topics=topics, cluster_id=str(root), brokers={NODE_ID: node}, orig_broker_name=str(node))
 
 
 def describe_topic(root: str, topic: str) -> TopicDescription:
@@ -360,6 +364,24 @@ class AdminClient(BrokerOnlyCalls):
             )
 
         return _call(listing)
+
+    @_while_open
+    def list_groups(self, group: str | None = None, timeout: float = -1) -> list[GroupMetadata]:
+        """confluent-kafka's deprecated classic listing: every group (or one) with its members and state."""
+        node = BrokerMetadata(NODE_ID, str(self._root))
+        groups = []
+        for listing in group_admin.list_groups(self._root):
+            if group is not None and listing.group_id != group:
+                continue
+            try:
+                description = group_admin.describe_group(self._root, listing.group_id)
+            except KafkaException as error:
+                groups.append(GroupMetadata(listing.group_id, node, "Unknown", members=[], error=error.args[0]))
+                continue
+            members = [GroupMember(m.member_id) for m in description.members]
+            state = description.state.value.capitalize()
+            groups.append(GroupMetadata(listing.group_id, node, state, protocol=description.partition_assignor, members=members))
+        return groups
 
     @_while_open
     def describe_consumer_groups(self, group_ids: list[str], **_timeouts: Any) -> dict[str, Future]:

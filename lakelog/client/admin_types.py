@@ -188,6 +188,45 @@ class Node:
 
 
 @dataclass(frozen=True)
+class BrokerMetadata:
+    """A broker of ClusterMetadata.brokers, as confluent-kafka's: the root's one node."""
+
+    id: int
+    host: str
+    port: int = -1
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}/{self.id}"
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """A member in list_groups (the classic API's shape); a root keeps no client id, host or protocol bytes."""
+
+    id: str
+    client_id: str = ""
+    client_host: str = ""
+    metadata: bytes = b""
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True)
+class GroupMetadata:
+    """A group in list_groups (confluent-kafka's deprecated classic listing)."""
+
+    id: str
+    broker: BrokerMetadata
+    state: str
+    protocol_type: str = "consumer"
+    protocol: str = ""
+    members: list[GroupMember] | None = None
+    error: Any = None
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+
+@dataclass(frozen=True)
 class Uuid:
     """A topic id as confluent-kafka's Uuid: two 64-bit halves, printed in Kafka's base64 form."""
 
@@ -264,6 +303,8 @@ class ConsumerGroupType(enum.IntEnum):
     UNKNOWN = 0
     CONSUMER = 1
     CLASSIC = 2
+
+    __str__ = enum.Enum.__str__
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, ConsumerGroupType):
@@ -345,12 +386,15 @@ class MemberAssignment(list):
 
 __all__ = [
     "AlterConfigOpType",
+    "BrokerMetadata",
     "ConfigEntry",
     "ConfigResource",
     "ConfigSource",
     "ConsumerGroupType",
     "DeletedRecords",
     "DescribeClusterResult",
+    "GroupMember",
+    "GroupMetadata",
     "IsolationLevel",
     "ListOffsetsResultInfo",
     "MemberAssignment",

@@ -96,8 +96,8 @@ class Message:
         if timestamp is not None and not (isinstance(timestamp, tuple) and len(timestamp) == 2):
             raise TypeError("timestamp must be a tuple of (int, int)")
         self._topic = topic
-        self._partition = _at_least(partition, "partition", 0, -1)
-        self._offset = _at_least(offset, "offset", 0, OFFSET_INVALID)
+        self._partition = _at_least(partition, "partition", 0, -1, bits=32)
+        self._offset = _at_least(offset, "offset", 0, OFFSET_INVALID, bits=64)
         self._key = key
         self._value = value
         self._headers = headers
@@ -106,8 +106,8 @@ class Message:
         if latency is not None and not isinstance(latency, (int, float)):
             raise TypeError(f"latency must be a float of seconds, not {type(latency).__name__}")
         self._latency = -1.0 if latency is None or latency < 0 else float(latency)
-        self._leader_epoch = _at_least(leader_epoch, "leader_epoch", 0, -1)
-        self._delivery_count = _at_least(delivery_count, "delivery_count", 1, -1)
+        self._leader_epoch = _at_least(leader_epoch, "leader_epoch", 0, -1, bits=32)
+        self._delivery_count = _at_least(delivery_count, "delivery_count", 1, -1, bits=16)
 
     def topic(self) -> str | None:
         return self._topic
@@ -184,12 +184,14 @@ class Message:
         return f"Message(topic={self._topic}, partition={self.partition()}, offset={self.offset()}, error={self._error})"
 
 
-def _at_least(value: int | None, what: str, low: int, missing: int) -> int:
-    """An int field of a Message as confluent-kafka keeps it: below `low` (or None) is `missing`."""
+def _at_least(value: int | None, what: str, low: int, missing: int, *, bits: int) -> int:
+    """An int field of a Message as confluent-kafka keeps it (a C int of `bits`): below `low` (or None) is `missing`."""
     if value is None:
         return missing
     if not isinstance(value, int):
         raise TypeError(f"{what} must be an integer, not {type(value).__name__}")
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise OverflowError(f"{what} {value} does not fit in {bits} bits")
     return value if value >= low else missing
 
 
@@ -212,12 +214,19 @@ class PartitionMetadata:
     isrs: tuple[int, ...] = (0,)
     error: KafkaError | None = None
 
+    def __str__(self) -> str:
+        # confluent-kafka prints metadata objects by their key: a partition by its id.
+        return str(self.id)
+
 
 @dataclass(frozen=True)
 class TopicMetadata:
     topic: str
     partitions: dict[int, PartitionMetadata]
     error: KafkaError | None = None
+
+    def __str__(self) -> str:
+        return str(self.topic)
 
 
 @dataclass(frozen=True)
@@ -230,6 +239,9 @@ class ClusterMetadata:
     brokers: dict = field(default_factory=dict)
     orig_broker_id: int = 0
     orig_broker_name: str | None = None
+
+    def __str__(self) -> str:
+        return str(self.cluster_id)
 
 
 @dataclass(frozen=True)

@@ -320,3 +320,18 @@ def test_a_with_block_closes_the_client_and_poll_waits_and_returns_0(root):
     with pytest.raises(RuntimeError, match="AdminClient has been closed"):
         admin.create_topics([NewTopic("t", 1)])
     assert admin.__exit__(None, None, None) is None
+
+
+def test_list_topics_and_list_groups_print_as_confluents_metadata(root, admin, topic):
+    from lakelog.coordinator.group import Heartbeat
+    from lakelog.coordinator.group_coordinator import GroupCoordinator
+
+    name = topic(partitions=2)
+    member_id = GroupCoordinator(root).heartbeat(Heartbeat("g", "", 0, (name,), frozenset())).member_id
+    metadata = admin.list_topics(timeout=10)
+    assert [str(b) for b in metadata.brokers.values()] == [f"{root}:-1/0"] and metadata.controller_id == 0
+    assert (str(metadata.topics[name]), str(metadata.topics[name].partitions[1])) == (name, "1")
+    [group] = admin.list_groups(timeout=10)
+    assert (str(group), group.state, group.protocol_type, group.protocol) == ("g", "Stable", "consumer", "uniform")
+    assert [m.id for m in group.members] == [member_id] and group.error is None
+    assert admin.list_groups("other") == []
