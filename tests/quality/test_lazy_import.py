@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_an_ungated_producer_never_imports_great_expectations(tmp_path):
+def test_S11_1_an_ungated_producer_never_imports_great_expectations_nor_creates_results(tmp_path):
     script = textwrap.dedent(
         """
         import sys
@@ -29,6 +29,8 @@ def test_an_ungated_producer_never_imports_great_expectations(tmp_path):
         producer.produce("plain", b'{"amount_cents": 1}', key=b"k")
         producer.commit_transaction()
         read_results(root)
+        from lakelog.quality.results import results_log_exists
+        assert not results_log_exists(root)  # no gated topic written: no results log created
         print("great_expectations imported:", "great_expectations" in sys.modules)
         """
     )
