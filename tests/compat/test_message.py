@@ -98,6 +98,11 @@ def test_bad_constructor_arguments_raise_type_error():
         Message("t", "0")
     with pytest.raises(TypeError):
         len(Message(value=1))
+    # Fields confluent-kafka keeps in C ints: a partition is 32 bits, a delivery count 16.
+    with pytest.raises(OverflowError):
+        Message("t", 2**31)
+    with pytest.raises(OverflowError):
+        Message("t", 0, 0, None, None, None, None, (0, 0), -1.0, -1, 32768)
 
 
 def test_delivered_and_consumed_messages_equal_messages_built_in_confluents_order(root, topic):
