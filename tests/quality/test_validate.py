@@ -140,8 +140,13 @@ def test_a_kafka_column_the_rows_lack_is_a_clear_error():
         [b'{"customer": {"tier": "gold"}, "amount_cents": 5}', b'{"amount_cents": -1}'],
         [b'{"customer": "a", "amount_cents": 1}', b'[1, 2]'],  # not an object: row by row
         [b'{"customer": "a",\n "amount_cents": 1}', b'{"customer": "b"}'],  # pretty-printed: row by row
+        # Each of these is one top-level object per line only if read value by value: the Arrow path must decline.
+        [b'{"customer": {}', b'{"amount_cents": 1}}'],
+        [b'{"customer": "a"}{"customer": "b"}', b'{"amount_cents": 1}', b'{"customer": "c"}'],
+        [b'{"customer": "a"}{"customer": "b"}', b'', b'{"customer": "c"}'],
+        [b' {"customer": "a"}', b'{"customer": "b"} '],
     ],
-    ids=["flat", "nested", "not-an-object", "multi-line"],
+    ids=["flat", "nested", "not-an-object", "multi-line", "object-split", "two-objects", "two-and-empty", "spaces"],
 )
 def test_arrow_json_reader_and_row_by_row_agree(values):
     from lakelog.quality.validate import _json_fields, _json_fields_python
@@ -152,3 +157,141 @@ def test_arrow_json_reader_and_row_by_row_agree(values):
     slow = _json_fields_python(column, fields)
     assert fast.keys() == slow.keys()
     assert fast == slow
+
+
+def test_arrow_path_reads_chunked_and_sliced_values():
+    """The joined buffer is built from the Arrow offsets: chunks and a slice's offset must not shift a row."""
+    from lakelog.quality.validate import _json_fields, _json_fields_python
+
+    values = [json.dumps({"customer": f"c{i}", "amount_cents": i}).encode() for i in range(10)]
+    column = pa.chunked_array([pa.array(values[:4], pa.binary()), pa.array(values[4:], pa.binary()).slice(2)])
+    fast = {name: list(series) for name, series in _json_fields(column, ["customer", "amount_cents"]).items()}
+    assert fast == _json_fields_python(column, ["customer", "amount_cents"])
+    assert fast["value.customer"] == ["c0", "c1", "c2", "c3", "c6", "c7", "c8", "c9"]
+
+
+CURRENCY_SUITE = {**ORDERS_SUITE, "expectations": [*ORDERS_SUITE["expectations"], {
+    "type": "expect_column_values_to_be_in_set", "kwargs": {"column": "value.currency", "value_set": ["EUR", "USD"]}}]}
+
+
+def test_the_arrow_path_and_the_row_by_row_path_give_the_same_result():
+    """The same documents, compact (Arrow's reader, Arrow-backed text) and pretty-printed (row by row, Python
+    objects): GX's verdict, statistics and failures are the same."""
+    suite = parse_suite(json.dumps(CURRENCY_SUITE), "orders")
+    documents = [{"customer": f"c{i % 7}", "amount_cents": i, "currency": "EUR"} for i in range(200)]
+    documents[3]["customer"] = None
+    documents[50]["amount_cents"] = -1
+    documents[70]["currency"] = "XXX"
+    keys = [f"k{i}".encode() for i in range(199)] + [b"k5"]
+
+    def result(indent):
+        rows = staged_rows([json.dumps(doc, indent=indent).encode() for doc in documents], keys=keys)
+        return validate(suite, rows)
+
+    from lakelog.quality.validate import validation_frame
+
+    compact_frame = validation_frame(suite, staged_rows([json.dumps(doc).encode() for doc in documents], keys=keys))
+    assert str(compact_frame["value.currency"].dtype) == "string"  # the Arrow path was taken
+    compact, pretty = result(None), result(2)
+    assert (compact.success, compact.statistics) == (pretty.success, pretty.statistics)
+    assert compact.failures == pretty.failures
+    assert {(failure.column, tuple(failure.unexpected_offsets)) for failure in compact.failures} == {
+        ("value.customer", (103,)), ("value.amount_cents", (150,)), ("value.currency", (170,)), ("key", (105, 299))}
+
+
+# One example per expectation of ARROW_STRING_EXPECTATIONS, on the text columns of ARROW_ROWS.
+ARROW_EXAMPLES = {
+    "expect_column_values_to_not_be_null": {"column": "value.customer"},
+    "expect_column_values_to_be_null": {"column": "value.customer"},
+    "expect_column_values_to_be_in_set": {"column": "value.currency", "value_set": ["EUR", "USD", "GBP"]},
+    "expect_column_values_to_not_be_in_set": {"column": "value.currency", "value_set": ["XXX"]},
+    "expect_column_values_to_be_unique": {"column": "key"},
+    "expect_column_values_to_match_regex": {"column": "value.customer", "regex": "^c[0-9]$"},
+    "expect_column_values_to_not_match_regex": {"column": "key", "regex": "1"},
+    "expect_column_value_lengths_to_be_between": {"column": "value.customer", "min_value": 1, "max_value": 3},
+    "expect_column_value_lengths_to_equal": {"column": "value.currency", "value": 3},
+    "expect_column_distinct_values_to_be_in_set": {"column": "value.currency", "value_set": ["EUR", "USD", "GBP"]},
+    "expect_column_distinct_values_to_contain_set": {"column": "value.currency", "value_set": ["EUR", "YEN"]},
+    "expect_column_distinct_values_to_equal_set": {"column": "value.currency", "value_set": ["EUR", "USD", "GBP"]},
+    "expect_column_unique_value_count_to_be_between": {"column": "value.customer", "min_value": 1, "max_value": 5},
+    "expect_column_proportion_of_unique_values_to_be_between": {"column": "value.customer", "min_value": 0.5},
+    "expect_column_most_common_value_to_be_in_set": {"column": "value.currency", "value_set": ["EUR"]},
+    "expect_compound_columns_to_be_unique": {"column_list": ["value.customer", "value.currency"]},
+    "expect_select_column_values_to_be_unique_within_record": {"column_list": ["value.customer", "value.currency"]},
+}
+
+
+def arrow_rows() -> pa.Table:
+    documents = [{"customer": f"c{i % 7}", "amount_cents": i * 10, "currency": ["EUR", "USD", "GBP"][i % 3]}
+                 for i in range(60)]
+    documents[3]["customer"] = None
+    documents[4]["currency"] = "XXX"
+    documents[6]["customer"] = "a very long customer name"
+    documents[7]["currency"] = ""
+    return staged_rows([json.dumps(doc).encode() for doc in documents], keys=[f"k{i % 50}".encode() for i in range(60)])
+
+
+def test_every_arrow_string_expectation_has_an_example():
+    from lakelog.quality.validate import ARROW_STRING_EXPECTATIONS
+
+    assert set(ARROW_EXAMPLES) == ARROW_STRING_EXPECTATIONS
+
+
+@pytest.mark.parametrize("expectation", sorted(ARROW_EXAMPLES))
+def test_arrow_backed_text_gives_gx_the_result_python_text_gives(expectation):
+    """Text stays Arrow-backed only for expectations whose GX result is the same on Python str objects."""
+    import pandas as pd
+
+    from lakelog.quality.validate import validation_frame
+
+    suite = parse_suite(json.dumps({"name": "one", "expectations": [
+        {"type": expectation, "kwargs": ARROW_EXAMPLES[expectation]}]}), "orders")
+    arrow_frame = validation_frame(suite, arrow_rows())
+    text = [name for name in arrow_frame.columns if isinstance(arrow_frame[name].dtype, pd.StringDtype)]
+    assert text
+    python_frame = arrow_frame.copy()
+    for name in text:
+        python_frame[name] = pd.Series([None if v is pd.NA else v for v in arrow_frame[name]], dtype=object)
+    assert gx_result(suite, arrow_frame) == gx_result(suite, python_frame)
+
+
+def gx_result(suite, frame) -> dict:
+    """GX's result of `suite` on `frame`, as validate() runs it."""
+    from lakelog.quality import validate as _  # noqa: F401 - the module, below
+    import importlib
+
+    module = importlib.import_module("lakelog.quality.validate")
+    from great_expectations.core.expectation_suite import ExpectationSuite
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+
+    gx_suite = ExpectationSuite(name=suite.name, expectations=[
+        ExpectationConfiguration(type=item["type"], kwargs=item["kwargs"]) for item in suite.expectations])
+    with module._gx_lock, module._no_batch_fingerprint():
+        outcome = module._validator(frame).validate_expectation_suite(gx_suite)
+    [item] = json.loads(json.dumps(outcome.to_json_dict(), default=str))["results"]
+    return {"success": item["success"], "result": item["result"], "exception": item["exception_info"]}
+
+
+def test_a_type_expectation_sees_python_text():
+    """GX's type checks read "str" from Python objects and "string" from Arrow's dtype: their columns stay Python."""
+    from lakelog.quality.validate import validation_frame
+
+    suite = parse_suite(json.dumps({"name": "types", "expectations": [
+        {"type": "expect_column_values_to_be_in_type_list", "kwargs": {"column": "value.customer",
+                                                                         "type_list": ["str"]}},
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "value.currency"}},
+        {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "key"}},
+    ]}), "orders")
+    rows = arrow_rows()
+    frame = validation_frame(suite, rows)
+    assert {name: str(frame[name].dtype) for name in frame.columns} == {
+        "value.customer": "object", "value.currency": "string", "key": "string"}
+    assert [failure.type for failure in validate(suite, rows).failures] == ["expect_column_values_to_be_unique"]
+
+
+def test_gx_batch_fingerprint_is_skipped_only_while_lakelog_validates():
+    from great_expectations.execution_engine import pandas_execution_engine
+
+    before = pandas_execution_engine.HASH_THRESHOLD
+    validate(parse_suite(json.dumps(ORDERS_SUITE), "orders"), orders(count=10))
+    assert pandas_execution_engine.HASH_THRESHOLD == before
