@@ -335,3 +335,25 @@ def test_list_topics_and_list_groups_print_as_confluents_metadata(root, admin, t
     assert (str(group), group.state, group.protocol_type, group.protocol) == ("g", "Stable", "consumer", "uniform")
     assert [m.id for m in group.members] == [member_id] and group.error is None
     assert admin.list_groups("other") == []
+
+
+def test_a_config_change_that_loses_its_version_to_a_writer_decides_again_on_the_latest_snapshot(root, admin, topic, monkeypatch):
+    """The one rule: the change committed to partition 0 is decided on the snapshot it follows; a writer that took
+    that version first keeps its record, and the change lands after it."""
+    name = topic(partitions=2)
+    real = Table.set_configuration
+    raced = []
+
+    def racing(table, configuration):
+        if not raced and table.uri.endswith(f"{name}/0"):
+            raced.append(table.version)
+            produce(root, name, [(1000, "raced")], partition=0)  # takes version v+1 first
+        return real(table, configuration)
+
+    monkeypatch.setattr(Table, "set_configuration", racing)
+    resource = _incremental(name, "retention.ms", "7000")
+    admin.incremental_alter_configs([resource])[resource].result()
+    zero = Table.open(f"{root}/topics/{name}/0")
+    assert zero.version == raced[0] + 2  # the writer's append, then the change
+    assert open_partition(root, name, 0).high_watermark() == 1
+    assert [configs(root, name, p)["retention.ms"] for p in (0, 1)] == [7000, 7000]
