@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from lakelog.client.admin_types import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
 from lakelog.log import PartitionLog, open_partition
+from lakelog.log.timestamps import offset_for_timestamp
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +33,6 @@ def list_offset(root: str, topic: str, partition: int, spec: OffsetSpec, isolati
     if spec._value == OffsetSpec.MAX_TIMESTAMP:
         found = _max_timestamp(log)
         return NO_ANSWER if found is None or found.offset >= end else found
-    from lakelog.log.timestamps import offset_for_timestamp  # the consumer's offsets_for_times lookup, landing alongside
-
     offset = offset_for_timestamp(log, spec._value, end)
     if offset is None:
         return NO_ANSWER
