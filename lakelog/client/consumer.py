@@ -88,6 +88,8 @@ class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
         self._on_commit: Callable[[KafkaError | None, list[TopicPartition]], None] | None = callbacks.get("on_commit")
         self._error_cb: Callable[[KafkaError], None] | None = callbacks.get("error_cb")
         self._assigned: dict[TopicPartitionKey, _Assigned] = {}
+        # Assigned by hand before their topic exists: the offset to start at once it does.
+        self._pending: dict[TopicPartitionKey, int] = {}
         self._turn = 0
         self._closed = False
         self._groups: GroupCoordinator | None = None
@@ -132,6 +134,7 @@ class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
             self._serve_commit_reports()
+            self._open_pending()
             self._poll_group()
             self._maybe_auto_commit()
             self._resolve_positions()
@@ -181,8 +184,7 @@ class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
                 self._auto_commit(list(self._assigned))
             self._serve_commit_reports()
         finally:
-            self._assigned = {}
-            self._stored = {}
+            self._assigned, self._stored, self._pending = {}, {}, {}
             self._closed = True
 
     def __enter__(self) -> Consumer:

@@ -8,6 +8,11 @@ are never returned (S5.4). A position that retention or delete_records left belo
 the log start follows `auto.offset.reset` as librdkafka does (S9.1): earliest
 moves to the log start, latest to the end, error delivers one `_AUTO_OFFSET_RESET`
 message error and fetches nothing more there until the application seeks.
+
+A paused partition (`pause`/`resume`) is passed over by poll, its position and
+buffered rows kept. A partition assigned by hand before its topic exists is
+accepted, as librdkafka accepts it: poll reports it once (UNKNOWN_TOPIC_OR_PART)
+and starts reading it when the topic appears.
 """
 
 from __future__ import annotations
@@ -28,8 +33,15 @@ from lakelog.client.types import (
     Message,
     TopicPartition,
 )
-from lakelog.errors import CorruptRecord, InvalidRequest, KafkaError, KafkaException, OffsetOutOfRange
-from lakelog.log import READ_COMMITTED, PartitionLog, open_partition
+from lakelog.errors import (
+    CorruptRecord,
+    InvalidRequest,
+    KafkaError,
+    KafkaException,
+    OffsetOutOfRange,
+    UnknownTopicOrPartition,
+)
+from lakelog.log import READ_COMMITTED, PartitionLog, open_partition, topic_config
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +67,7 @@ class _Assigned:
 
 class _Fetching:
     """`Consumer`'s assignment, positions and fetches, over its `config`, `_root`, `_group_id`,
-    `_assigned`, `_stored` and `_turn`."""
+    `_assigned`, `_pending`, `_stored`, `_events` and `_turn`."""
 
     # -- assignment ----------------------------------------------------------------
 
@@ -64,20 +76,18 @@ class _Fetching:
         self._check_open()
         self._check_manual("assign")
         partitions = _partition_list(partitions)
-        self._assigned = {}
-        self._stored = {}
-        self._add(partitions)
+        self._assigned, self._stored, self._pending = {}, {}, {}
+        self._add(partitions, pending_if_missing=True)
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         self._check_open()
         self._check_manual("incremental_assign")
-        self._add(_partition_list(partitions))
+        self._add(_partition_list(partitions), pending_if_missing=True)
 
     def unassign(self) -> None:
         self._check_open()
         self._check_manual("unassign")
-        self._assigned = {}
-        self._stored = {}
+        self._assigned, self._stored, self._pending = {}, {}, {}
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
         self._check_open()
@@ -85,10 +95,11 @@ class _Fetching:
         for tp in _partition_list(partitions):
             self._assigned.pop((tp.topic, tp.partition), None)
             self._stored.pop((tp.topic, tp.partition), None)
+            self._pending.pop((tp.topic, tp.partition), None)
 
     def assignment(self) -> list[TopicPartition]:
         self._check_open()
-        return [TopicPartition(topic, partition) for topic, partition in self._assigned]
+        return [TopicPartition(topic, partition) for topic, partition in [*self._assigned, *self._pending]]
 
     def pause(self, partitions: list[TopicPartition]) -> None:
         """poll/consume return nothing of these partitions until `resume`; their positions are kept.
@@ -165,10 +176,39 @@ class _Fetching:
             return OFFSET_INVALID
         return state.buffer[0].offset() if state.buffer else state.position
 
-    def _add(self, partitions: list[TopicPartition]) -> None:
+    def _add(self, partitions: list[TopicPartition], pending_if_missing: bool = False) -> None:
+        """Assign `partitions`; with `pending_if_missing` (assign by hand, as librdkafka takes it) a partition
+        of a topic that does not exist yet is reported once by poll (UNKNOWN_TOPIC_OR_PART) and starts when
+        it appears."""
         for tp in partitions:
-            log = open_partition(self._root, tp.topic, tp.partition)
-            self._assigned[(tp.topic, tp.partition)] = _Assigned(log, self._start_offset(log, tp.offset))
+            key = (tp.topic, tp.partition)
+            try:
+                log = open_partition(self._root, tp.topic, tp.partition)
+            except UnknownTopicOrPartition:
+                if not pending_if_missing or _topic_exists(self._root, tp.topic):
+                    raise  # a partition past an existing topic's count is refused, as before
+                _check_offset(tp.offset)
+                if key not in self._pending:
+                    self._logger.warning("%s-%d is assigned but does not exist: waiting for it", *key)
+                    error = KafkaError(
+                        KafkaError.UNKNOWN_TOPIC_OR_PART, f"{tp.topic} [{tp.partition}]: Broker: Unknown topic or partition"
+                    )
+                    self._events.append(Message(tp.topic, tp.partition, OFFSET_INVALID, error=error))
+                self._pending[key] = tp.offset
+                continue
+            self._pending.pop(key, None)
+            self._assigned[key] = _Assigned(log, self._start_offset(log, tp.offset))
+
+    def _open_pending(self) -> None:
+        """Start the assigned partitions whose topic did not exist, if it does now."""
+        for (topic, partition), offset in list(self._pending.items()):
+            try:
+                log = open_partition(self._root, topic, partition)
+            except UnknownTopicOrPartition:
+                continue
+            self._logger.info("%s-%d exists now: reading it", topic, partition)
+            del self._pending[(topic, partition)]
+            self._assigned[(topic, partition)] = _Assigned(log, self._start_offset(log, offset))
 
     def _in_turn(self) -> list[_Assigned]:
         states = list(self._assigned.values())
@@ -179,8 +219,7 @@ class _Fetching:
 
     def _start_offset(self, log: PartitionLog, offset: int) -> int | None:
         """Where reading starts; None (with group.id) for the committed offset, resolved before the first fetch."""
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            raise InvalidRequest(f"offset must be an integer, not {offset!r}")
+        _check_offset(offset)
         if offset in (OFFSET_STORED, OFFSET_INVALID) and self._group_id is not None:
             return None
         log.refresh()
@@ -289,6 +328,19 @@ def _messages(topic: str, partition: int, rows: pa.Table) -> list[Message]:
             )
         )
     return out
+
+
+def _topic_exists(root: str, topic: str) -> bool:
+    try:
+        topic_config(root, topic)
+    except UnknownTopicOrPartition:
+        return False
+    return True
+
+
+def _check_offset(offset: Any) -> None:
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise InvalidRequest(f"offset must be an integer, not {offset!r}")
 
 
 def _partition_list(partitions: Any) -> list[TopicPartition]:

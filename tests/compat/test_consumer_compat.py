@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from helpers import FakeClock, table_fingerprint
 
-from lakelog import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
+from lakelog import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, Consumer, KafkaError, Producer, TopicPartition
 from lakelog.client.consumer_metadata import Subscription
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.errors import UnknownTopicOrPartition
@@ -262,7 +262,31 @@ def test_polls_within_max_poll_interval_keep_the_member(root, topic):
         assert c.memberid() == member
 
 
-# -- a subscribed topic that does not exist ---------------------------------------------------------
+# -- a topic that does not exist ---------------------------------------------------------------------
+
+
+def test_assigning_a_missing_topic_is_accepted_reported_once_and_read_once_it_exists(root):
+    """librdkafka takes the assignment; poll reports UNKNOWN_TOPIC_OR_PART for the partition, once, and reads
+    it when the topic appears. Nothing is created meanwhile (S8.3)."""
+    before = table_fingerprint(root)
+    with consumer(root) as c:
+        wanted = [TopicPartition("later", 0, OFFSET_BEGINNING)]
+        c.assign(wanted)
+        assert c.assignment() == wanted
+        assert c.position(wanted)[0].offset == OFFSET_INVALID
+        message = c.poll(0.1)
+        assert message.error().code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        assert (message.topic(), message.partition()) == ("later", 0)
+        assert c.poll(0.1) is None
+        assert table_fingerprint(root) == before
+        create_topic(root, "later", 1)
+        produce(root, "later", ["first", "second"])
+        assert poll_values(c, 2) == ["first", "second"]
+        assert c.assignment() == wanted
+        # A partition past an existing topic's count is refused at once, as before.
+        with pytest.raises(UnknownTopicOrPartition):
+            c.incremental_assign([TopicPartition("later", 5, 0)])
+
 
 
 def test_a_missing_subscribed_topic_is_reported_by_poll_once_and_assigned_once_created(root, topic):
