@@ -59,6 +59,7 @@ def configs(root: str, topic: str, partition: int) -> dict:
 # -- delete_topics ---------------------------------------------------------------------------
 
 
+@pytest.mark.roots("local", "s3")
 def test_delete_topics_removes_every_partition_table_and_a_topic_of_that_name_starts_afresh(root, admin, topic):
     name = topic(partitions=3)
     produce(root, name, [(1000, "a"), (2000, "b")], partition=2)
@@ -135,6 +136,7 @@ def test_describe_configs_gives_a_topics_stored_config_and_the_roots_defaults(ro
     assert code(futures[ConfigResource(ResourceType.TOPIC, "missing")]) == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
+@pytest.mark.roots("local", "s3")
 def test_incremental_alter_configs_set_delete_append_subtract_reach_every_partition(root, admin, topic):
     name = topic(partitions=3, config={"retention.ms": 1000})
     resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
