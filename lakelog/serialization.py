@@ -116,20 +116,30 @@ class DoubleDeserializer(Deserializer):
 
 
 class StringSerializer(Serializer):
-    """A str encoded with `codec` (utf_8 by default); the codec's own error if it cannot, as in confluent-kafka."""
+    """A str encoded with `codec` (utf_8 by default); SerializationError if the codec cannot encode it."""
 
     def __init__(self, codec: str = "utf_8") -> None:
         self.codec = codec
 
     def __call__(self, obj: str | None, ctx: SerializationContext | None = None) -> bytes | None:
-        return None if obj is None else obj.encode(self.codec)
+        if obj is None:
+            return None
+        try:
+            return obj.encode(self.codec)
+        except UnicodeError as error:
+            raise SerializationError(str(error)) from error
 
 
 class StringDeserializer(Deserializer):
-    """Bytes decoded with `codec` (utf_8 by default); the codec's own error if it cannot, as in confluent-kafka."""
+    """Bytes decoded with `codec` (utf_8 by default); SerializationError if the codec cannot decode them."""
 
     def __init__(self, codec: str = "utf_8") -> None:
         self.codec = codec
 
     def __call__(self, value: bytes | None, ctx: SerializationContext | None = None) -> str | None:
-        return None if value is None else value.decode(self.codec)
+        if value is None:
+            return None
+        try:
+            return value.decode(self.codec)
+        except UnicodeError as error:
+            raise SerializationError(str(error)) from error

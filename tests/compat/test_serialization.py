@@ -74,8 +74,10 @@ def test_string_uses_its_codec():
     assert StringSerializer("utf_16_be")("ab") == b"\x00a\x00b"
     assert StringDeserializer("latin_1")(b"\xe4") == "ä"
     assert StringSerializer()(None) is None and StringDeserializer()(None) is None
-    with pytest.raises(UnicodeEncodeError):  # the codec's own error, as in confluent-kafka
+    with pytest.raises(SerializationError):
         StringSerializer("ascii")("ä")
+    with pytest.raises(SerializationError):
+        StringDeserializer()(b"\xff")
 
 
 def test_serialization_error_is_a_kafka_exception_and_the_bases_are_abstract():
