@@ -155,6 +155,8 @@ class _Fetching:
         watermark in read_uncommitted, as librdkafka reports it (S5.1).
         """
         self._check_open()
+        if cached and (partition.topic, partition.partition) in self._pending:
+            return OFFSET_INVALID, OFFSET_INVALID  # as librdkafka: nothing known of it yet
         state = self._assigned.get((partition.topic, partition.partition))
         log = state.log if state is not None else open_partition(self._root, partition.topic, partition.partition)
         if not cached:
@@ -180,6 +182,7 @@ class _Fetching:
         """Assign `partitions`; with `pending_if_missing` (assign by hand, as librdkafka takes it) a partition
         of a topic that does not exist yet is reported once by poll (UNKNOWN_TOPIC_OR_PART) and starts when
         it appears."""
+        missing = []
         for tp in partitions:
             key = (tp.topic, tp.partition)
             try:
@@ -189,7 +192,7 @@ class _Fetching:
                     raise  # a partition past an existing topic's count is refused, as before
                 _check_offset(tp.offset)
                 if key not in self._pending:
-                    self._logger.warning("%s-%d is assigned but does not exist: waiting for it", *key)
+                    missing.append(f"{tp.topic}-{tp.partition}")
                     error = KafkaError(
                         KafkaError.UNKNOWN_TOPIC_OR_PART, f"{tp.topic} [{tp.partition}]: Broker: Unknown topic or partition"
                     )
@@ -198,14 +201,19 @@ class _Fetching:
                 continue
             self._pending.pop(key, None)
             self._assigned[key] = _Assigned(log, self._start_offset(log, tp.offset))
+        if missing:
+            self._logger.warning("assigned partitions of topics that do not exist, waiting for them: %s", ", ".join(missing))
 
     def _open_pending(self) -> None:
-        """Start the assigned partitions whose topic did not exist, if it does now."""
+        """Start the assigned partitions whose topic did not exist, if it does now (one look per topic)."""
+        appeared = {topic for topic, _ in self._pending if _topic_exists(self._root, topic)}
         for (topic, partition), offset in list(self._pending.items()):
+            if topic not in appeared:
+                continue
             try:
                 log = open_partition(self._root, topic, partition)
             except UnknownTopicOrPartition:
-                continue
+                continue  # past the count of the topic that appeared: stays waiting
             self._logger.info("%s-%d exists now: reading it", topic, partition)
             del self._pending[(topic, partition)]
             self._assigned[(topic, partition)] = _Assigned(log, self._start_offset(log, offset))

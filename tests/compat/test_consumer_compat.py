@@ -274,6 +274,7 @@ def test_assigning_a_missing_topic_is_accepted_reported_once_and_read_once_it_ex
         c.assign(wanted)
         assert c.assignment() == wanted
         assert c.position(wanted)[0].offset == OFFSET_INVALID
+        assert c.get_watermark_offsets(wanted[0], cached=True) == (OFFSET_INVALID, OFFSET_INVALID)
         message = c.poll(0.1)
         assert message.error().code() == KafkaError.UNKNOWN_TOPIC_OR_PART
         assert (message.topic(), message.partition()) == ("later", 0)
