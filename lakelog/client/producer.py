@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import pyarrow as pa
 from lakelog import config
 from lakelog.client.partitioner import partition_for
 from lakelog.client.producer_gate import ProducerGate
+from lakelog.client.producer_lifecycle import ProducerLifecycle
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Headers, Message
 from lakelog.errors import (
     FatalError,
@@ -40,7 +40,7 @@ from lakelog.errors import (
     TransactionAbortable,
     UnknownTopicOrPartition,
 )
-from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_partition, payload_table, topic_config
+from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_partition, payload_table
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.records import next_sequence
 from lakelog.log.verification import TransactionVerification
@@ -155,7 +155,7 @@ class TransactionState(enum.Enum):
     FATAL_ERROR = "fatal_error"
 
 
-class Producer:
+class Producer(ProducerLifecycle):
     """A producer writing to the topics of `lakelog.root`, shaped like confluent_kafka.Producer.
 
     With `transactional.id` set it is transactional (S4): `init_transactions()`
@@ -210,6 +210,7 @@ class Producer:
         callback: DeliveryCallback | None = None,
     ) -> None:
         """Queue a message; `expected_offset` (KIP-27) makes it land at exactly that offset or fail."""
+        self._require_open()
         if self._transactional_id is not None:
             self._require_state("produce", TransactionState.IN_TRANSACTION)
         # Wrong types are TypeErrors and wrong values ValueErrors, as confluent-kafka raises them (both InvalidRequest).
@@ -233,6 +234,10 @@ class Producer:
             raise KafkaException(
                 KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, f"message of {size} bytes exceeds message.max.bytes")
             )
+        if self._partition_count(topic) is None:
+            # Reported through the delivery callback at poll()/flush(), as confluent-kafka does (issue 14).
+            return self._report_unknown_topic(topic, partition, key_bytes, value_bytes, header_list,
+                                              timestamp or self._clock(), on_delivery or callback)
         partition = self._resolve_partition(topic, partition, key_bytes)
         tp = (topic, partition)
         batch = self._batches.get(tp)
@@ -249,29 +254,7 @@ class Producer:
             self._send(tp)
         self._send_lingered()
 
-    def poll(self, timeout: float | None = None) -> int:
-        """Send batches whose linger.ms passed and serve delivery reports; returns how many were served."""
-        self._send_lingered()
-        if not self._reports and timeout and self._batches:
-            wait = min(timeout, self.config["linger.ms"] / 1000)
-            time.sleep(max(wait, 0))
-            self._send_lingered()
-        return self._serve_reports()
-
-    def flush(self, timeout: float | None = None) -> int:
-        """Send every queued message and serve their reports; returns how many are left (0)."""
-        for tp in list(self._batches):
-            self._send(tp)
-        self._serve_reports()
-        return len(self)
-
-    def __len__(self) -> int:
-        return sum(len(batch.messages) for batch in self._batches.values()) + len(self._reports)
-
-    def list_topics(self, topic: str | None = None, timeout: float = -1):
-        from lakelog.client.admin import cluster_metadata
-
-        return cluster_metadata(self._root, topic)
+    # poll, flush, len, close, purge, produce_batch, list_topics: lakelog.client.producer_lifecycle.
 
     # -- transactions (S4) ----------------------------------------------------------
 
@@ -444,6 +427,7 @@ class Producer:
         self._transaction_error = error
 
     def _require_transactional(self, call: str) -> None:
+        self._require_open()
         if self._transactional_id is None:
             raise KafkaException(
                 KafkaError(KafkaError._NOT_CONFIGURED, f"{call}() needs transactional.id to be configured")
@@ -473,13 +457,16 @@ class Producer:
     def _resolve_partition(self, topic: str, partition: int, key: bytes | None) -> int:
         if not isinstance(partition, int) or isinstance(partition, bool):
             raise InvalidRequest(f"partition must be an integer, not {partition!r}")
-        if topic not in self._num_partitions:
-            self._num_partitions[topic] = topic_config(self._root, topic).num_partitions
-        count = self._num_partitions[topic]
+        count = self._partition_count(topic)
+        if count is None:
+            raise UnknownTopicOrPartition(f"topic {topic} does not exist under {self._root}", topic=topic)
         if partition == -1:
             return partition_for(key, count, self.config["partitioner"])
         if not 0 <= partition < count:
-            raise UnknownTopicOrPartition(f"topic {topic} has partitions 0-{count - 1}, not {partition}", topic=topic)
+            # librdkafka refuses a partition past a known topic's count at once, with _UNKNOWN_PARTITION.
+            raise KafkaException(
+                KafkaError(KafkaError._UNKNOWN_PARTITION, f"topic {topic} has partitions 0-{count - 1}, not {partition}")
+            )
         return partition
 
     def _log(self, tp: tuple[str, int]) -> PartitionLog:
@@ -499,13 +486,6 @@ class Producer:
             is_transactional=self._transactional_id is not None,
             expected_offset=expected_offset,
         )
-
-    def _send_lingered(self) -> None:
-        linger = self.config["linger.ms"] / 1000
-        now = self._clock() / 1000
-        for tp, batch in list(self._batches.items()):
-            if now - batch.created >= linger:
-                self._send(tp)
 
     def _send(self, tp: tuple[str, int]) -> None:
         batch = self._batches.pop(tp, None)
@@ -608,15 +588,6 @@ class Producer:
                     "%s-%d: retrying a batch of %d (attempt %d) after %s: %s",
                     tp[0], tp[1], count, attempts + 1, error.error.name(), error,
                 )
-
-    def _serve_reports(self) -> int:
-        served = 0
-        while self._reports:
-            callback, error, message = self._reports.popleft()
-            served += 1
-            if callback is not None:
-                callback(error, message)
-        return served
 
 
 def _timeout_s(timeout: float | None) -> float:

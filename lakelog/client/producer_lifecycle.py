@@ -139,7 +139,8 @@ class ProducerLifecycle:
         if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)):
             raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
         if timeout is None or timeout < 0:
-            return now + (self._until_linger_s() if self._batches else 0.0)
+            # One step of slack: the producer's clock counts whole milliseconds, the monotonic clock does not.
+            return now + (self._until_linger_s() + POLL_STEP_S if self._batches else 0.0)
         return now + timeout
 
     def _until_linger_s(self: Producer) -> float:
@@ -148,6 +149,24 @@ class ProducerLifecycle:
             return POLL_STEP_S
         oldest = min(batch.created for batch in self._batches.values())
         return max(oldest + self.config["linger.ms"] / 1000 - self._clock() / 1000, 0.0)
+
+    def _send_lingered(self: Producer) -> None:
+        """Send every batch that has waited linger.ms on the producer's clock."""
+        linger = self.config["linger.ms"] / 1000
+        now = self._clock() / 1000
+        for tp, batch in list(self._batches.items()):
+            if now - batch.created >= linger:
+                self._send(tp)
+
+    def _serve_reports(self: Producer) -> int:
+        """Call the delivery callback of each report ready, in order; returns how many were served."""
+        served = 0
+        while self._reports:
+            callback, error, message = self._reports.popleft()
+            served += 1
+            if callback is not None:
+                callback(error, message)
+        return served
 
     def flush(self: Producer, timeout: float | None = None) -> int:
         """Send every queued message and serve their reports; returns how many are left (0: a send
