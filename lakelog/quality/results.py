@@ -205,16 +205,19 @@ def outcome(root: str | Location, row: dict[str, Any]) -> str:
     is open (S5.1), aborted if the aborted-transaction index covers it (S5.3),
     committed once it is below the high watermark otherwise; "not written" if no
     row reached that offset; "-" when the row names no transactional offsets.
+    The ranges of a failed dead-letter unit are in `<topic>.dlq`, where its rows went.
     """
     from lakelog.log import open_partition
+    from lakelog.quality.gate import dlq_topic
 
     ranges = row.get("offset_ranges") or []
     producer_id = row.get("producer_id")
     if not ranges or producer_id is None or producer_id < 0:
         return "-"
     first = ranges[0]
+    topic = dlq_topic(row["topic"]) if row.get("mode") == "dead-letter" and not row.get("success") else row["topic"]
     try:
-        log = open_partition(root, row["topic"], first["partition"])
+        log = open_partition(root, topic, first["partition"])
     except UnknownTopicOrPartition:
         return "not written"
     offset = first["first_offset"]

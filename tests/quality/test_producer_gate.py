@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from lakelog.cli import main
 from lakelog.client import Producer
 from lakelog.client.producer import TransactionState
 from lakelog.client.producer_gate import FAULT_AFTER_VALIDATION
@@ -52,13 +53,19 @@ def load(p: Producer, name: str, count: int, *, bad: int | None = None, first_ke
         p.produce(name, order(index, -5 if index == bad else None), key=f"k{first_key + index}".encode())
 
 
+def outcomes(root, name: str, capsys) -> dict[str, str]:
+    """`lakelog quality report --json`: each result's validation id -> its transaction's outcome."""
+    assert main(["quality", "report", "--topic", name, "--json", "--root", root]) == 0
+    return {row["validation_id"]: row["outcome"] for row in map(json.loads, capsys.readouterr().out.splitlines())}
+
+
 def rows_of(root, name: str) -> list[tuple]:
     table = read_committed(root, name)
     return sorted(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(),
                       table.column("key").to_pylist(), table.column("value").to_pylist()))
 
 
-def test_S11_1_a_bad_row_in_a_10k_row_load_aborts_it_and_the_fixed_load_commits(root, topic):
+def test_S11_1_a_bad_row_in_a_10k_row_load_aborts_it_and_the_fixed_load_commits(root, topic, capsys):
     name = gated(root, topic, "enforce")
     p = producer(root)
     load(p, name, 100, first_key=ROWS)  # an earlier good load: read_committed is not empty
@@ -97,6 +104,8 @@ def test_S11_1_a_bad_row_in_a_10k_row_load_aborts_it_and_the_fixed_load_commits(
     assert len(rows_of(root, name)) == 100 + ROWS
     latest = read_results(root, topic=name).to_pylist()[0]
     assert (latest["validation_id"], latest["success"], latest["row_count"]) == (passed_id, True, ROWS)
+    reported = outcomes(root, name, capsys)
+    assert (reported[violation.validation_id], reported[passed_id]) == ("aborted", "committed")
 
 
 def test_S11_1_warn_commits_and_records_the_failure(root, topic):
@@ -110,7 +119,7 @@ def test_S11_1_warn_commits_and_records_the_failure(root, topic):
     assert failed_expectations(result)[0]["unexpected_values"] == [-5]
 
 
-def test_S11_3_dead_letter_routes_a_failing_unit_to_the_dlq_exactly_once_across_a_crash(root, topic):
+def test_S11_3_dead_letter_routes_a_failing_unit_to_the_dlq_exactly_once_across_a_crash(root, topic, capsys):
     """Dead-letter: the failing unit's rows go to `<topic>.dlq` with the validation id header, in the transaction
     that records the result; a process that dies between validating and committing leaves nothing (the next init
     aborts it, S4.2), and the run again puts the rows there exactly once. The good topic stays untouched."""
@@ -139,6 +148,7 @@ def test_S11_3_dead_letter_routes_a_failing_unit_to_the_dlq_exactly_once_across_
     assert sorted(dead.column("key").to_pylist()) == sorted(f"k{i}".encode() for i in range(500))
     # Delivery reports name the topic the rows went to.
     assert len(reports) == 500 and {message.topic() for error, message in reports if error is None} == {dlq}
+    assert outcomes(root, name, capsys) == {result["validation_id"]: "committed"}  # read in <topic>.dlq
 
     # A passing unit of a dead-letter topic goes to the topic itself.
     load(again, name, 200, first_key=1_000)
