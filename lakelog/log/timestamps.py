@@ -18,7 +18,9 @@ import logging
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.log.fetch_files import read_ahead
 from lakelog.log.partition import PartitionLog
+from lakelog.store import FileEntry
 
 logger = logging.getLogger(__name__)
 
@@ -28,19 +30,17 @@ def offset_for_timestamp(log: PartitionLog, timestamp_ms: int, end_offset: int) 
     start = log.log_start_offset()
     target_us = timestamp_ms * 1000
     in_range = (pc.field("offset") >= start) & (pc.field("offset") < end_offset)
-    for entry in log.table.files():
-        if entry.max_offset < start:
-            continue
-        if entry.min_offset >= end_offset:
-            break
-        rows = log.table.read_file(entry, ["offset", "timestamp"], in_range)
-        if not rows.num_rows:
-            continue
-        timestamps = rows.column("timestamp").cast(pa.int64())
-        late = pc.greater_equal(timestamps, target_us).fill_null(False)
+
+    def read(entry: FileEntry) -> pa.Table:
+        whole = entry.min_offset >= start and entry.max_offset < end_offset
+        return log.table.read_file(entry, ["offset", "timestamp"], None if whole else in_range)
+
+    wanted = (entry for entry in log.table.files() if entry.max_offset >= start and entry.min_offset < end_offset)
+    # The files are read a few ahead, as a fetch reads them; the first holding a match ends the search.
+    for _, rows in read_ahead(read, wanted, max_bytes=1 << 62, max_records=1 << 62):
+        late = pc.greater_equal(rows.column("timestamp").cast(pa.int64()), target_us).fill_null(False)
         if pc.any(late).as_py():
-            offsets = pc.filter(rows.column("offset"), late)
-            return int(pc.min(offsets).as_py())
+            return int(pc.min(pc.filter(rows.column("offset"), late)).as_py())
     return None
 
 
