@@ -51,7 +51,7 @@ from lakelog.client.types import (
     TopicPartition,
 )
 from lakelog.config import storage_options
-from lakelog.errors import InvalidArgument, InvalidProducerIdMapping, InvalidRequest, InvalidType, KafkaException
+from lakelog.errors import InvalidArgument, InvalidProducerIdMapping, InvalidType, KafkaException
 from lakelog.log import create_topic, list_topics, open_partition, retention, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topic_changes import create_partitions, delete_topic
@@ -322,14 +322,14 @@ class AdminClient(BrokerOnlyCalls):
     def describe_transactions(self, transactional_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
         """A future per id resolving to its TransactionDescription (unknown ids: InvalidProducerIdMapping...)."""
         if not isinstance(transactional_ids, (list, tuple)) or not all(isinstance(i, str) for i in transactional_ids):
-            raise InvalidRequest("describe_transactions takes a list of transactional ids")
+            raise InvalidType("describe_transactions takes a list of transactional ids")
         return {tid: _call(_describe_transaction, self._root, tid) for tid in transactional_ids}
 
     @_while_open
     def describe_producers(self, partitions: list[TopicPartition], **_timeouts: Any) -> dict[TopicPartition, Future]:
         """A future per partition resolving to the producer states it holds (S3.5), open transactions included."""
         if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
-            raise InvalidRequest("describe_producers takes a list of TopicPartition")
+            raise InvalidType("describe_producers takes a list of TopicPartition")
         return {p: _call(transaction_admin.describe_producers, self._root, p.topic, p.partition) for p in partitions}
 
     @_while_open
@@ -341,7 +341,7 @@ class AdminClient(BrokerOnlyCalls):
     def abort_transaction(self, partition: TopicPartition, producer_id: int, **_timeouts: Any) -> Future:
         """Abort a hanging transaction of `producer_id` in `partition` (KIP-664); resolves to the marker's offset."""
         if not isinstance(partition, TopicPartition) or not isinstance(producer_id, int):
-            raise InvalidRequest("abort_transaction takes a TopicPartition and a producer id")
+            raise InvalidType("abort_transaction takes a TopicPartition and a producer id")
         self._logger.info("%s-%d: aborting the hanging transaction of producer id %d (KIP-664)", partition.topic,
                        partition.partition, producer_id)
         return _call(
@@ -387,7 +387,9 @@ class AdminClient(BrokerOnlyCalls):
     def describe_consumer_groups(self, group_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
         """A future per group resolving to its ConsumerGroupDescription (members, epochs, assignments, state)."""
         if not isinstance(group_ids, (list, tuple)) or not all(isinstance(g, str) for g in group_ids):
-            raise InvalidRequest("describe_consumer_groups takes a list of group ids")
+            raise InvalidType("describe_consumer_groups takes a list of group ids")
+        if not group_ids:
+            raise InvalidArgument("Expected at least one group to be described")
         return {group_id: _call(group_admin.describe_group, self._root, group_id) for group_id in group_ids}
 
     @_while_open
@@ -429,7 +431,9 @@ class AdminClient(BrokerOnlyCalls):
         """A future per group resolving to None once the group and its offsets are deleted
         (GroupIdNotFound, NonEmptyGroup)."""
         if not isinstance(group_ids, (list, tuple)) or not all(isinstance(g, str) for g in group_ids):
-            raise InvalidRequest("delete_consumer_groups takes a list of group ids")
+            raise InvalidType("delete_consumer_groups takes a list of group ids")
+        if not group_ids:
+            raise InvalidArgument("Expected at least one group to be deleted")
         delete = partial(group_admin.delete_group, retry=self._retry)
         return {group_id: _call(delete, self._root, group_id) for group_id in group_ids}
 
@@ -454,13 +458,13 @@ def _check_resources(resources: Any, call: str) -> None:
 
 def _check_group_requests(requests: Any, call: str, offsets: bool) -> None:
     if not isinstance(requests, (list, tuple)) or not all(isinstance(r, ConsumerGroupTopicPartitions) for r in requests):
-        raise InvalidRequest(f"{call} takes a list of ConsumerGroupTopicPartitions")
+        raise InvalidType(f"{call} takes a list of ConsumerGroupTopicPartitions")
     for request in requests:
         partitions = request.topic_partitions
         if partitions is None and not offsets:
             continue
         if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
-            raise InvalidRequest(f"{call}: topic_partitions of group {request.group_id!r} must be a list of TopicPartition")
+            raise InvalidType(f"{call}: topic_partitions of group {request.group_id!r} must be a list of TopicPartition")
 
 
 def _call(function: Any, *args: Any) -> Future:

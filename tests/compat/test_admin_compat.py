@@ -359,3 +359,16 @@ def test_a_config_change_that_loses_its_version_to_a_writer_decides_again_on_the
     assert zero.version == raced[0] + 2  # the writer's append, then the change
     assert open_partition(root, name, 0).high_watermark() == 1
     assert [configs(root, name, p)["retention.ms"] for p in (0, 1)] == [7000, 7000]
+
+
+def test_bad_arguments_raise_TypeError_and_ValueError_as_confluents(admin):
+    with pytest.raises(TypeError):
+        admin.describe_consumer_groups("g")
+    with pytest.raises(ValueError):
+        admin.delete_consumer_groups([])
+    with pytest.raises(TypeError):
+        admin.create_partitions([("t", 3)])
+    with pytest.raises(ValueError):
+        admin.describe_configs([ConfigResource(ResourceType.TOPIC, "t"), ConfigResource("topic", "t")])
+    with pytest.raises(ValueError):
+        ConfigResource("nonsense", "t")
