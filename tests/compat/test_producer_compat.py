@@ -12,7 +12,7 @@ import time
 from importlib import resources
 
 import pytest
-from helpers import folder_listing, table_fingerprint
+from helpers import FakeClock, folder_listing, table_fingerprint
 
 from lakelog import KafkaError, Producer
 from lakelog.errors import KafkaException
@@ -90,6 +90,10 @@ def test_close_delivers_returns_true_and_every_call_after_it_raises(root, topic)
         lambda: p.purge(),
         lambda: p.produce_batch(name, [{"value": "v"}]),
         lambda: p.list_topics(),
+        lambda: p.init_transactions(),
+        lambda: p.begin_transaction(),
+        lambda: p.commit_transaction(),
+        lambda: p.abort_transaction(),
     ):
         with pytest.raises(RuntimeError, match=CLOSED):
             call()
@@ -153,6 +157,21 @@ def test_poll_without_timeout_waits_for_the_queued_batch(root, topic):
     p = producer(root, **{"linger.ms": 100})
     p.produce(name, "v")
     assert p.poll() == 1  # confluent's poll() blocks until an event: here the batch's report after linger.ms
+
+
+def test_poll_sends_on_the_producers_clock_and_waits_in_real_time(root, topic):
+    """linger.ms is timed on the clock passed in (a standing clock holds the batch), while poll's timeout is the
+    caller's own wait: a poll on a standing clock returns at its timeout with nothing served."""
+    name = topic()
+    clock = FakeClock()
+    p = Producer({"lakelog.root": root, "linger.ms": 1_000}, clock=clock)
+    p.produce(name, "v")
+    started = time.monotonic()
+    assert p.poll(0.3) == 0
+    assert time.monotonic() - started >= 0.25
+    assert leo(root, name) == 0
+    clock.advance(1_000)
+    assert p.poll(0) == 1
 
 
 # -- unknown topics (gap 4) ----------------------------------------------------------------
