@@ -144,11 +144,9 @@ class AdminClient(BrokerOnlyCalls):
         self._closed = True
 
     def __len__(self) -> int:
-        # confluent-kafka: requests still queued; a root answers each call before it returns.
+        # confluent-kafka: requests still queued; a root answers each call before it returns. As in confluent
+        # (whose AdminClient, unlike its Producer, defines no truth value), bool(admin) is therefore False.
         return 0
-
-    def __bool__(self) -> bool:
-        return True
 
     @_while_open
     def poll(self, timeout: float) -> int:
