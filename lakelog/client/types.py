@@ -90,24 +90,35 @@ class Message:
         leader_epoch: int | None = -1,
         delivery_count: int | None = -1,
     ) -> None:
-        if isinstance(error, tuple) and (timestamp is None or isinstance(timestamp, KafkaError)):
+        if type(error) is tuple and (timestamp is None or isinstance(timestamp, KafkaError)):
             # lakelog's callers before issue 14 passed the timestamp before the error; a tuple is never an error.
             error, timestamp = timestamp, error
-        if timestamp is not None and not (isinstance(timestamp, tuple) and len(timestamp) == 2):
+        if timestamp is None:
+            timestamp = (TIMESTAMP_NOT_AVAILABLE, 0)
+        elif type(timestamp) is not tuple or len(timestamp) != 2:
             raise TypeError("timestamp must be a tuple of (int, int)")
+        # Kept as given (a consumer builds one Message per record); a negative reads back as None.
+        if type(partition) is not int or not -0x80000000 <= partition < 0x80000000:
+            partition = _int_field(partition, "partition", _INT32)
+        if type(offset) is not int or not -0x8000000000000000 <= offset < 0x8000000000000000:
+            offset = _int_field(offset, "offset", _INT64)
+        if type(leader_epoch) is not int or not -0x80000000 <= leader_epoch < 0x80000000:
+            leader_epoch = _int_field(leader_epoch, "leader_epoch", _INT32)
+        if type(delivery_count) is not int or not -0x8000 <= delivery_count < 0x8000:
+            delivery_count = _int_field(delivery_count, "delivery_count", _INT16)
+        if type(latency) is not float:
+            latency = _latency(latency)
         self._topic = topic
-        self._partition = _at_least(partition, "partition", 0, -1, bits=32)
-        self._offset = _at_least(offset, "offset", 0, OFFSET_INVALID, bits=64)
+        self._partition = partition
+        self._offset = offset
         self._key = key
         self._value = value
         self._headers = headers
         self._error = error
-        self._timestamp = (int(timestamp[0]), int(timestamp[1])) if timestamp is not None else (TIMESTAMP_NOT_AVAILABLE, 0)
-        if latency is not None and not isinstance(latency, (int, float)):
-            raise TypeError(f"latency must be a float of seconds, not {type(latency).__name__}")
-        self._latency = -1.0 if latency is None or latency < 0 else float(latency)
-        self._leader_epoch = _at_least(leader_epoch, "leader_epoch", 0, -1, bits=32)
-        self._delivery_count = _at_least(delivery_count, "delivery_count", 1, -1, bits=16)
+        self._timestamp = timestamp
+        self._latency = latency
+        self._leader_epoch = leader_epoch
+        self._delivery_count = delivery_count
 
     def topic(self) -> str | None:
         return self._topic
@@ -161,10 +172,21 @@ class Message:
     def __len__(self) -> int:
         return len(self._value) if self._value is not None else 0
 
+    def _normalized(self) -> tuple[int, int, int, float, int]:
+        """partition, offset, leader epoch, latency, delivery count as confluent-kafka keeps them (missing: -1, offset -1001)."""
+        return (
+            max(self._partition, -1),
+            self._offset if self._offset >= 0 else OFFSET_INVALID,
+            max(self._leader_epoch, -1),
+            self._latency if self._latency >= 0 else -1.0,
+            self._delivery_count if self._delivery_count > 0 else -1,
+        )
+
     def _fields(self) -> tuple[Any, ...]:
         # confluent-kafka compares these: the latency is left out, and of the timestamp only its value.
+        partition, offset, leader_epoch, _, _ = self._normalized()
         return (self._topic, self._value, self._key, self._headers, self._error,
-                self._partition, self._offset, self._leader_epoch, self._timestamp[1])
+                partition, offset, leader_epoch, self._timestamp[1])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -177,22 +199,35 @@ class Message:
     __hash__ = None  # type: ignore[assignment]  # mutable (set_value, ...), and unhashable in confluent-kafka too
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Message, (self._topic, self._partition, self._offset, self._key, self._value, self._headers,
-                          self._error, self._timestamp, self._latency, self._leader_epoch, self._delivery_count))
+        partition, offset, leader_epoch, latency, delivery_count = self._normalized()
+        return (Message, (self._topic, partition, offset, self._key, self._value, self._headers,
+                          self._error, self._timestamp, latency, leader_epoch, delivery_count))
 
     def __repr__(self) -> str:
         return f"Message(topic={self._topic}, partition={self.partition()}, offset={self.offset()}, error={self._error})"
 
 
-def _at_least(value: int | None, what: str, low: int, missing: int, *, bits: int) -> int:
-    """An int field of a Message as confluent-kafka keeps it (a C int of `bits`): below `low` (or None) is `missing`."""
+_INT16, _INT32, _INT64 = ((-(1 << (bits - 1)), 1 << (bits - 1)) for bits in (16, 32, 64))
+
+
+def _int_field(value: int | None, what: str, bounds: tuple[int, int]) -> int:
+    """An int field of a Message that is no plain int in range: None is missing (-1); confluent-kafka keeps
+    these in C ints, so another type is a TypeError and a value out of their range an OverflowError."""
     if value is None:
-        return missing
+        return -1
     if not isinstance(value, int):
         raise TypeError(f"{what} must be an integer, not {type(value).__name__}")
-    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
-        raise OverflowError(f"{what} {value} does not fit in {bits} bits")
-    return value if value >= low else missing
+    if not bounds[0] <= value < bounds[1]:
+        raise OverflowError(f"{what} {value} does not fit its C int")
+    return int(value)
+
+
+def _latency(latency: float | None) -> float:
+    if latency is None:
+        return -1.0
+    if not isinstance(latency, (int, float)):
+        raise TypeError(f"latency must be a float of seconds, not {type(latency).__name__}")
+    return float(latency)
 
 
 @dataclass
