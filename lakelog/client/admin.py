@@ -51,7 +51,14 @@ from lakelog.client.types import (
     TopicPartition,
 )
 from lakelog.config import storage_options
-from lakelog.errors import InvalidArgument, InvalidProducerIdMapping, InvalidType, KafkaException
+from lakelog.errors import (
+    InvalidArgument,
+    InvalidProducerIdMapping,
+    InvalidType,
+    KafkaError,
+    KafkaException,
+    UnknownTopicOrPartition,
+)
 from lakelog.log import create_topic, list_topics, open_partition, retention, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topic_changes import create_partitions, delete_topic
@@ -63,6 +70,7 @@ logger = logging.getLogger(__name__)
 
 # confluent-kafka's message for a call on a client its `with` block (or close) has destroyed.
 CLOSED = "AdminClient has been closed"
+HANDLE_CLOSED = "Handle has been closed"
 
 
 def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
@@ -75,11 +83,17 @@ def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
 
 
 def cluster_metadata(root: str, topic: str | None = None) -> ClusterMetadata:
-    """Every topic of the root (or one), with its partitions."""
+    """Every topic of the root (or one), with its partitions. A topic the root does not hold comes back with
+    UNKNOWN_TOPIC_OR_PART as its `error` and no partitions, as librdkafka's metadata carries it (issue 14)."""
     names = [topic] if topic is not None else list_topics(root)
     topics = {}
     for name in names:
-        count = topic_config(root, name).num_partitions
+        try:
+            count = topic_config(root, name).num_partitions
+        except UnknownTopicOrPartition:
+            error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, f"Broker: Unknown topic or partition: {name}")
+            topics[name] = TopicMetadata(name, {}, error)
+            continue
         topics[name] = TopicMetadata(name, {p: PartitionMetadata(p) for p in range(count)})
     node = BrokerMetadata(NODE_ID, str(root))
     return ClusterMetadata(topics=topics, cluster_id=str(root), brokers={NODE_ID: node}, orig_broker_name=str(node))
@@ -113,10 +127,13 @@ def describe_topic(root: str, topic: str) -> TopicDescription:
 
 
 def _while_open(method: Callable) -> Callable:
+    # confluent-kafka's metadata calls are its handle's, and say so when the client is closed.
+    message = HANDLE_CLOSED if method.__name__ in ("list_topics", "list_groups") else CLOSED
+
     @functools.wraps(method)
     def call(self: AdminClient, *args: Any, **kwargs: Any) -> Any:
         if self._closed:
-            raise RuntimeError(CLOSED)
+            raise RuntimeError(message)
         return method(self, *args, **kwargs)
 
     return call

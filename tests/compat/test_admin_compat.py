@@ -321,6 +321,8 @@ def test_a_with_block_closes_the_client_and_poll_waits_and_returns_0(root):
         admin.poll(0.001)
     with pytest.raises(RuntimeError, match="AdminClient has been closed"):
         admin.create_topics([NewTopic("t", 1)])
+    with pytest.raises(RuntimeError, match="Handle has been closed"):
+        admin.list_topics()
     assert admin.__exit__(None, None, None) is None
 
 
