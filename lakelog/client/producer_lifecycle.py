@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakelog import config
-from lakelog.client.types import TIMESTAMP_CREATE_TIME, ClusterMetadata, Message, TopicMetadata
+from lakelog.client.types import TIMESTAMP_CREATE_TIME, ClusterMetadata, Message
 from lakelog.errors import KafkaError, KafkaException, UnknownTopicOrPartition
 from lakelog.log import create_topic, topic_config
 
@@ -304,13 +304,7 @@ class ProducerLifecycle:
         from lakelog.client.admin import cluster_metadata
 
         self._require_open()
-        if topic is None:
-            return cluster_metadata(self._root)
-        try:
-            return cluster_metadata(self._root, topic)
-        except UnknownTopicOrPartition as unknown:
-            error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, str(unknown))
-            return ClusterMetadata(topics={topic: TopicMetadata(topic, {}, error)}, cluster_id=str(self._root))
+        return cluster_metadata(self._root, topic)
 
 
 def _check_batch_message(index: int, message: Any) -> None:
