@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from lakelog import config
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, ClusterMetadata, Message
-from lakelog.errors import KafkaError, KafkaException, UnknownTopicOrPartition
+from lakelog.config import validate_name
+from lakelog.errors import InvalidTopic, KafkaError, KafkaException, UnknownTopicOrPartition
 from lakelog.log import create_topic, topic_config
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CLOSED = "Producer has been closed"
+# Internal logs (__consumer_offsets, __transaction_state, ...) are written by their coordinators, never by produce().
+INTERNAL_PREFIX = "__"
 # The longest single sleep of a waiting poll(): it looks again at the queue (and the clock) this often.
 POLL_STEP_S = 0.1
 # The keys of a produce_batch() message dict, as confluent-kafka reads them.
@@ -247,14 +250,19 @@ class ProducerLifecycle:
     # -- topics the root does not hold (gap 4) ----------------------------------------------
 
     def _partition_count(self: Producer, topic: str) -> int | None:
-        """The topic's partition count, or None when the root does not hold it and it may not be created here.
+        """The topic's partition count, or None when produce() cannot write it (see _report_unknown_topic).
 
-        Created on first use only when both the producer allows it (allow.auto.create.topics) and
-        the root does (the broker key auto.create.topics.enable), as a Kafka broker would."""
+        A missing topic is created on first use only when both the producer allows it
+        (allow.auto.create.topics) and the root does (the broker key auto.create.topics.enable),
+        as a Kafka broker would; never one named as internal (`__*`), nor an illegal name."""
         if topic in self._num_partitions:
             return self._num_partitions[topic]
+        if topic.startswith(INTERNAL_PREFIX):
+            return None
         try:
             count = topic_config(self._root, topic).num_partitions
+        except InvalidTopic:
+            return None
         except UnknownTopicOrPartition:
             if not self._may_create_topics():
                 return None
@@ -288,15 +296,16 @@ class ProducerLifecycle:
         timestamp_ms: int,
         on_delivery: DeliveryCallback | None,
     ) -> None:
-        """A message for a topic the root does not hold: its delivery report carries UNKNOWN_TOPIC_OR_PART
-        (served by the next poll()/flush(), as librdkafka fails such messages), and nothing is written.
-        In a transaction the failed delivery makes it abort-only, as any failed delivery does."""
-        error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, f"topic {topic} does not exist under the root")
+        """A message produce() cannot write: its delivery report (served by the next poll()/flush(), as
+        librdkafka fails such messages) carries UNKNOWN_TOPIC_OR_PART for a topic the root does not hold,
+        or TOPIC_EXCEPTION for an illegal name or an internal one (`__*`, which Kafka refuses to clients
+        too). Nothing is written. In a transaction the failed delivery makes it abort-only, as any does."""
+        error = _undeliverable(topic)
         message = Message(topic=topic, partition=partition, offset=None, key=key, value=value, headers=headers,
                           timestamp=(TIMESTAMP_CREATE_TIME, timestamp_ms), error=error)
         self._reports.append((on_delivery or self._default_on_delivery, error, message))
         if self._transactional_id is not None and self._transaction_error is None:
-            self._transaction_error = UnknownTopicOrPartition(error.str(), topic=topic)
+            self._transaction_error = KafkaException(error)
 
     def list_topics(self: Producer, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The root's topics and their partitions. A topic the root does not hold comes back with
@@ -305,6 +314,17 @@ class ProducerLifecycle:
 
         self._require_open()
         return cluster_metadata(self._root, topic)
+
+
+def _undeliverable(topic: str) -> KafkaError:
+    """Why produce() cannot write to `topic` (see ProducerLifecycle._report_unknown_topic)."""
+    if topic.startswith(INTERNAL_PREFIX):
+        return KafkaError(KafkaError.TOPIC_EXCEPTION, f"cannot produce to internal topic {topic}")
+    try:
+        validate_name(topic)
+    except InvalidTopic as illegal:
+        return KafkaError(KafkaError.TOPIC_EXCEPTION, str(illegal))
+    return KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, f"topic {topic} does not exist under the root")
 
 
 def _check_batch_message(index: int, message: Any) -> None:

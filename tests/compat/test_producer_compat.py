@@ -193,6 +193,19 @@ def test_a_missing_topics_error_reaches_the_delivery_callback_and_nothing_is_wri
     assert (table_fingerprint(root), folder_listing(root)) == before  # S8.3
 
 
+@pytest.mark.parametrize("name", ["__consumer_offsets", "__transaction_state", "bad name!", "x" * 250])
+def test_an_internal_or_illegal_topic_is_reported_with_topic_exception_and_never_created(root, name):
+    """Kafka refuses a client's produce to an internal topic and never auto-creates one; an illegal name
+    fails the same way, through the delivery callback (librdkafka's TOPIC_EXCEPTION), even with auto-create on."""
+    reports = Reports()
+    p = Producer({"lakelog.root": root, "allow.auto.create.topics": True}, on_delivery=reports)
+    before = folder_listing(root)
+    p.produce(name, "v")
+    p.flush()
+    assert [e.code() for e, _ in reports] == [KafkaError.TOPIC_EXCEPTION]
+    assert folder_listing(root) == before
+
+
 def test_a_missing_topic_makes_the_transaction_abort_only(root, topic):
     """A failed delivery in a transaction makes it abortable (S4.5): commit refuses, abort goes on."""
     name = topic()
