@@ -395,8 +395,8 @@ class Table:
         for name in names:
             path = self.child_uri(name)
             try:
-                metadata = self.io.parquet_metadata(path)
-                statistics = _footer_statistics(metadata)
+                footer = self.io.parquet_metadata(path)
+                statistics = _footer_statistics(footer)
             except FileNotFoundError as error:
                 raise KafkaStorageError(f"cannot commit {path}: it is missing", uri=path) from error
             except pa.ArrowException as error:
