@@ -32,6 +32,17 @@ new snapshot; past the deadline it gives up with KafkaTimeout. Every byte
 under the root is read, written, listed, moved and deleted through the root's
 file IO (`lakelog.store`).
 
+A topic with a quality suite (issue 13) gates its view: before step 3 the run
+validates its new rows (read back from the files it wrote, nothing else)
+against the suite. An `enforce` failure records the result, deletes the run's
+files and raises PolicyViolation: no commit, the view stays as it was, and the
+job exits non-zero with one line. A pass, or a `warn` failure, commits with the
+validation id in the commit's metadata (`lakelog.quality.validation_id`) and
+records the result after the commit, so a run killed in between leaves no
+row rather than a false one. `dead-letter` acts as `warn` here: the rows are
+committed in the topic already, and a view is a copy of them, so there is no
+other place to send them.
+
     spark-submit pipelines/materialize_committed_view.py --root R --topic T
     python -m pipelines.materialize_committed_view --root R --topic T
     materialize_committed_view(spark, root, topic)     # from Python
@@ -51,9 +62,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog import catalog
-from lakelog.errors import CommitConflict
+from lakelog.errors import CommitConflict, PolicyViolation
 from lakelog.log import READ_COMMITTED, topic_config
 from lakelog.log.scan import LATEST, PartitionScan, plan_scan
+from lakelog.quality.gate import Verdict, gated_suites, judge
+from lakelog.quality.results import OffsetRange, offset_ranges_of, record_result
+from lakelog.quality.suites import Suite
 from lakelog.store import Location, Table, check_root
 from pipelines._args import storage_option_pairs
 from pipelines._commit import wait_after_lost_commit
@@ -78,6 +92,10 @@ FAULT_PLANNED = "planned"
 FAULT_WRITTEN = "written"
 FAULT_MOVED = "moved"
 FAULT_COMMITTED = "committed"
+# The commit-info key of a gated refresh's commit: the id of the validation of its rows (issue 13).
+VALIDATION_METADATA_KEY = "lakelog.quality.validation_id"
+# The exit code of a refresh its topic's suite refused (the CLI's code for a refused request).
+EXIT_REFUSED = 2
 
 Fault = Callable[[str], None]
 
@@ -89,6 +107,8 @@ class ViewReport:
     version: int | None
     rows: int
     positions: dict[int, int] = field(default_factory=dict)
+    # The validation of the committed rows, if the topic has a suite (its id is in the commit's metadata).
+    validation_id: str | None = None
 
 
 def materialize_committed_view(
@@ -103,6 +123,7 @@ def materialize_committed_view(
 
     root = check_root(root)
     num_partitions = topic_config(root, topic).num_partitions
+    suite = gated_suites(root, [topic]).get(topic)  # None: ungated, and no GX import
     view, _ = Table.create(catalog.view_path(root, topic), catalog.VIEW_SCHEMA, VIEW_CONFIGURATION)
     native = reads_natively(view.location)
     if native:
@@ -129,8 +150,10 @@ def materialize_committed_view(
         hit(FAULT_MOVED)
         names = sorted(written)
         versions = {POSITION_APP_ID.format(partition=partition): end for partition, end in ends.items()}
+        verdict, ranges = _judge_refresh(root, view, topic, suite, names, staging) if suite is not None else (None, [])
+        metadata = {VALIDATION_METADATA_KEY: verdict.validation_id} if verdict is not None else None
         try:
-            version = view.commit_files(names, catalog.VIEW_SCHEMA, app_versions=versions)
+            version = view.commit_files(names, catalog.VIEW_SCHEMA, app_versions=versions, metadata=metadata)
         except CommitConflict:
             for name in names:
                 view.io.delete(view.child_uri(name))
@@ -138,9 +161,37 @@ def materialize_committed_view(
             wait_after_lost_commit(backoff, log, f"view of {topic}")
             continue
         hit(FAULT_COMMITTED)
+        if verdict is not None:
+            # After the commit: a run killed before this line leaves no result row, never one for rows not committed.
+            record_result(root, verdict.result, validation_id=verdict.validation_id, load_unit=f"view:{topic}:v{version}",
+                          offset_ranges=ranges)
         _delete_quietly(staging)
         _vacuum_quietly(view)
-        return ViewReport(version, sum(written.values()), {**positions, **ends})
+        validation_id = verdict.validation_id if verdict is not None else None
+        return ViewReport(version, sum(written.values()), {**positions, **ends}, validation_id)
+
+
+def _judge_refresh(
+    root: Location, view: Table, topic: str, suite: Suite, names: list[str], staging: Location | None
+) -> tuple[Verdict, list[OffsetRange]]:
+    """Validate the run's new rows (its own files, in no commit yet) and say where they are; an enforce failure
+    records its result, deletes the files and raises PolicyViolation, so the view stays as it was (S11.1, S8.3)."""
+    import pyarrow as pa
+
+    chunks = [view.io.read_parquet(view.child_uri(name)) for name in names]
+    rows = pa.concat_tables(chunks) if chunks else catalog.VIEW_SCHEMA.empty_table()
+    verdict = judge(suite, topic, rows)
+    ranges = list(offset_ranges_of(rows))
+    if verdict.publish:
+        return verdict, ranges
+    record_result(root, verdict.result, validation_id=verdict.validation_id, load_unit=f"view:{topic}:v{view.version + 1}",
+                  offset_ranges=ranges)
+    for name in names:
+        view.io.delete(view.child_uri(name))
+    _delete_quietly(staging)
+    log.warning("view of %s: the refresh failed suite %s (enforce): nothing committed, the view stays at version %d",
+                topic, suite.name, view.version)
+    raise verdict.violation()
 
 
 def view_position(view: Table, partition: int) -> int:
@@ -256,7 +307,11 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = SparkSession.builder.appName(f"lakelog materialize_committed_view {args.topic}").getOrCreate()
     started = time.monotonic()
-    report = materialize_committed_view(spark, root, args.topic)
+    try:
+        report = materialize_committed_view(spark, root, args.topic)
+    except PolicyViolation as refused:
+        print(f"materialize_committed_view: {refused.error.name()}: {refused}", file=sys.stderr)
+        return EXIT_REFUSED
     print(json.dumps({**report.__dict__, "seconds": round(time.monotonic() - started, 3)}))
     return 0
 
