@@ -205,3 +205,25 @@ def test_S11_3_S4_5_dead_letter_is_exactly_once_when_the_loader_is_killed_betwee
     # again found the commit decided, finished it (S4.5) and appended nothing.
     expected_uncommitted = 2 * ROWS if point == "judged" else ROWS
     assert len(committed(root, dlq, 1, READ_UNCOMMITTED)) == expected_uncommitted
+
+
+@pytest.mark.roots("local")
+def test_S11_1_the_load_operator_fails_a_bad_unit_without_retry_and_loads_it_fixed(root, topic, monkeypatch):
+    """LakelogLoadOperator's execute path (no scheduler): a refused unit fails the task at once (a retry would judge
+    the same rows), with one line naming the expectation; the fixed unit loads."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from lakelog.airflow.operators.load import LakelogLoadOperator
+
+    monkeypatch.setenv("AIRFLOW_CONN_LAKELOG_DEFAULT", json.dumps({"conn_type": "lakelog", "extra": {"root": root}}))
+    orders = topic(name="orders", partitions=PARTITIONS)
+    gate(root, orders, "enforce")
+    source = write_orders(root, "day.parquet", bad=True)
+    operator = LakelogLoadOperator(task_id="load", topic=orders, source=source, key_column="id", unit="orders.day-1")
+    with pytest.raises(AirflowFailException, match="POLICY_VIOLATION: suite orders failed.*value.amount_cents") as raised:
+        operator.execute({})
+    assert "\n" not in str(raised.value)
+    assert committed(root, orders) == []
+    write_orders(root, "day.parquet", bad=False)
+    assert operator.execute({})["rows"] == ROWS
+    assert [row["success"] for row in read_results(root, topic=orders).to_pylist()] == [True, False]
