@@ -79,4 +79,14 @@ RESOURCE_GROUP = ResourceType.GROUP.value
 RESOURCE_BROKER = ResourceType.BROKER.value
 RESOURCE_TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID.value
 
+
+# confluent_kafka.admin's private aliases of the top-level model names, which its own tests import.
+_ConsumerGroupState = ConsumerGroupState
+_ConsumerGroupTopicPartitions = ConsumerGroupTopicPartitions
+_ConsumerGroupType = ConsumerGroupType
+_ElectionType = ElectionType
+_IsolationLevel = IsolationLevel
+_TopicCollection = TopicCollection
+_TopicPartition = TopicPartition
+
 __all__ = [name for name in list(globals()) if not name.startswith("_") and name not in ("logging", "logger")]

@@ -11,6 +11,7 @@ commits to. Calls that need a broker (ACLs, SCRAM, leader election) raise
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import time
 import warnings
@@ -126,14 +127,50 @@ def describe_topic(root: str, topic: str) -> TopicDescription:
     return TopicDescription(topic, partitions, dict(tc.values), topic_id=topic_id, is_internal=topic.startswith("__"))
 
 
+# The keyword options each call takes besides its named parameters, as confluent-kafka's (a root waits for
+# nothing, so the timeouts are checked and then have nothing to bound); any other keyword is a TypeError.
+_TIMEOUTS = frozenset({"request_timeout", "operation_timeout"})
+_OPTIONS: dict[str, frozenset[str]] = {
+    "create_topics": _TIMEOUTS,
+    "delete_topics": _TIMEOUTS,
+    "create_partitions": _TIMEOUTS,
+    "describe_configs": frozenset({"request_timeout", "broker"}),
+    "alter_configs": frozenset({"request_timeout", "broker"}),
+    "incremental_alter_configs": frozenset({"request_timeout", "broker"}),
+    "describe_topics": frozenset({"request_timeout", "include_authorized_operations"}),
+    "describe_cluster": frozenset({"request_timeout", "include_authorized_operations"}),
+    "describe_consumer_groups": frozenset({"request_timeout", "include_authorized_operations"}),
+    "delete_records": _TIMEOUTS,
+}
+_OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    "request_timeout": (int, float),
+    "operation_timeout": (int, float),
+    "include_authorized_operations": (bool,),
+    "validate_only": (bool,),
+    "require_stable": (bool,),
+    "broker": (int,),
+}
+
+
 def _while_open(method: Callable) -> Callable:
+    """A public call: RuntimeError once the client is closed, TypeError for an option confluent-kafka would refuse."""
     # confluent-kafka's metadata calls are its handle's, and say so when the client is closed.
     message = HANDLE_CLOSED if method.__name__ in ("list_topics", "list_groups") else CLOSED
+    named = set(inspect.signature(method).parameters)
+    allowed = _OPTIONS.get(method.__name__, frozenset({"request_timeout"}))
 
     @functools.wraps(method)
     def call(self: AdminClient, *args: Any, **kwargs: Any) -> Any:
         if self._closed:
             raise RuntimeError(message)
+        for key, value in kwargs.items():
+            if key not in named and key not in allowed:
+                raise InvalidType(f"{method.__name__}() got an unexpected keyword argument {key!r}")
+            types = _OPTION_TYPES.get(key)
+            if types is not None and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+                raise InvalidType(f"{method.__name__}(): {key} must be {' or '.join(t.__name__ for t in types)}, not {value!r}")
+            if key in _TIMEOUTS and value < 0:
+                raise InvalidArgument(f"{method.__name__}(): {key} must not be negative, not {value!r}")
         return method(self, *args, **kwargs)
 
     return call
@@ -200,10 +237,10 @@ class AdminClient(BrokerOnlyCalls):
         """Delete each topic's partition tables and its derived views and status (lakelog.log.topic_changes);
         a future per topic resolves to None or raises (UnknownTopicOrPartition, InvalidTopic for `__*`,
         ConcurrentTransactions while a transaction is open in it)."""
-        if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+        if not isinstance(topics, list):
             raise InvalidType("delete_topics takes a list of topic names")
-        if not topics:
-            raise InvalidArgument("Expected at least one topic to be deleted")
+        if not topics or not all(isinstance(t, str) for t in topics):
+            raise InvalidArgument("Expected a non-empty list of topic names to delete")
         return {topic: _call(self._delete_topic, topic) for topic in topics}
 
     def _delete_topic(self, topic: str) -> None:
@@ -219,6 +256,8 @@ class AdminClient(BrokerOnlyCalls):
         InvalidPartitions (fewer than now, or as many), UnknownTopicOrPartition. Keys hash over the new count."""
         if not isinstance(new_partitions, list) or not all(isinstance(p, NewPartitions) for p in new_partitions):
             raise InvalidType("create_partitions takes a list of NewPartitions")
+        if not new_partitions:
+            raise InvalidArgument("Expected at least one NewPartitions")
         return {request.topic: _call(self._create_partitions, request, validate_only) for request in new_partitions}
 
     def _create_partitions(self, request: NewPartitions, validate_only: bool) -> None:
@@ -266,6 +305,8 @@ class AdminClient(BrokerOnlyCalls):
     def incremental_alter_configs(self, resources: list[ConfigResource], validate_only: bool = False, **_timeouts: Any) -> dict[ConfigResource, Future]:
         """Apply each resource's `incremental_configs` (SET, DELETE, APPEND, SUBTRACT) to its topic's config."""
         _check_resources(resources, "incremental_alter_configs")
+        for resource in resources:
+            admin_configs.check_incremental(resource)
         alter = partial(admin_configs.alter, incremental=True, validate_only=validate_only, retry=self._retry)
         return {resource: _call(alter, self._root, resource) for resource in resources}
 
@@ -308,10 +349,13 @@ class AdminClient(BrokerOnlyCalls):
         stay, S9.2), PolicyViolation on a topic without cleanup.policy=delete,
         UnknownTopicOrPartition. A refused partition is left unchanged (S8.3).
         """
-        if not isinstance(topic_partition_offsets, (list, tuple)) or not all(
-            isinstance(p, TopicPartition) for p in topic_partition_offsets
-        ):
-            raise InvalidType("delete_records takes a list of TopicPartition")
+        if not isinstance(topic_partition_offsets, (list, tuple)):
+            raise InvalidType(f"Expected Request to be a list, got '{type(topic_partition_offsets).__name__}' ")
+        for request in topic_partition_offsets:
+            if not isinstance(request, TopicPartition):
+                raise InvalidType(f"Element of the request list must be of type 'TopicPartition' got '{type(request).__name__}' ")
+            if not isinstance(request.topic, str):
+                raise InvalidType(f"the topic of {request} must be a string")
         keys = [(p.topic, p.partition) for p in topic_partition_offsets]
         if len(set(keys)) != len(keys):
             raise InvalidArgument("delete_records got the same partition twice")
@@ -465,8 +509,10 @@ def _filter(values: Any, kind: type, name: str) -> set:
 
 
 def _check_resources(resources: Any, call: str) -> None:
-    if not isinstance(resources, list) or not all(isinstance(r, ConfigResource) for r in resources):
-        raise InvalidArgument(f"Expected list of {ConfigResource!r}")
+    if not isinstance(resources, list):
+        raise InvalidType(f"{call} takes a list of ConfigResource, not {type(resources).__name__}")
+    if not resources or not all(isinstance(r, ConfigResource) for r in resources):
+        raise InvalidArgument(f"Expected a non-empty list of {ConfigResource!r}")
     if len(set(resources)) != len(resources):
         raise InvalidArgument(f"{call}: a resource is named twice")
 
@@ -474,6 +520,8 @@ def _check_resources(resources: Any, call: str) -> None:
 def _check_group_requests(requests: Any, call: str, offsets: bool) -> None:
     if not isinstance(requests, (list, tuple)) or not all(isinstance(r, ConsumerGroupTopicPartitions) for r in requests):
         raise InvalidType(f"{call} takes a list of ConsumerGroupTopicPartitions")
+    if not requests:
+        raise InvalidArgument(f"{call}: the request names no group")
     for request in requests:
         partitions = request.topic_partitions
         if partitions is None and not offsets:

@@ -63,17 +63,28 @@ def alter(root: str, resource: ConfigResource, *, incremental: bool, validate_on
     alter_topic_config(root, resource.name, change, validate_only=validate_only, retry=retry)
 
 
+def check_incremental(resource: ConfigResource) -> None:
+    """The checks confluent-kafka makes before sending incremental_alter_configs: TypeError, ValueError."""
+    _operations(resource.incremental_configs)
+
+
 def _operations(entries: Any) -> list[tuple[str, AlterConfigOpType, str | None]]:
+    if not isinstance(entries, list):
+        raise InvalidType("incremental_configs must be a list of ConfigEntry")
+    if not entries:
+        raise InvalidArgument("incremental_configs of a resource cannot be empty")
     operations = []
     names = set()
     for entry in entries:
         if not isinstance(entry, ConfigEntry):
             raise InvalidType("incremental_configs must be a list of ConfigEntry")
+        if not isinstance(entry.name, str):
+            raise InvalidType(f"a ConfigEntry's name must be a string, not {entry.name!r}")
         if not isinstance(entry.incremental_operation, AlterConfigOpType):
-            raise InvalidArgument(f"config {entry.name}: incremental_operation must be an AlterConfigOpType")
+            raise InvalidType(f"config {entry.name}: incremental_operation must be an AlterConfigOpType")
         if entry.name in names:
             # Kafka refuses a key named twice in one request.
-            raise InvalidRequest(f"config {entry.name} is altered twice in one request")
+            raise InvalidArgument(f"config {entry.name} is altered twice in one request")
         names.add(entry.name)
         operations.append((entry.name, entry.incremental_operation, entry.value))
     return operations

@@ -374,3 +374,31 @@ def test_bad_arguments_raise_TypeError_and_ValueError_as_confluents(admin):
         admin.describe_configs([ConfigResource(ResourceType.TOPIC, "t"), ConfigResource("topic", "t")])
     with pytest.raises(ValueError):
         ConfigResource("nonsense", "t")
+
+
+def test_options_and_requests_are_checked_before_any_future_as_confluents(admin):
+    with pytest.raises(TypeError):
+        admin.describe_cluster(unknown_operation="it is")
+    with pytest.raises(TypeError):
+        admin.describe_topics(TopicCollection([]), request_timeout="soon")
+    with pytest.raises(ValueError):
+        admin.list_offsets({TopicPartition("t", 0): OffsetSpec.earliest()}, request_timeout=-1)
+    with pytest.raises(TypeError):
+        admin.delete_topics(["t"], validate_only="maybe")
+    with pytest.raises(ValueError):
+        admin.delete_topics([None, "t"])
+    with pytest.raises(TypeError):
+        admin.delete_records([TopicPartition(None)])
+    with pytest.raises(TypeError):
+        admin.incremental_alter_configs([_incremental("t", "retention.ms", "1", operation="SET")])
+    with pytest.raises(ValueError):
+        admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "t")])
+    twice = ConfigResource(ResourceType.TOPIC, "t", incremental_configs=[
+        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+    ])
+    with pytest.raises(KafkaException):
+        admin.incremental_alter_configs([twice])
+    with pytest.raises(ValueError):
+        admin.list_consumer_group_offsets([])
+    assert admin.describe_cluster(include_authorized_operations=True, request_timeout=5).result().cluster_id
