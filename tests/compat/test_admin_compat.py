@@ -339,6 +339,8 @@ def test_list_topics_and_list_groups_print_as_confluents_metadata(root, admin, t
     assert (str(group), group.state, group.protocol_type, group.protocol) == ("g", "Stable", "consumer", "uniform")
     assert [m.id for m in group.members] == [member_id] and group.error is None
     assert admin.list_groups("other") == []
+    missing = admin.list_topics("missing").topics["missing"]
+    assert missing.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART and missing.partitions == {}
 
 
 def test_a_config_change_that_loses_its_version_to_a_writer_decides_again_on_the_latest_snapshot(root, admin, topic, monkeypatch):
