@@ -34,8 +34,6 @@ CLOSED = "Producer has been closed"
 INTERNAL_PREFIX = "__"
 # The longest single sleep of a waiting poll(): it looks again at the queue (and the clock) this often.
 POLL_STEP_S = 0.1
-# The keys of a produce_batch() message dict, as confluent-kafka reads them.
-BATCH_MESSAGE_KEYS = ("value", "key", "headers", "partition", "timestamp", "callback")
 
 
 class ProducerLifecycle:
