@@ -268,13 +268,7 @@ class AdminClient(BrokerOnlyCalls):
         """Every topic of the root, or one; a missing topic comes back carrying UNKNOWN_TOPIC_OR_PART, as confluent's."""
         if topic is not None and not isinstance(topic, str):
             raise InvalidType(f"topic must be a str, not {type(topic).__name__}")
-        try:
-            return cluster_metadata(self._root, topic)
-        except UnknownTopicOrPartition:
-            error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, f"Broker: Unknown topic or partition: {topic}")
-            node = BrokerMetadata(NODE_ID, str(self._root))
-            return ClusterMetadata(topics={topic: TopicMetadata(topic, {}, error)}, cluster_id=str(self._root),
-                                   brokers={NODE_ID: node}, orig_broker_name=str(node))
+        return cluster_metadata(self._root, topic)
 
     @_while_open
     def describe_topics(self, topics: TopicCollection | list[str], **_timeouts: Any) -> dict[str, Future]:
