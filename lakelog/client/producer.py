@@ -502,7 +502,8 @@ class Producer(ProducerLifecycle):
             return  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)
         self._gate.keep(tp, payload, self._deliver(tp, payload, messages, batch.expected_offset))
 
-    def _deliver(self, tp: tuple[str, int], payload: pa.Table, messages: list[_Pending], expected_offset: int | None) -> int:
+    def _deliver(self, tp: tuple[str, int], payload: pa.Table, messages: list[_Pending], expected_offset: int | None
+                 ) -> int:
         """Append a batch and queue its delivery reports; its base offset, or -1 if it failed (reported)."""
         error: KafkaError | None = None
         base_offset = -1

@@ -123,9 +123,8 @@ class ProducerGate:
 
     def commit(self, producer: Producer, timeout: float | None) -> None:
         """Judge every gated topic's rows, then abort (enforce failure) or commit with the results (S11.1-S11.3)."""
-        from lakelog.quality.gate import judge
-
         from lakelog.client.producer import TransactionState
+        from lakelog.quality.gate import judge
 
         try:
             verdicts = [judge(self.suite(topic), topic, rows) for topic, rows in self._units()]
@@ -138,6 +137,8 @@ class ProducerGate:
             self._refuse(producer, refused, timeout)
         ranges = {verdict.topic: self._publish_held(producer, verdict) for verdict in verdicts}
         self._append_results(producer, verdicts, ranges)
+        # Judged and written: a commit_transaction() retried after a failed end only ends it (no second verdict).
+        self._kept.clear()
         if producer._transaction_error is not None:
             producer._transaction_state = TransactionState.ABORTABLE_ERROR
             raise TransactionAbortable(

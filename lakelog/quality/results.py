@@ -192,7 +192,8 @@ def _decode(value: bytes | None) -> dict[str, Any]:
         if not isinstance(row, dict):
             raise ValueError("not an object")
     except (ValueError, UnicodeDecodeError) as error:
-        raise CorruptRecord(f"a {RESULTS_LOG} record is not a JSON result row: {error}", reason="not a result") from None
+        raise CorruptRecord(f"a {RESULTS_LOG} record is not a JSON result row: {error}",
+                            reason="not a result") from None
     return row
 
 
