@@ -13,7 +13,7 @@ from lakelog.client import Producer
 from lakelog.client.producer import TransactionState
 from lakelog.client.producer_gate import FAULT_AFTER_VALIDATION
 from lakelog.coordinator.transaction_coordinator import FAULT_AFTER_DECISION, TransactionCoordinator
-from lakelog.errors import PolicyViolation
+from lakelog.errors import KafkaError, PolicyViolation
 from lakelog.log.partition import wall_clock_ms
 from lakelog.quality import DLQ_HEADER, dlq_topic, read_results, write_suite
 from lakelog.quality.results import failed_expectations, results_log_exists
@@ -213,3 +213,21 @@ def test_S8_3_ungated_topics_beside_a_gated_one_are_not_validated_and_abort_with
     with pytest.raises(PolicyViolation):
         p.commit_transaction()
     assert (rows_of(root, plain), rows_of(root, name)) == before
+
+
+def test_S11_3_abort_transaction_drops_the_held_dead_letter_rows(root, topic):
+    """abort_transaction() reports the held rows of a dead-letter topic as purged and forgets them: nothing is
+    written, and the next transaction judges and publishes only its own rows."""
+    name = gated(root, topic, "dead-letter", partitions=1)
+    reports: list = []
+    p = producer(root, reports=reports)
+    load(p, name, 20, bad=0)
+    p.flush()
+    assert reports == []  # held back: no delivery yet
+    p.abort_transaction()
+    assert len(reports) == 20 and {error.code() for error, _ in reports} == {KafkaError._PURGE_QUEUE}
+    assert rows_of(root, name) == [] and rows_of(root, dlq_topic(name)) == []
+    load(p, name, 10, first_key=100)
+    p.commit_transaction()
+    assert len(rows_of(root, name)) == 10 and rows_of(root, dlq_topic(name)) == []
+    assert [row["row_count"] for row in read_results(root, topic=name).to_pylist()] == [10]
