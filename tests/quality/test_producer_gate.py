@@ -231,3 +231,21 @@ def test_S11_3_abort_transaction_drops_the_held_dead_letter_rows(root, topic):
     p.commit_transaction()
     assert len(rows_of(root, name)) == 10 and rows_of(root, dlq_topic(name)) == []
     assert [row["row_count"] for row in read_results(root, topic=name).to_pylist()] == [10]
+
+
+def test_S8_3_a_suite_that_does_not_fit_the_rows_makes_the_transaction_abort_only(root, topic):
+    """A dead-letter suite naming `offset` (held rows have none yet): commit_transaction() raises InvalidRequest
+    naming the column, the transaction is abort-only, nothing is published and no result is recorded."""
+    from lakelog.errors import InvalidRequest
+
+    name = topic(name="offsets", partitions=1)
+    suite = {"name": "offsets", "meta": {},
+             "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "offset"}}]}
+    write_suite(root, name, json.dumps(suite), mode="dead-letter")
+    p = producer(root)
+    load(p, name, 5)
+    with pytest.raises(InvalidRequest, match="'offset'"):
+        p.commit_transaction()
+    assert p._transaction_state is TransactionState.ABORTABLE_ERROR
+    p.abort_transaction()
+    assert rows_of(root, name) == [] and rows_of(root, dlq_topic(name)) == [] and not results_log_exists(root)
