@@ -56,7 +56,7 @@ from lakelog.client.types import Message, TopicPartition
 from lakelog.config import storage_options
 from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH
 from lakelog.coordinator.group_coordinator import GroupCoordinator
-from lakelog.errors import InvalidConfig, InvalidRequest, KafkaError
+from lakelog.errors import InvalidArgument, InvalidConfig, InvalidType, KafkaError
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.store import check_root
 from lakelog.store.retry import RetryPolicy
@@ -119,8 +119,10 @@ class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
         (callbacks run here) and auto-commits, as in confluent-kafka.
         """
         self._check_open()
-        if not isinstance(num_messages, int) or isinstance(num_messages, bool) or not 1 <= num_messages <= 1_000_000:
-            raise InvalidRequest(f"num_messages must be an integer from 1 to 1000000, not {num_messages!r}")
+        if not isinstance(num_messages, int) or isinstance(num_messages, bool):
+            raise InvalidType(f"num_messages must be an integer, not {num_messages!r}")
+        if not 1 <= num_messages <= 1_000_000:
+            raise InvalidArgument(f"num_messages must be between 1 and 1000000 (1M), not {num_messages}")
         try:
             exceeded = self._max_poll_exceeded()
             if exceeded is not None:

@@ -36,6 +36,7 @@ from lakelog.client.types import (
 from lakelog.errors import (
     CorruptRecord,
     InvalidRequest,
+    InvalidType,
     KafkaError,
     KafkaException,
     OffsetOutOfRange,
@@ -124,6 +125,7 @@ class _Fetching:
         `OFFSET_STORED` / `OFFSET_INVALID` go back to the group's committed offset.
         """
         self._check_open()
+        partition = _one_partition(partition)
         state = self._assigned.get((partition.topic, partition.partition))
         if state is None:
             raise _state_error(f"{partition.topic}-{partition.partition} is not assigned")
@@ -155,6 +157,7 @@ class _Fetching:
         watermark in read_uncommitted, as librdkafka reports it (S5.1).
         """
         self._check_open()
+        partition = _one_partition(partition)
         if cached and (partition.topic, partition.partition) in self._pending:
             return OFFSET_INVALID, OFFSET_INVALID  # as librdkafka: nothing known of it yet
         state = self._assigned.get((partition.topic, partition.partition))
@@ -353,8 +356,14 @@ def _check_offset(offset: Any) -> None:
 
 def _partition_list(partitions: Any) -> list[TopicPartition]:
     if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
-        raise InvalidRequest("partitions must be a list of TopicPartition")
+        raise InvalidType("expected list of TopicPartition")
     return list(partitions)
+
+
+def _one_partition(partition: Any) -> TopicPartition:
+    if not isinstance(partition, TopicPartition):
+        raise InvalidType("expected TopicPartition")
+    return partition
 
 
 def _state_error(reason: str) -> KafkaException:

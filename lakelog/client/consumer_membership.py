@@ -27,6 +27,7 @@ from lakelog.errors import (
     FencedInstanceId,
     FencedMemberEpoch,
     InvalidRequest,
+    InvalidType,
     KafkaError,
     KafkaException,
     RetriableError,
@@ -94,12 +95,14 @@ class _GroupMembership:
         """
         self._check_open()
         self._require_group("subscribe")
-        if not isinstance(topics, (list, tuple)) or not topics:
+        if not isinstance(topics, (list, tuple)):
+            raise InvalidType("expected list of topic unicode strings")
+        if not topics:
             raise InvalidRequest("subscribe takes a non-empty list of topic names")
         subscription = Subscription.parse(topics)
         for name, callback in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
             if callback is not None and not callable(callback):
-                raise InvalidRequest(f"{name} must be callable, not {callback!r}")
+                raise InvalidType(f"{name} expects a callable")
         if self._membership is None and self._assigned:
             raise _state_error("subscribe() while partitions are assigned by assign(): unassign() first")
         # The names are resolved (patterns matched, missing topics reported) by the next poll, before it heartbeats.

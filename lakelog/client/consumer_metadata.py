@@ -31,7 +31,7 @@ from lakelog.client.admin import cluster_metadata
 from lakelog.client.consumer_fetch import _partition_list
 from lakelog.client.types import OFFSET_END, OFFSET_INVALID, ClusterMetadata, Message, TopicMetadata, TopicPartition
 from lakelog.config import validate_name
-from lakelog.errors import InvalidRequest, KafkaError, KafkaException, TopicAlreadyExists, UnknownTopicOrPartition
+from lakelog.errors import InvalidArgument, InvalidType, KafkaError, KafkaException, TopicAlreadyExists, UnknownTopicOrPartition
 from lakelog.log import create_topic, list_topics, open_partition
 from lakelog.log.timestamps import offset_for_timestamp
 
@@ -62,7 +62,7 @@ class Subscription:
         names, patterns = [], []
         for topic in topics:
             if not isinstance(topic, str):
-                raise InvalidRequest(f"a subscribed topic must be a str, not {type(topic).__name__}")
+                raise InvalidType("expected list of unicode strings")
             if topic.startswith(REGEX_PREFIX):
                 try:
                     patterns.append(re.compile(topic))
@@ -97,7 +97,7 @@ class _Metadata:
         if topic is None:
             return cluster_metadata(self._root)
         if not isinstance(topic, str):
-            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+            raise InvalidType(f"topic must be a str, not {type(topic).__name__}")
         if self._auto_create_topics() and not topic.startswith(INTERNAL_PREFIX):
             self._create_missing([topic])
         try:
@@ -119,9 +119,9 @@ class _Metadata:
         for tp in _partition_list(partitions):
             timestamp = tp.offset
             if not isinstance(timestamp, int) or isinstance(timestamp, bool):
-                raise TypeError(f"{tp.topic}-{tp.partition}: the timestamp in offset must be an int, not {timestamp!r}")
+                raise InvalidType(f"{tp.topic}-{tp.partition}: the timestamp in offset must be an int, not {timestamp!r}")
             if timestamp < 0 and timestamp not in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
-                raise ValueError(f"{tp.topic}-{tp.partition}: timestamp {timestamp} is neither >= 0, -1 nor -2")
+                raise InvalidArgument(f"{tp.topic}-{tp.partition}: timestamp {timestamp} is neither >= 0, -1 nor -2")
             state = self._assigned.get((tp.topic, tp.partition))
             log = state.log if state is not None else open_partition(self._root, tp.topic, tp.partition)
             log.refresh()

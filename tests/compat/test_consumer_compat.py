@@ -325,3 +325,28 @@ def test_allow_auto_create_topics_creates_a_missing_subscribed_topic(root):
         assert message is None or message.error() is None
         assert "made" in list_topics(root)
         assert owned(c) == {("made", 0)}
+
+
+# -- argument errors and a closed consumer, as confluent raises them ----------------------------------
+
+
+def test_bad_arguments_raise_confluents_type_and_value_errors_and_a_closed_consumer_runtime_error(root, topic):
+    name = topic()
+    c = consumer(root, FakeClock(), **{"group.id": GROUP})
+    with pytest.raises(TypeError, match="on_assign expects a callable"):
+        c.subscribe([name], on_assign="not callable")
+    with pytest.raises(TypeError):
+        c.subscribe(name)
+    with pytest.raises(TypeError):
+        c.pause([name])
+    with pytest.raises(TypeError):
+        c.seek(name)
+    with pytest.raises(TypeError):
+        c.offsets_for_times([TopicPartition(name, 0, "yesterday")])
+    with pytest.raises(ValueError):
+        c.consume(2_000_000, 0)
+    c.close()
+    for call in (lambda: c.list_topics(), c.memberid, lambda: c.pause([TopicPartition(name, 0)]),
+                 lambda: c.resume([TopicPartition(name, 0)]), lambda: c.offsets_for_times([TopicPartition(name, 0, 0)])):
+        with pytest.raises(RuntimeError, match="Consumer closed"):
+            call()
