@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from lakelog import config
 from lakelog.client.admin import cluster_metadata
 from lakelog.client.consumer_fetch import _partition_list
-from lakelog.client.types import OFFSET_END, OFFSET_INVALID, ClusterMetadata, Message, TopicMetadata, TopicPartition
+from lakelog.client.types import OFFSET_END, OFFSET_INVALID, ClusterMetadata, Message, TopicPartition
 from lakelog.config import validate_name
-from lakelog.errors import InvalidArgument, InvalidType, KafkaError, KafkaException, TopicAlreadyExists, UnknownTopicOrPartition
+from lakelog.errors import InvalidArgument, InvalidType, KafkaError, KafkaException, TopicAlreadyExists
 from lakelog.log import create_topic, list_topics, open_partition
 from lakelog.log.timestamps import offset_for_timestamp
 
@@ -100,11 +100,7 @@ class _Metadata:
             raise InvalidType(f"topic must be a str, not {type(topic).__name__}")
         if self._auto_create_topics() and not topic.startswith(INTERNAL_PREFIX):
             self._create_missing([topic])
-        try:
-            return cluster_metadata(self._root, topic)
-        except UnknownTopicOrPartition:
-            error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, f"Broker: Unknown topic or partition: {topic}")
-            return ClusterMetadata(topics={topic: TopicMetadata(topic, {}, error)}, cluster_id=str(self._root))
+        return cluster_metadata(self._root, topic)
 
     def offsets_for_times(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
         """For each partition, the earliest offset whose record timestamp is >= `offset` (a time in ms).
