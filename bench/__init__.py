@@ -26,4 +26,5 @@ BENCHMARKS = (
     "internal_compaction",
     "heartbeats",
     "transaction_verification",
+    "quality_gate",
 )
