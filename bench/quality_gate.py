@@ -32,6 +32,7 @@ import contextlib
 import importlib
 import json
 import os
+import resource
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -133,12 +134,14 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                 gated_round(WARM_UP), ungated_round(WARM_UP), timers.take()  # warm-up: handles, ids, the results log
                 gated, ungated, steps = [], [], []
                 cpu: dict[str, list[float]] = {"gated": [], "ungated": []}
+                faults: dict[str, list[int]] = {"gated": [], "ungated": []}
                 for n in range(rounds):
                     for side in (("gated", "ungated") if n % 2 else ("ungated", "gated")):
-                        started = time.process_time()
+                        started, faulted = time.process_time(), _minor_faults()
                         (gated if side == "gated" else ungated).append((gated_round if side == "gated" else
                                                                         ungated_round)())
                         cpu[side].append(time.process_time() - started)
+                        faults[side].append(_minor_faults() - faulted)
                         step = timers.take()
                         if side == "gated":
                             steps.append(step)
@@ -149,7 +152,9 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                       f"{(_common.median(gated) + gx_seconds) / _common.median(ungated):.3f}; "
                       f"CPU time (this process, all threads; moved less by other processes): "
                       f"{_common.median(cpu['gated']):.2f} / {_common.median(cpu['ungated']):.2f} s = "
-                      f"{_common.median(cpu['gated']) / _common.median(cpu['ungated']):.3f}")
+                      f"{_common.median(cpu['gated']) / _common.median(cpu['ungated']):.3f}; "
+                      f"minor page faults per round (fresh memory touched): gated "
+                      f"{_common.median(faults['gated']):,.0f}, ungated {_common.median(faults['ungated']):,.0f}")
         _common.print_table(
             ["path", "ungated s", "gated s", "gate s", "keep rows s", "frame s", "GX run s", "result row s", "other s"],
             table,
@@ -158,6 +163,10 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         print(f"plain `lakelog load` of the same file into an ungated topic (expected-offset appends, "
               f"no transaction): {plain:.2f} s")
     return result
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _warm_gx() -> float:
