@@ -235,9 +235,15 @@ def _json_fields_arrow(values: pa.ChunkedArray, fields: list[str], arrow_text: f
     body = _one_object_per_line(values)
     if body is None:
         return None
+    # Blocks of 1 MiB are parsed on Arrow's threads; types found in different blocks are unified.
+    read_options = pajson.ReadOptions(block_size=1 << 20)
     try:
-        # Blocks of 1 MiB are parsed on Arrow's threads; types found in different blocks are unified.
-        table = pajson.read_json(pa.BufferReader(body), read_options=pajson.ReadOptions(block_size=1 << 20))
+        table = pajson.read_json(pa.BufferReader(body), read_options=read_options)
+        text_schema = _timestamps_as_text(table.schema)
+        if text_schema != table.schema:
+            # Arrow reads ISO-looking strings as timestamps; the row-by-row path (and the user) sees their text.
+            table = pajson.read_json(pa.BufferReader(body), read_options=read_options,
+                                     parse_options=pajson.ParseOptions(explicit_schema=text_schema))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     if table.num_rows != count:
@@ -260,6 +266,21 @@ def _json_fields_arrow(values: pa.ChunkedArray, fields: list[str], arrow_text: f
         else:
             columns[name] = [None] * count
     return columns
+
+
+def _timestamps_as_text(schema: pa.Schema) -> pa.Schema:
+    """`schema` with every timestamp (also inside structs and lists) read as the string it was in the JSON."""
+    def text(data_type: pa.DataType) -> pa.DataType:
+        if pa.types.is_timestamp(data_type):
+            return pa.string()
+        if pa.types.is_struct(data_type):
+            return pa.struct([data_type.field(i).with_type(text(data_type.field(i).type))
+                              for i in range(data_type.num_fields)])
+        if pa.types.is_list(data_type):
+            return pa.list_(data_type.value_field.with_type(text(data_type.value_type)))
+        return data_type
+
+    return pa.schema([field.with_type(text(field.type)) for field in schema])
 
 
 def _one_object_per_line(values: pa.ChunkedArray) -> pa.Buffer | None:

@@ -295,3 +295,19 @@ def test_gx_batch_fingerprint_is_skipped_only_while_lakelog_validates():
     before = pandas_execution_engine.HASH_THRESHOLD
     validate(parse_suite(json.dumps(ORDERS_SUITE), "orders"), orders(count=10))
     assert pandas_execution_engine.HASH_THRESHOLD == before
+
+
+def test_iso_looking_strings_stay_text_on_the_arrow_path():
+    """Arrow's reader types "2026-11-24" as a timestamp; a suite sees the string the JSON holds, on both paths."""
+    from lakelog.quality.validate import _json_fields, _json_fields_python
+
+    values = [b'{"created": "2026-11-24T01:00:00Z", "customer": {"since": "2026-11-24"}, "days": ["2026-01-01"]}',
+              b'{"created": "2026-11-25", "customer": {"since": null}, "days": []}']
+    column = pa.chunked_array([pa.array(values, pa.binary())])
+    fields = ["created", "customer.since", "days"]
+    fast = {name: list(series) for name, series in _json_fields(column, fields).items()}
+    assert fast["value.created"] == ["2026-11-24T01:00:00Z", "2026-11-25"]
+    assert fast["value.customer.since"] == ["2026-11-24", None]
+    assert [list(days) for days in fast["value.days"]] == [["2026-01-01"], []]
+    assert {name: column for name, column in fast.items() if name != "value.days"} == {
+        name: column for name, column in _json_fields_python(column, fields).items() if name != "value.days"}
