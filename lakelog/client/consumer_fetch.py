@@ -335,6 +335,7 @@ def _messages(topic: str, partition: int, rows: pa.Table) -> list[Message]:
                 key,
                 value,
                 None if headers is None else [(h["key"], h["value"]) for h in headers],
+                None,
                 (TIMESTAMP_CREATE_TIME, timestamp),
             )
         )

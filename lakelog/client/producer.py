@@ -526,7 +526,7 @@ class Producer(ProducerLifecycle):
                     self._transaction_error = exception
         for index, pending in enumerate(messages):
             message = Message(tp[0], tp[1], base_offset + index if error is None else None, pending.key, pending.value,
-                              pending.headers, (TIMESTAMP_CREATE_TIME, pending.timestamp_ms), error)
+                              pending.headers, error, (TIMESTAMP_CREATE_TIME, pending.timestamp_ms))
             self._reports.append((pending.on_delivery or self._default_on_delivery, error, message))
         return base_offset
 

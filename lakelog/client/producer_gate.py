@@ -115,8 +115,8 @@ class ProducerGate:
         held = [(item.tp, item.messages) for items in self._held.values() for item in items]
         for tp, messages in queued + held:
             for pending in messages:
-                message = Message(*tp, None, pending.key, pending.value, pending.headers,
-                                  (TIMESTAMP_CREATE_TIME, pending.timestamp_ms), purged)
+                message = Message(*tp, None, pending.key, pending.value, pending.headers, purged,
+                                  (TIMESTAMP_CREATE_TIME, pending.timestamp_ms))
                 producer._reports.append((pending.on_delivery or producer._default_on_delivery, purged, message))
         self._held.clear()
         self._kept.clear()

@@ -90,9 +90,6 @@ class Message:
         leader_epoch: int | None = -1,
         delivery_count: int | None = -1,
     ) -> None:
-        if type(error) is tuple and (timestamp is None or isinstance(timestamp, KafkaError)):
-            # lakelog's callers before issue 14 passed the timestamp before the error; a tuple is never an error.
-            error, timestamp = timestamp, error
         if timestamp is None:
             timestamp = (TIMESTAMP_NOT_AVAILABLE, 0)
         elif type(timestamp) is not tuple or len(timestamp) != 2:

@@ -47,13 +47,6 @@ def test_keyword_arguments():
     assert (message.partition(), message.offset(), len(message), message.error()) == (1, 2, 2, error)
 
 
-def test_earlier_lakelog_calls_with_the_timestamp_before_the_error_still_work():
-    error = KafkaError(KafkaError._PURGE_QUEUE)
-    old = Message("t", 0, None, b"k", b"v", None, (TIMESTAMP_CREATE_TIME, 99), error)
-    assert old.timestamp() == (1, 99) and old.error() is error
-    assert Message("t", 0, 5, b"k", b"v", None, (TIMESTAMP_CREATE_TIME, 99)).error() is None
-
-
 def test_setters_replace_each_field():
     message = Message()
     error = KafkaError(KafkaError._TRANSPORT)
