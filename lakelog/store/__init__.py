@@ -2,7 +2,8 @@
 
 from lakelog.store.fileio import FileIO, FileStatus, Location, load_file_io
 from lakelog.store.root import check_root
-from lakelog.store.table import REOPEN_EVERY_COMMITS, FileEntry, PinnedSnapshot, Table, TableNotFoundError
+from lakelog.store.pinned import PinnedSnapshot
+from lakelog.store.table import REOPEN_EVERY_COMMITS, FileEntry, Table, TableNotFoundError
 
 __all__ = [
     "FileEntry",

@@ -67,7 +67,8 @@ from deltalake.transaction import AddAction, RemoveAction
 from lakelog.errors import CommitConflict, KafkaStorageError
 from lakelog.store.fileio import one_line
 from lakelog.store import table as table_module
-from lakelog.store.table import FileEntry, Table, _statistics, is_checkpoint_version, load_handle
+from lakelog.store.file_stats import file_statistics
+from lakelog.store.table import FileEntry, Table, is_checkpoint_version, load_handle
 
 log = logging.getLogger(__name__)
 
@@ -363,7 +364,7 @@ def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
     merge.written = True
     merge.records = rows.num_rows
     # The sources' whole range, not the rows' own: a key-compacted source claims offsets it no longer holds (S9.3).
-    merge.stats = _statistics(rows, (min(entry.min_offset for entry in merge.sources), max(entry.max_offset for entry in merge.sources)))
+    merge.stats = file_statistics(rows, (min(entry.min_offset for entry in merge.sources), max(entry.max_offset for entry in merge.sources)))
 
 
 def _commit_merges(table: Table, merges: list[_Merge], decided_on: int, now_ms: int) -> None:

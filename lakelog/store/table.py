@@ -17,23 +17,25 @@ post-commit hooks are off).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from lakelog.errors import CommitConflict, CorruptRecord, InvalidConfig, KafkaException, KafkaStorageError
+from lakelog.errors import CommitConflict, CorruptRecord, KafkaException, KafkaStorageError
+from lakelog.store.file_stats import file_statistics, footer_statistics
 from lakelog.store.fileio import Location, one_line
+
+if TYPE_CHECKING:
+    from lakelog.store.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
 # custom_metadata key naming each commit, so a writer can tell its own commit in the log (S12.3).
@@ -238,6 +240,8 @@ class Table:
 
     def pin(self, app_ids: tuple[str, ...] = ()) -> PinnedSnapshot:
         """This snapshot as a `PinnedSnapshot`: its files, the `txn` versions of `app_ids`, schema and config."""
+        from lakelog.store.pinned import PinnedSnapshot
+
         return PinnedSnapshot(
             self.location,
             version=self.version,
@@ -314,7 +318,7 @@ class Table:
             partition_values={},
             modification_time=time.time_ns() // 1_000_000 if modification_time_ms is None else modification_time_ms,
             data_change=True,
-            stats=_statistics(data),
+            stats=file_statistics(data),
         )
         return self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
 
@@ -361,7 +365,7 @@ class Table:
                 owned.append(path)
                 size = self.io.write_parquet(data, path, compression=compression)
                 modified_ms = now_ms if modified_ms is None else modified_ms
-                actions.append(AddAction(name, size, {}, modified_ms, data_change, _statistics(data, offset_range)))
+                actions.append(AddAction(name, size, {}, modified_ms, data_change, file_statistics(data, offset_range)))
                 schema = schema or data.schema
         except BaseException:
             for path in owned:
@@ -396,7 +400,7 @@ class Table:
             path = self.child_uri(name)
             try:
                 footer = self.io.parquet_metadata(path)
-                statistics = _footer_statistics(footer)
+                statistics = footer_statistics(footer)
             except FileNotFoundError as error:
                 raise KafkaStorageError(f"cannot commit {path}: it is missing", uri=path) from error
             except pa.ArrowException as error:
@@ -594,150 +598,6 @@ class Table:
         return commit_id in text
 
 
-class PinnedSnapshot(Table):
-    """One snapshot of a table carried whole, with no Delta handle: picklable and read-only.
-
-    A Spark driver pins a partition's snapshot and hands it to executors, which
-    read exactly its files (files a later compaction removes stay readable for
-    the table's `delete.retention.ms`). It never moves: `refresh` is a no-op,
-    and `app_version` knows only the app ids it was pinned with.
-    """
-
-    def __init__(
-        self,
-        location: Location | str,
-        *,
-        version: int,
-        table_id: str,
-        files: tuple[FileEntry, ...],
-        app_versions: Mapping[str, int | None],
-        schema: pa.Schema,
-        configuration: Mapping[str, str],
-    ) -> None:
-        super().__init__(location, None)  # type: ignore[arg-type]
-        self._version = version
-        self._table_id = table_id
-        self._pinned_files = list(files)
-        self._app_versions = dict(app_versions)
-        self._schema = schema
-        self._configuration = dict(configuration)
-
-    @property
-    def version(self) -> int:
-        return self._version
-
-    @property
-    def table_id(self) -> str:
-        return self._table_id
-
-    @property
-    def configuration(self) -> dict[str, str]:
-        return dict(self._configuration)
-
-    @property
-    def schema(self) -> pa.Schema:
-        return self._schema
-
-    def app_version(self, app_id: str) -> int | None:
-        if app_id not in self._app_versions:
-            raise KeyError(f"{app_id!r} was not pinned with the snapshot of {self.uri}")
-        return self._app_versions[app_id]
-
-    def files(self) -> list[FileEntry]:
-        return self._pinned_files
-
-    def data_files(self) -> list[FileEntry]:
-        return list(self._pinned_files)
-
-    def history(self, limit: int) -> list[dict]:
-        raise InvalidConfig(f"a pinned snapshot of {self.uri} has no history")
-
-    def refresh(self) -> int:
-        return self._version
-
-    def append(self, data: pa.Table, **_: object) -> int:
-        raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
-
-    def commit_files(self, names: list[str], schema: pa.Schema, **_: object) -> int:
-        raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
-
-    def rewrite(self, removed: Sequence[FileEntry] = (), added: Sequence[object] = (), **_: object) -> int:
-        raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
-
-    def __reduce__(self):
-        state = dict(
-            version=self._version,
-            table_id=self._table_id,
-            files=tuple(self._pinned_files),
-            app_versions=self._app_versions,
-            schema=self._schema,
-            configuration=self._configuration,
-        )
-        return (_pinned_snapshot, (self.location, state))
-
-
-def _pinned_snapshot(location: Location, state: dict) -> PinnedSnapshot:
-    return PinnedSnapshot(location, **state)
-
-
-def _footer_statistics(metadata: pq.FileMetaData) -> str:
-    """Delta file statistics from a Parquet footer: record count, null counts, min/max of integer columns."""
-    minimums: dict[str, int] = {}
-    maximums: dict[str, int] = {}
-    nulls: dict[str, int] = {}
-    schema = metadata.schema.to_arrow_schema()
-    leaves = {metadata.schema.column(index).path: index for index in range(metadata.num_columns)}
-    for field in schema:
-        if pa.types.is_nested(field.type):
-            continue
-        column_nulls, low, high, complete = 0, None, None, True
-        for group in range(metadata.num_row_groups):
-            column = metadata.row_group(group).column(leaves[field.name])
-            stats = column.statistics
-            if stats is None or not stats.has_null_count:
-                complete = False
-                break
-            column_nulls += stats.null_count
-            if pa.types.is_integer(field.type) and stats.has_min_max:
-                low = stats.min if low is None else min(low, stats.min)
-                high = stats.max if high is None else max(high, stats.max)
-        if not complete:
-            continue
-        nulls[field.name] = column_nulls
-        if low is not None:
-            minimums[field.name], maximums[field.name] = int(low), int(high)
-    return json.dumps({"numRecords": metadata.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
-
-
-def _statistics(data: pa.Table, offset_range: tuple[int, int] | None = None) -> str:
-    """Delta file statistics: record count, null counts, and min/max of integer columns (for pruning).
-
-    With `offset_range=(first, last)` the min/max of `offset` are that range, not
-    the rows' own: a file whose offsets have gaps (key compaction) still claims
-    the whole range it replaces, so the log start and fetch's contiguity check
-    stay right (S9.1, S9.3). Wider bounds are conservative for data skipping.
-    """
-    minimums: dict[str, int] = {}
-    maximums: dict[str, int] = {}
-    nulls: dict[str, int] = {}
-    for field, column in zip(data.schema, data.columns):
-        if pa.types.is_nested(field.type):
-            continue
-        nulls[field.name] = column.null_count
-        if pa.types.is_integer(field.type) and column.null_count < len(column):
-            bounds = pc.min_max(column)
-            minimums[field.name] = bounds["min"].as_py()
-            maximums[field.name] = bounds["max"].as_py()
-    if offset_range is not None:
-        first, last = offset_range
-        if first > last:
-            raise ValueError(f"offset range {first}-{last} is empty")
-        if "offset" in minimums and (minimums["offset"] < first or maximums["offset"] > last):
-            raise ValueError(f"rows with offsets {minimums['offset']}-{maximums['offset']} are outside the range {first}-{last}")
-        minimums["offset"], maximums["offset"] = first, last
-    return json.dumps({"numRecords": data.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
-
-
 # Opening lists _delta_log, then reads the checkpoint and commits it chose: a writer's log cleanup
 # (maintenance.cleanup_log) may delete one in between. It deletes only behind a newer checkpoint, so a
 # new listing loads; a partition written at heartbeat rate checkpoints every second or so.
@@ -812,4 +672,4 @@ def storage_errors(uri: str, doing: str, version: int | None = None) -> Iterator
         raise KafkaStorageError(f"{doing} {uri}{at} failed: {one_line(error)}", uri=uri, version=version) from error
 
 
-__all__ = ["FileEntry", "PinnedSnapshot", "Table", "TableNotFoundError", "REOPEN_EVERY_COMMITS", "storage_errors"]
+__all__ = ["FileEntry", "Table", "TableNotFoundError", "REOPEN_EVERY_COMMITS", "storage_errors"]

@@ -1,0 +1,103 @@
+"""`PinnedSnapshot`: one snapshot of a table carried whole, with no Delta handle (picklable, read-only)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+
+from lakelog.errors import InvalidConfig
+from lakelog.store.fileio import Location
+from lakelog.store.table import FileEntry, Table
+
+logger = logging.getLogger(__name__)
+
+
+class PinnedSnapshot(Table):
+    """One snapshot of a table carried whole, with no Delta handle: picklable and read-only.
+
+    A Spark driver pins a partition's snapshot and hands it to executors, which
+    read exactly its files (files a later compaction removes stay readable for
+    the table's `delete.retention.ms`). It never moves: `refresh` is a no-op,
+    and `app_version` knows only the app ids it was pinned with.
+    """
+
+    def __init__(
+        self,
+        location: Location | str,
+        *,
+        version: int,
+        table_id: str,
+        files: tuple[FileEntry, ...],
+        app_versions: Mapping[str, int | None],
+        schema: pa.Schema,
+        configuration: Mapping[str, str],
+    ) -> None:
+        super().__init__(location, None)  # type: ignore[arg-type]
+        self._version = version
+        self._table_id = table_id
+        self._pinned_files = list(files)
+        self._app_versions = dict(app_versions)
+        self._schema = schema
+        self._configuration = dict(configuration)
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def table_id(self) -> str:
+        return self._table_id
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self._configuration)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def app_version(self, app_id: str) -> int | None:
+        if app_id not in self._app_versions:
+            raise KeyError(f"{app_id!r} was not pinned with the snapshot of {self.uri}")
+        return self._app_versions[app_id]
+
+    def files(self) -> list[FileEntry]:
+        return self._pinned_files
+
+    def data_files(self) -> list[FileEntry]:
+        return list(self._pinned_files)
+
+    def history(self, limit: int) -> list[dict]:
+        raise InvalidConfig(f"a pinned snapshot of {self.uri} has no history")
+
+    def refresh(self) -> int:
+        return self._version
+
+    def append(self, data: pa.Table, **_: object) -> int:
+        raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
+
+    def commit_files(self, names: list[str], schema: pa.Schema, **_: object) -> int:
+        raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
+
+    def rewrite(self, removed: Sequence[FileEntry] = (), added: Sequence[object] = (), **_: object) -> int:
+        raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
+
+    def __reduce__(self):
+        state = dict(
+            version=self._version,
+            table_id=self._table_id,
+            files=tuple(self._pinned_files),
+            app_versions=self._app_versions,
+            schema=self._schema,
+            configuration=self._configuration,
+        )
+        return (_pinned_snapshot, (self.location, state))
+
+
+def _pinned_snapshot(location: Location, state: dict) -> PinnedSnapshot:
+    return PinnedSnapshot(location, **state)
+
+
+__all__ = ["PinnedSnapshot"]
