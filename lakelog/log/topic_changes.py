@@ -139,8 +139,7 @@ def delete_topic(root: str, topic: str) -> None:
             log = open_partition(root, topic, partition)
         except UnknownTopicOrPartition:
             continue
-        log.refresh()
-        open_transactions = log.open_transactions()
+        open_transactions = log.open_transactions()  # on the snapshot open_partition just loaded
         if open_transactions:
             producer_id, first_offset = min(open_transactions.items(), key=lambda item: item[1])
             raise ConcurrentTransactions(
