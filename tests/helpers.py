@@ -71,3 +71,21 @@ def crash_at(point: str, index: int | None = None):
             raise Crash(f"{name} {details}")
 
     return hook
+
+
+def topic_rows(root: str, topic: str, isolation_level: str = "read_committed") -> list[dict]:
+    """Every data row (key, value, headers) of every partition of `topic`, as a reader with `isolation_level` sees it."""
+    from lakelog.log import open_partition
+
+    rows: list[dict] = []
+    for partition in range(open_partition(root, topic, 0).config.num_partitions):
+        log = open_partition(root, topic, partition)
+        offset = 0
+        while offset < log.high_watermark():
+            fetched = log.fetch(offset, max_records=100_000, max_bytes=1 << 28, isolation_level=isolation_level)
+            data = fetched.rows.filter(fetched.rows.column("control").is_null())
+            rows.extend(data.select(["key", "value", "headers"]).to_pylist())
+            if fetched.next_offset <= offset:
+                break
+            offset = fetched.next_offset
+    return rows

@@ -21,7 +21,8 @@ from lakelog.cli import main
 from lakelog.client.batch_writer import TransactionalBatchWriter
 from lakelog.client.unit_loader import load_unit
 from lakelog.errors import PolicyViolation
-from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, open_partition
+from lakelog.log import READ_UNCOMMITTED, open_partition
+from tests.helpers import topic_rows
 from lakelog.quality import read_results, write_suite
 from lakelog.quality.gate import DLQ_HEADER, dlq_topic
 from lakelog.quality.results import failed_expectations, outcome
@@ -49,19 +50,6 @@ def write_orders(root: str, name: str, *, bad: bool) -> str:
     return target.uri
 
 
-def committed(root: str, topic: str, partitions: int = PARTITIONS, isolation_level: str = READ_COMMITTED) -> list[dict]:
-    rows = []
-    for partition in range(partitions):
-        log = open_partition(root, topic, partition)
-        offset = 0
-        while offset < log.high_watermark():
-            fetched = log.fetch(offset, max_records=100_000, max_bytes=1 << 28, isolation_level=isolation_level)
-            data = fetched.rows.filter(fetched.rows.column("control").is_null())
-            rows.extend(data.select(["key", "value", "headers"]).to_pylist())
-            if fetched.next_offset <= offset:
-                break
-            offset = fetched.next_offset
-    return rows
 
 
 def gate(root: str, topic: str, mode: str) -> None:
@@ -81,7 +69,7 @@ def test_S11_1_S8_3_a_bad_row_refuses_the_unit_load_and_the_fixed_unit_commits(r
         load_unit(root, orders, source, "orders.2026-11-23", key_column="id")
     assert raised.value.error.txn_requires_abort()
     assert "\n" not in str(raised.value)
-    assert committed(root, orders) == []  # read_committed unchanged (S11.1)
+    assert topic_rows(root, orders) == []  # read_committed unchanged (S11.1)
     assert not any(open_partition(root, orders, p).open_transactions() for p in range(PARTITIONS))  # aborted
     [row] = read_results(root, topic=orders).to_pylist()
     assert row["validation_id"] == raised.value.validation_id
@@ -96,7 +84,7 @@ def test_S11_1_S8_3_a_bad_row_refuses_the_unit_load_and_the_fixed_unit_commits(r
     fixed = write_orders(root, "day.parquet", bad=False)
     loaded = load_unit(root, orders, fixed, "orders.2026-11-23", key_column="id")
     assert loaded.loaded and loaded.rows == ROWS
-    assert len(committed(root, orders)) == ROWS
+    assert len(topic_rows(root, orders)) == ROWS
     passed = read_results(root, topic=orders).to_pylist()[0]
     assert passed["success"] and passed["validation_id"] == loaded.validations[orders]
     assert outcome(root, passed) == "committed"
@@ -109,7 +97,7 @@ def test_S11_2_warn_commits_the_unit_and_records_the_failure_with_it(root, topic
     orders = topic(name="orders", partitions=PARTITIONS)
     gate(root, orders, "warn")
     loaded = load_unit(root, orders, write_orders(root, "day.parquet", bad=True), "u", key_column="id")
-    assert loaded.loaded and len(committed(root, orders)) == ROWS
+    assert loaded.loaded and len(topic_rows(root, orders)) == ROWS
     [row] = read_results(root, topic=orders).to_pylist()
     assert (row["success"], row["mode"], row["validation_id"]) == (False, "warn", loaded.validations[orders])
     assert failed_expectations(row)[0]["unexpected_values"] == [-5]
@@ -124,14 +112,14 @@ def test_S11_1_lakelog_load_refuses_a_bad_file_with_one_line_and_loads_it_fixed(
     # Log lines (WARNING) go first; the error is one line, naming Kafka's error code and the expectation.
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("lakelog: POLICY_VIOLATION: suite orders failed") and "value.amount_cents" in last
-    assert committed(root, orders, 1) == []
+    assert topic_rows(root, orders) == []
     assert read_results(root, topic=orders).column("success").to_pylist() == [False]
 
     assert cli("load", orders, write_orders(root, "day.parquet", bad=False), "--root", root, "--key-column", "id",
                "--no-progress") == 0
     printed = json.loads(capsys.readouterr().out)
     assert (printed["total_rows"], printed["appended_by_this_run"]) == (ROWS, ROWS)
-    assert len(committed(root, orders, 1)) == ROWS
+    assert len(topic_rows(root, orders)) == ROWS
     assert read_results(root, topic=orders).column("success").to_pylist() == [True, False]
 
 
@@ -141,8 +129,8 @@ def test_S11_3_S10_2_lakelog_load_dead_letters_a_bad_file_once(root, topic, caps
     source = write_orders(root, "day.parquet", bad=True)
     args = ("load", orders, source, "--root", root, "--key-column", "id", "--partition", "1", "--no-progress")
     assert cli(*args) == 0
-    assert committed(root, orders) == []  # the good topic stays clean
-    dead = committed(root, dlq_topic(orders))
+    assert topic_rows(root, orders) == []  # the good topic stays clean
+    dead = topic_rows(root, dlq_topic(orders))
     [row] = read_results(root, topic=orders).to_pylist()
     assert len(dead) == ROWS and not row["success"] and row["mode"] == "dead-letter"
     assert all(item["headers"] == [{"key": DLQ_HEADER, "value": row["validation_id"].encode()}] for item in dead)
@@ -151,7 +139,7 @@ def test_S11_3_S10_2_lakelog_load_dead_letters_a_bad_file_once(root, topic, caps
     # Run again: the load is committed, nothing more is appended or validated (S10.2).
     assert cli(*args) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["appended_by_this_run"] == 0
-    assert len(committed(root, dlq_topic(orders))) == ROWS
+    assert len(topic_rows(root, dlq_topic(orders))) == ROWS
     assert read_results(root, topic=orders).num_rows == 1
 
 
@@ -191,20 +179,20 @@ def test_S11_3_S4_5_dead_letter_is_exactly_once_when_the_loader_is_killed_betwee
     worker.join(300)
     assert worker.exitcode == -signal.SIGKILL
     dlq = dlq_topic(orders)
-    assert len(committed(root, dlq, 1, READ_UNCOMMITTED)) == ROWS  # staged in the transaction
+    assert len(topic_rows(root, dlq, READ_UNCOMMITTED)) == ROWS  # staged in the transaction
     if point == "judged":
         # Undecided: nothing is visible, not the rows and not a result saying where they went (S11.2).
-        assert committed(root, dlq, 1) == [] and read_results(root, topic=orders).num_rows == 0
+        assert topic_rows(root, dlq) == [] and read_results(root, topic=orders).num_rows == 0
     assert cli("load", orders, source, "--root", root, "--no-progress") == 0
-    assert committed(root, orders, 1) == []
-    dead = committed(root, dlq, 1)
+    assert topic_rows(root, orders) == []
+    dead = topic_rows(root, dlq)
     assert len(dead) == ROWS and len({item["value"] for item in dead}) == ROWS
     [row] = read_results(root, topic=orders).to_pylist()  # one committed result: the transaction that committed
     assert {item["headers"][0]["value"] for item in dead} == {row["validation_id"].encode()}
     # "judged": the dead attempt was aborted and the run again validated and committed once; "decided": the run
     # again found the commit decided, finished it (S4.5) and appended nothing.
     expected_uncommitted = 2 * ROWS if point == "judged" else ROWS
-    assert len(committed(root, dlq, 1, READ_UNCOMMITTED)) == expected_uncommitted
+    assert len(topic_rows(root, dlq, READ_UNCOMMITTED)) == expected_uncommitted
 
 
 @pytest.mark.roots("local")
@@ -223,7 +211,7 @@ def test_S11_1_the_load_operator_fails_a_bad_unit_without_retry_and_loads_it_fix
     with pytest.raises(AirflowFailException, match="POLICY_VIOLATION: suite orders failed.*value.amount_cents") as raised:
         operator.execute({})
     assert "\n" not in str(raised.value)
-    assert committed(root, orders) == []
+    assert topic_rows(root, orders) == []
     write_orders(root, "day.parquet", bad=False)
     assert operator.execute({})["rows"] == ROWS
     assert [row["success"] for row in read_results(root, topic=orders).to_pylist()] == [True, False]

@@ -13,7 +13,8 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog.client.batch_writer import TransactionalBatchWriter
-from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
+from lakelog.log import READ_UNCOMMITTED, create_topic
+from tests.helpers import topic_rows
 from lakelog.quality import read_results, write_suite
 from lakelog.quality.gate import DLQ_HEADER, dlq_topic
 from lakelog.quality.results import failed_expectations, outcome
@@ -44,19 +45,6 @@ def write(data, root, topic, transactional_id, batch_id):
         "transactional.id", transactional_id).option("batch.id", str(batch_id)).save()
 
 
-def rows_of(root: str, topic: str, isolation_level: str = READ_COMMITTED) -> list[dict]:
-    rows = []
-    for partition in range(open_partition(root, topic, 0).config.num_partitions):
-        log = open_partition(root, topic, partition)
-        offset = 0
-        while offset < log.high_watermark():
-            fetched = log.fetch(offset, max_records=100_000, max_bytes=1 << 28, isolation_level=isolation_level)
-            data = fetched.rows.filter(fetched.rows.column("control").is_null())
-            rows.extend(data.select(["key", "value", "headers"]).to_pylist())
-            if fetched.next_offset <= offset:
-                break
-            offset = fetched.next_offset
-    return rows
 
 
 def test_S11_1_S8_3_a_spark_write_with_a_bad_row_is_refused_and_the_fixed_write_commits(spark, root):
@@ -67,7 +55,7 @@ def test_S11_1_S8_3_a_spark_write_with_a_bad_row_is_refused_and_the_fixed_write_
     message = str(caught.value)
     assert "PolicyViolation: suite orders failed on 10000 rows of orders" in message, message
     assert "expect_column_values_to_be_between on value.amount_cents" in message
-    assert rows_of(root, "orders") == []  # read_committed unchanged (S11.1)
+    assert topic_rows(root, "orders") == []  # read_committed unchanged (S11.1)
     assert table_fingerprint(f"{root}/{STAGING_DIR}") == []  # the staged files are gone
     [row] = read_results(root, topic="orders").to_pylist()
     assert (row["success"], row["transactional_id"], row["load_unit"]) == (False, "orders-job", "orders-job:0")
@@ -78,7 +66,7 @@ def test_S11_1_S8_3_a_spark_write_with_a_bad_row_is_refused_and_the_fixed_write_
 
     # Batch 0 was not committed: the fixed write of it validates again and commits.
     write(orders_frame(spark, bad=False), root, "orders", "orders-job", 0)
-    assert len(rows_of(root, "orders")) == ROWS
+    assert len(topic_rows(root, "orders")) == ROWS
     passed = read_results(root, topic="orders").to_pylist()[0]
     assert passed["success"] and outcome(root, passed) == "committed"
 
@@ -88,8 +76,8 @@ def test_S11_3_a_spark_write_that_fails_a_dead_letter_suite_goes_to_the_dlq_with
     write_suite(root, "orders", json.dumps(ORDERS_SUITE), mode="dead-letter")
     write(orders_frame(spark, bad=True), root, "orders", "dl-job", 0)
     write(orders_frame(spark, bad=True), root, "orders", "dl-job", 0)  # a retry of the committed batch: skipped
-    assert rows_of(root, "orders", READ_UNCOMMITTED) == []  # held back: never appended to the good topic
-    dead = rows_of(root, dlq_topic("orders"))
+    assert topic_rows(root, "orders", READ_UNCOMMITTED) == []  # held back: never appended to the good topic
+    dead = topic_rows(root, dlq_topic("orders"))
     [row] = read_results(root, topic="orders").to_pylist()
     assert len(dead) == ROWS and (row["success"], row["mode"]) == (False, "dead-letter")
     assert {tuple((h["key"], h["value"]) for h in item["headers"]) for item in dead} == {
