@@ -18,7 +18,7 @@ from lakelog.errors import CommitConflict
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store import Table
 from lakelog.store.maintenance import compact
-from lakelog.store.table import _statistics
+from lakelog.store.file_stats import file_statistics
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -83,11 +83,11 @@ def test_S8_3_a_rewrite_that_loses_its_race_deletes_its_new_file_and_leaves_the_
 def test_S9_3_statistics_claim_the_given_range_and_a_merge_keeps_the_range_of_its_sources(partition):
     table = partition.table
     rows = table.read_file(table.files()[0]).slice(2)
-    stats = json.loads(_statistics(rows, (0, 2)))
+    stats = json.loads(file_statistics(rows, (0, 2)))
     assert (stats["minValues"]["offset"], stats["maxValues"]["offset"], stats["numRecords"]) == (0, 2, 1)
-    assert json.loads(_statistics(rows))["minValues"]["offset"] == 2
+    assert json.loads(file_statistics(rows))["minValues"]["offset"] == 2
     with pytest.raises(ValueError):
-        _statistics(rows, (3, 5))
+        file_statistics(rows, (3, 5))
     # Two key-compacted files with gaps at both ends, then a merge of all: the merged file claims 0..11.
     first, second, *_ = table.files()
     table.rewrite([first], [(table.read_file(first).slice(1, 1), (0, 2))])
