@@ -2,8 +2,8 @@
 
 Per transaction, each topic's suite is read once, on the first batch sent to it
 (an ungated topic: one small read, no GX import). Batches of enforce and warn
-topics are appended as usual and their payload tables kept in hand with their
-partition and offsets; batches of dead-letter topics are held back, unappended,
+topics are appended as usual and the columns their suite reads kept in hand
+with their partition and offsets (StagedRows); batches of dead-letter topics are held back, unappended,
 until the decision. Before the commit decision every gated topic's rows are
 judged at once (table expectations see the whole unit), never re-read:
 
@@ -36,6 +36,7 @@ from lakelog.errors import KafkaError, KafkaException, TransactionAbortable
 if TYPE_CHECKING:
     from lakelog.client.producer import Producer, _Pending
     from lakelog.quality.gate import Verdict
+    from lakelog.quality.staged import StagedRows
     from lakelog.quality.suites import Suite
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class ProducerGate:
         self._root = root
         self._transactional = transactional  # an idempotent producer is never gated (its writes publish at once)
         self._suites: dict[str, Suite | None] = {}
-        self._kept: dict[str, list[pa.Table]] = {}
+        self._staged: dict[str, StagedRows] = {}  # per gated topic the transaction wrote to (kept and held rows)
         self._held: dict[str, list[_Held]] = {}
         self.fault: Callable[[str, Mapping[str, Any]], None] | None = None
         # True from an abort by the gate to the next end: abort_transaction() after its PolicyViolation is a no-op.
@@ -72,7 +73,7 @@ class ProducerGate:
     @property
     def active(self) -> bool:
         """Whether the transaction wrote rows the gate must judge."""
-        return bool(self._kept or self._held)
+        return bool(self._staged)
 
     def suite(self, topic: str) -> Suite | None:
         """The topic's suite, read once per transaction (no GX import)."""
@@ -89,22 +90,23 @@ class ProducerGate:
         suite = self.suite(tp[0])
         if suite is None or suite.mode != "dead-letter":
             return False
-        self._held.setdefault(tp[0], []).append(_Held(tp, _with_partition(payload, tp[1]), messages, expected_offset))
+        self._held.setdefault(tp[0], []).append(_Held(tp, payload, messages, expected_offset))
+        self._stage(tp[0], suite).add(payload, tp[1])
         return True
 
     def keep(self, tp: Tp, payload: pa.Table, base_offset: int) -> None:
         """Keep a sent batch of a gated topic in hand, with its partition and offsets, for the decision
         (`base_offset` -1: the batch failed, which makes the transaction abort-only anyway)."""
-        if not self._transactional or base_offset < 0 or self.suite(tp[0]) is None:
+        if not self._transactional or base_offset < 0:
             return
-        rows = _with_partition(payload, tp[1])
-        offsets = pa.array(range(base_offset, base_offset + payload.num_rows), pa.int64())
-        self._kept.setdefault(tp[0], []).append(rows.append_column("offset", offsets))
+        suite = self.suite(tp[0])
+        if suite is not None:
+            self._stage(tp[0], suite).add(payload, tp[1], base_offset)
 
     def reset(self) -> None:
         """Forget the transaction (it ended): suites are read again by the next one."""
         self._suites.clear()
-        self._kept.clear()
+        self._staged.clear()
         self._held.clear()
         self.aborted = False
 
@@ -119,15 +121,14 @@ class ProducerGate:
                                   (TIMESTAMP_CREATE_TIME, pending.timestamp_ms))
                 producer._reports.append((pending.on_delivery or producer._default_on_delivery, purged, message))
         self._held.clear()
-        self._kept.clear()
+        self._staged.clear()
 
     def commit(self, producer: Producer, timeout: float | None) -> None:
         """Judge every gated topic's rows, then abort (enforce failure) or commit with the results (S11.1-S11.3)."""
         from lakelog.client.producer import TransactionState
-        from lakelog.quality.gate import judge
 
         try:
-            verdicts = [judge(self.suite(topic), topic, rows) for topic, rows in self._units()]
+            verdicts = [staged.judge() for staged in self._staged.values()]
         except KafkaException as error:  # a suite that does not fit the rows: this transaction cannot commit
             producer._transaction_error = error
             producer._transaction_state = TransactionState.ABORTABLE_ERROR
@@ -138,7 +139,7 @@ class ProducerGate:
         ranges = {verdict.topic: self._publish_held(producer, verdict) for verdict in verdicts}
         self._append_results(producer, verdicts, ranges)
         # Judged and written: a commit_transaction() retried after a failed end only ends it (no second verdict).
-        self._kept.clear()
+        self._staged.clear()
         if producer._transaction_error is not None:
             producer._transaction_state = TransactionState.ABORTABLE_ERROR
             raise TransactionAbortable(
@@ -152,23 +153,22 @@ class ProducerGate:
 
     # -- internals -------------------------------------------------------------------
 
-    def _units(self) -> list[tuple[str, pa.Table]]:
-        """Each gated topic's rows of the transaction, all at once (kept and held)."""
-        topics = dict.fromkeys([*self._kept, *self._held])
-        return [(topic, pa.concat_tables([*self._kept.get(topic, ()), *(h.payload for h in self._held.get(topic, ()))],
-                                         promote_options="default"))
-                for topic in topics]
+    def _stage(self, topic: str, suite: Suite) -> StagedRows:
+        from lakelog.quality.staged import StagedRows
+
+        if topic not in self._staged:
+            self._staged[topic] = StagedRows(suite, topic)
+        return self._staged[topic]
 
     def _refuse(self, producer: Producer, refused: list[Verdict], timeout: float | None) -> None:
         """An enforce failure: record it (outside the transaction), abort, raise its PolicyViolation (S11.1)."""
-        from lakelog.quality.results import offset_ranges_of, record_result
+        from lakelog.quality.results import record_result
 
         identity = {"transactional_id": producer._transactional_id, "producer_id": producer._producer_id,
                     "producer_epoch": producer._producer_epoch}
         for verdict in refused:
-            rows = pa.concat_tables(self._kept.get(verdict.topic) or [pa.table({})])
             record_result(self._root, verdict.result, validation_id=verdict.validation_id,
-                          offset_ranges=offset_ranges_of(rows), **identity)
+                          offset_ranges=self._staged[verdict.topic].offset_ranges(), **identity)
         self.purge(producer)
         producer._end_transaction(commit=False, timeout=timeout)
         self.aborted = True
@@ -181,15 +181,15 @@ class ProducerGate:
         """Append a topic's held batches where the verdict sends them; the offset ranges its rows hold."""
         from lakelog.log import topic_config
         from lakelog.quality.gate import with_dlq_header
-        from lakelog.quality.results import OffsetRange, offset_ranges_of
+        from lakelog.quality.results import OffsetRange
 
         if verdict.topic not in self._held:
-            return list(offset_ranges_of(pa.concat_tables(self._kept.get(verdict.topic, []))))
+            return self._staged[verdict.topic].offset_ranges()
         destination = verdict.destination
         count = topic_config(self._root, destination).num_partitions
         ranges = []
         for held in self._held.pop(verdict.topic):
-            payload = held.payload.drop_columns(["partition"])
+            payload = held.payload
             if verdict.dead_letter:
                 payload = with_dlq_header(payload, verdict.validation_id)
                 tp = (destination, held.tp[1] % count)
@@ -214,10 +214,6 @@ class ProducerGate:
             for verdict in verdicts
         ])
         producer._deliver(tp, payload, [], None)
-
-
-def _with_partition(payload: pa.Table, partition: int) -> pa.Table:
-    return payload.append_column("partition", pa.repeat(pa.scalar(partition, pa.int32()), payload.num_rows))
 
 
 __all__ = ["FAULT_AFTER_VALIDATION", "ProducerGate"]

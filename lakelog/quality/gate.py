@@ -30,7 +30,7 @@ from lakelog.log import create_topic, topic_config
 from lakelog.log.records import HEADER_TYPE
 from lakelog.quality.results import new_validation_id
 from lakelog.quality.suites import Suite, read_suite
-from lakelog.quality.validate import ValidationResult
+from lakelog.quality.validate import FieldColumns, ValidationResult
 from lakelog.store import Location, check_root
 
 logger = logging.getLogger(__name__)
@@ -101,11 +101,12 @@ class Verdict:
         return self.result.violation(self.validation_id)
 
 
-def judge(suite: Suite, topic: str, rows: pa.Table) -> Verdict:
-    """Validate a unit's rows of `topic` (payload or Kafka-source columns) against its suite, under a new id."""
+def judge(suite: Suite, topic: str, rows: pa.Table, value_fields: FieldColumns | None = None) -> Verdict:
+    """Validate a unit's rows of `topic` (payload or Kafka-source columns) against its suite, under a new id
+    (`value_fields`: its `value.<field>` columns parsed already, as StagedRows keeps them)."""
     from lakelog.quality.validate import validate
 
-    result = validate(suite, rows)
+    result = validate(suite, rows, value_fields)
     verdict = Verdict(topic, suite, result, new_validation_id(), suite.mode)
     # validate() logged the verdict's details; this line names the id its result row will carry.
     logger.info("validation %s of %d rows of %s: %s (mode %s)", verdict.validation_id, result.row_count, topic,

@@ -58,6 +58,8 @@ ARROW_STRING_EXPECTATIONS = frozenset({
     "expect_compound_columns_to_be_unique",
     "expect_select_column_values_to_be_unique_within_record",
 })
+# Parsed `value.<field>` columns by field: Arrow, or Python values where the values needed a row-by-row parse.
+FieldColumns = dict[str, "pa.ChunkedArray | list[Any]"]
 _gx_lock = threading.Lock()
 _gx_batches: Any = None
 
@@ -114,13 +116,15 @@ class ValidationResult:
         )
 
 
-def validate(suite: Suite, rows: pa.Table) -> ValidationResult:
+def validate(suite: Suite, rows: pa.Table, value_fields: FieldColumns | None = None) -> ValidationResult:
     """Validate `rows` (one write's staged records of `suite.topic`) against `suite`; raises only for a suite that
     does not fit the rows (InvalidRequest: a column they do not have; InvalidConfig: a parse function that fails).
 
+    `value_fields`: the `value.<field>` columns already parsed (json_field_columns, merged with
+    merge_field_columns), for a gate that parsed each batch as it went by; else they are parsed from `value`.
     An expectation that raises inside GX is a failure of the result, not an exception.
     """
-    frame = validation_frame(suite, rows)
+    frame = validation_frame(suite, rows, value_fields)
     from great_expectations.core.expectation_suite import ExpectationSuite
     from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
@@ -150,19 +154,23 @@ def validate(suite: Suite, rows: pa.Table) -> ValidationResult:
     return result
 
 
-def validation_frame(suite: Suite, rows: pa.Table) -> Any:
-    """The pandas DataFrame GX validates: the columns the suite names, from the rows or the parse function."""
+def validation_frame(suite: Suite, rows: pa.Table, value_fields: FieldColumns | None = None) -> Any:
+    """The pandas DataFrame GX validates: the columns the suite names, from the rows or the parse function
+    (`value_fields`: see validate)."""
     import pandas as pd
 
-    named = list(dict.fromkeys(column for item in suite.expectations for column in expectation_columns(item)))
+    named = suite_columns(suite)
     if suite.parse:
         frame = _parsed(suite, rows)
     else:
         columns: dict[str, Any] = {}
         arrow_text = _arrow_text_columns(suite)
-        fields = [column[len("value."):] for column in named if column.startswith("value.")]
-        if fields and "value" in rows.column_names:
-            columns.update(_json_fields(rows.column("value"), fields, arrow_text))
+        fields = value_field_names(suite)
+        if fields and value_fields is None and "value" in rows.column_names:
+            value_fields = json_field_columns(rows.column("value"), fields)
+        for field_name, column in (value_fields or {}).items():
+            name = f"value.{field_name}"
+            columns[name] = field_values(column, name in arrow_text)
         for column in named:
             if column in columns or column not in rows.column_names:
                 continue
@@ -214,21 +222,67 @@ def _text(values: pa.ChunkedArray, arrow: bool = False) -> Any:
         return pd.Series([None if v is None else v.decode("utf-8", "replace") for v in values.to_pylist()], dtype=object)
 
 
-def _json_fields(
-    values: pa.ChunkedArray, fields: list[str], arrow_text: frozenset[str] = frozenset()
-) -> dict[str, Any]:
-    """`value.<field>` columns: each wanted field of every JSON object value (None where absent or not JSON).
+def suite_columns(suite: Suite) -> list[str]:
+    """The columns the suite's expectations name, in order, once each."""
+    return list(dict.fromkeys(column for item in suite.expectations for column in expectation_columns(item)))
+
+
+def value_field_names(suite: Suite) -> list[str]:
+    """The JSON fields of the value the suite names (`value.amount_cents` -> `amount_cents`); none with a parse."""
+    if suite.parse:
+        return []
+    return [column[len("value."):] for column in suite_columns(suite) if column.startswith("value.")]
+
+
+def json_field_columns(values: pa.ChunkedArray | pa.Array, fields: list[str]) -> FieldColumns:
+    """Each wanted field of every JSON object value (None where absent or not JSON), keyed by field.
 
     Values that are all one-line JSON objects are read by Arrow's JSON reader in
-    one go (about 10x faster than json.loads per row), the text fields named in
-    `arrow_text` kept Arrow-backed; anything else (a null, a value that is not an
-    object, one Arrow cannot type) takes the row-by-row path: Python objects.
+    one go (about 10x faster than json.loads per row): Arrow columns, a field no
+    value has is all nulls. Anything else (a null, a value that is not an object,
+    one Arrow cannot type) takes the row-by-row path: lists of Python values.
     """
-    fast = _json_fields_arrow(values, fields, arrow_text)
+    if isinstance(values, pa.Array):
+        values = pa.chunked_array([values])
+    fast = _json_fields_arrow(values, fields)
     return fast if fast is not None else _json_fields_python(values, fields)
 
 
-def _json_fields_arrow(values: pa.ChunkedArray, fields: list[str], arrow_text: frozenset[str]) -> dict[str, Any] | None:
+def field_values(column: pa.ChunkedArray | list[Any], arrow_text: bool = False) -> Any:
+    """A parsed field column as the frame holds it: Python values as they are; an Arrow column as a pandas Series
+    whose nulls stay None beside ints (not NaN in a float column), text Arrow-backed if `arrow_text`."""
+    if isinstance(column, list):
+        return column
+    return column.to_pandas(integer_object_nulls=True, types_mapper=_arrow_strings if arrow_text else None)
+
+
+def merge_field_columns(parts: list[FieldColumns], fields: list[str]) -> FieldColumns:
+    """The field columns of consecutive batches (json_field_columns of each) as those of all their rows.
+
+    Arrow columns are concatenated with their types unified as Arrow's JSON
+    reader unifies the types of its blocks (int64 and double give double, a
+    struct gets the fields of both); a field whose types conflict (a number in
+    one batch, text in another), or that a batch had to parse row by row, is
+    Python values throughout, as the row-by-row path gives them.
+    """
+    merged: FieldColumns = {}
+    if not parts:
+        return {field_name: [] for field_name in fields}
+    for field_name in fields:
+        columns = [part[field_name] for part in parts]
+        if not any(isinstance(column, list) for column in columns):
+            try:
+                merged[field_name] = pa.concat_tables(
+                    [pa.table({"f": column}) for column in columns], promote_options="permissive").column("f")
+                continue
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                pass
+        merged[field_name] = [value for column in columns
+                              for value in (column if isinstance(column, list) else column.to_pylist())]
+    return merged
+
+
+def _json_fields_arrow(values: pa.ChunkedArray, fields: list[str]) -> FieldColumns | None:
     import pyarrow.json as pajson
 
     count = len(values)
@@ -256,16 +310,7 @@ def _json_fields_arrow(values: pa.ChunkedArray, fields: list[str], arrow_text: f
         if not any(pa.types.is_struct(column.type) for column in table.columns):
             break
         table = table.flatten()
-    columns: dict[str, Any] = {}
-    for field_name in fields:
-        name = f"value.{field_name}"
-        if field_name in found:
-            # Nulls stay None beside ints (not NaN in a float column), as on the row-by-row path.
-            columns[name] = found[field_name].to_pandas(
-                integer_object_nulls=True, types_mapper=_arrow_strings if name in arrow_text else None)
-        else:
-            columns[name] = [None] * count
-    return columns
+    return {field_name: found.get(field_name, pa.chunked_array([pa.nulls(count)])) for field_name in fields}
 
 
 def _timestamps_as_text(schema: pa.Schema) -> pa.Schema:
@@ -342,7 +387,7 @@ def _arrow_strings(data_type: pa.DataType) -> Any:
     return None
 
 
-def _json_fields_python(values: pa.ChunkedArray, fields: list[str]) -> dict[str, list[Any]]:
+def _json_fields_python(values: pa.ChunkedArray, fields: list[str]) -> FieldColumns:
     wanted = set(fields)
     columns: dict[str, list[Any]] = {field_name: [] for field_name in fields}
     for raw in values.to_pylist():
@@ -356,7 +401,7 @@ def _json_fields_python(values: pa.ChunkedArray, fields: list[str]) -> dict[str,
                 _flatten(parsed, "", wanted, found)
         for field_name in fields:
             columns[field_name].append(found.get(field_name))
-    return {f"value.{field_name}": column for field_name, column in columns.items()}
+    return dict(columns)
 
 
 def _flatten(document: dict[str, Any], prefix: str, wanted: set[str], out: dict[str, Any]) -> None:
@@ -457,6 +502,6 @@ def _failure_dict(failure: FailedExpectation) -> dict[str, Any]:
 
 
 __all__ = [
-    "ARROW_STRING_EXPECTATIONS", "UNEXPECTED_SAMPLE", "FailedExpectation", "ValidationResult", "validate",
-    "validation_frame",
+    "ARROW_STRING_EXPECTATIONS", "UNEXPECTED_SAMPLE", "FailedExpectation", "FieldColumns", "ValidationResult",
+    "field_values", "json_field_columns", "merge_field_columns", "suite_columns", "validate", "validation_frame", "value_field_names",
 ]
