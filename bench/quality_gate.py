@@ -20,10 +20,12 @@ value.currency in a set. GX is imported once per process; it is warmed up
 before the timed rounds and printed apart (cold: the first gated load of a
 process pays it on top). Target: gated/ungated <= 1.3 for each path. The
 breakdown says where a gated load's time goes: the load itself (the ungated
-median), keeping the rows in hand as they are sent, building the validation
-frame, GX's run, the result row's append, and the rest (gated minus ungated
-minus those: concatenating the kept rows, the suite read, one more partition
-and marker in the transaction, and whatever else the gated side pays).
+median), keeping the suite's columns in hand as the rows are sent (the JSON
+value fields parsed batch by batch, StagedRows), building the validation frame
+(merging the batches' fields, pandas columns), GX's run, the result row's
+append, and the rest (gated minus ungated minus those: concatenating the kept
+columns, the suite read, one more partition and marker in the transaction, and
+whatever else the gated side pays).
 """
 
 from __future__ import annotations
@@ -71,12 +73,14 @@ class _Timers:
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         from lakelog.client import batch_gate, batch_writer, producer, producer_gate
+        from lakelog.quality import staged
         from lakelog.quality.results import RESULTS_LOG
 
         validate_module = importlib.import_module("lakelog.quality.validate")
         patches = [
             (validate_module, "validate", self._timed(validate_module.validate, "validate")),
             (validate_module, "validation_frame", self._timed(validate_module.validation_frame, "frame")),
+            (staged, "merge_field_columns", self._timed(staged.merge_field_columns, "merge")),
             (producer.Producer, "_deliver",
              self._timed(producer.Producer._deliver, "result row", lambda args: args[1][0] == RESULTS_LOG)),
             (batch_writer._Appends, "append",
@@ -156,7 +160,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                       f"minor page faults per round (fresh memory touched): gated "
                       f"{_common.median(faults['gated']):,.0f}, ungated {_common.median(faults['ungated']):,.0f}")
         _common.print_table(
-            ["path", "ungated s", "gated s", "gate s", "keep rows s", "frame s", "GX run s", "result row s", "other s"],
+            ["path", "ungated s", "gated s", "gate s", "keep + parse s", "frame s", "GX run s", "result row s", "other s"],
             table,
         )
         plain = _plain_load(root, source)
@@ -252,12 +256,12 @@ def _plain_load(root: str, source: str) -> float:
 
 def _breakdown(path: str, gated: list[float], ungated: list[float], steps: list[dict[str, float]]) -> list[object]:
     median_step = {name: _common.median([step.get(name, 0.0) for step in steps])
-                   for name in ("validate", "frame", "result row", "keep")}
+                   for name in ("validate", "frame", "merge", "result row", "keep")}
     gate = _common.median(gated) - _common.median(ungated)
     gx_run = median_step["validate"] - median_step["frame"]
-    other = gate - median_step["validate"] - median_step["result row"] - median_step["keep"]
-    return [path, _common.median(ungated), _common.median(gated), gate, median_step["keep"], median_step["frame"],
-            gx_run, median_step["result row"], other]
+    other = gate - median_step["validate"] - median_step["merge"] - median_step["result row"] - median_step["keep"]
+    return [path, _common.median(ungated), _common.median(gated), gate, median_step["keep"],
+            median_step["frame"] + median_step["merge"], gx_run, median_step["result row"], other]
 
 
 def main(argv: list[str] | None = None) -> None:
