@@ -35,6 +35,7 @@ from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.coordinator.internal_compaction import compact_internal_logs
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.errors import (
+    CorruptRecord,
     GroupIdNotFound,
     InvalidRequest,
     InvalidTxnState,
@@ -277,6 +278,13 @@ def _build_parser() -> argparse.ArgumentParser:
     reset.set_defaults(handler=_groups_reset_offsets)
     delete = groups.add_parser("delete", parents=[common], help="delete empty groups and their offsets")
     delete.add_argument("--group", action="append", required=True, help="repeatable")
+    delete.add_argument(
+        "--discard-corrupt", action="store_true",
+        help="delete groups set aside by a __consumer_offsets record that does not decode (every request to such "
+             "a group is refused with CORRUPT_MESSAGE), discarding their committed offsets: the group starts again "
+             "empty and its consumers follow auto.offset.reset. Stop its consumers first. Refused for a group "
+             "that is served.",
+    )
     delete.set_defaults(handler=_groups_delete)
 
     coordinator = commands.add_parser("coordinator", help="coordinator jobs").add_subparsers(
@@ -651,14 +659,33 @@ def _groups_reset_offsets(args: argparse.Namespace) -> int:
 
 def _groups_delete(args: argparse.Namespace) -> int:
     for group_id in args.group:  # all checked before any is deleted
-        group = group_admin.read_group(args.root, group_id)
+        try:
+            group = group_admin.read_group(args.root, group_id)
+        except CorruptRecord as error:
+            if args.discard_corrupt:
+                continue
+            raise CorruptRecord(
+                f"{error}; `lakelog groups delete --discard-corrupt` deletes it, discarding its committed offsets",
+                **error.details,
+            ) from None
+        if args.discard_corrupt:
+            why = "does not exist" if group is None else "is served"
+            raise BadInput(
+                f"lakelog groups delete: group {group_id!r} {why}, not set aside by a corrupt record: "
+                "--discard-corrupt deletes only such a group"
+            )
         if group is None:
             raise BadInput(f"lakelog groups delete: group {group_id!r} does not exist")
         if not group.is_empty():
             raise BadInput(f"lakelog groups delete: group {group_id!r} has {len(group.members)} member(s)")
     for group_id in args.group:
-        group_admin.delete_group(args.root, group_id)
-        print(f"deleted group {group_id}")
+        if args.discard_corrupt:
+            # Decided again on the latest state: InvalidRequest if the group is no longer set aside.
+            GroupCoordinator(args.root).delete_group(group_id, discard_corrupt=True)
+            print(f"deleted group {group_id} (set aside by a corrupt record; its committed offsets are discarded)")
+        else:
+            group_admin.delete_group(args.root, group_id)
+            print(f"deleted group {group_id}")
     return 0
 
 

@@ -553,6 +553,23 @@ def delete_group(group: Group | None, group_id: str) -> Outcome[None]:
     return Outcome(tuple(records))
 
 
+def delete_corrupt_group(corrupt: CorruptGroupRow | None, group_id: str) -> Outcome[CorruptGroupRow]:
+    """Delete a group set aside by a row that does not decode, discarding its committed offsets (the way out).
+
+    Replay dropped the group's state at its first corrupt row (`replay_corrupt`: no offset of it is known here
+    to write a removal for) and folds none of its later rows but its deletion, which ends the set-aside and
+    leaves none of its earlier rows in effect: the deletion record alone wipes the group, which starts again
+    empty. The response is the corrupt row, for the audit line. A group that is served (or does not exist)
+    is InvalidRequest, writing nothing (S8.3): this never discards a healthy group's offsets.
+    """
+    if corrupt is None:
+        return Outcome(error=InvalidRequest(
+            f"group {group_id!r} is not set aside by a corrupt record: discarding is only for such a group "
+            "(delete a healthy group without it)"
+        ))
+    return Outcome((GroupRecord(group_id, 0, deleted=True),), corrupt)
+
+
 # -- helpers ------------------------------------------------------------------------------------
 
 

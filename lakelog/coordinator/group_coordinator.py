@@ -10,6 +10,8 @@ replay turns a producer's pending offsets into committed ones or drops them.
 A row that does not decode sets its group aside (lakelog.coordinator.group.replay_corrupt):
 every request to that group, and its description, is `CorruptRecord` naming the
 table and offset of the row; the other groups of the partition are served as before.
+The way out is explicit: `delete_group(..., discard_corrupt=True)` writes the group's
+deletion, which replay takes even from a set-aside group, discarding its offsets.
 """
 
 from __future__ import annotations
@@ -209,8 +211,25 @@ class GroupCoordinator:
             groups.extend(self._log(partition).catch_up().groups.values())
         return sorted(groups, key=lambda group: group.group_id)
 
-    def delete_group(self, group_id: str) -> None:
-        self._run(group_id, lambda state: handlers.delete_group(state.group(group_id), group_id))
+    def delete_group(self, group_id: str, *, discard_corrupt: bool = False) -> None:
+        """Delete an empty group and its committed offsets (GroupIdNotFound, NonEmptyGroup).
+
+        A group set aside by a row that does not decode is refused with that CorruptRecord like every other
+        request to it, unless `discard_corrupt`: then its deletion record is written (one conditional append,
+        decided on the latest state), its committed offsets are discarded with a WARNING naming the row, and
+        the group starts again empty. `discard_corrupt` on a group that is not set aside is InvalidRequest.
+        Nothing is written by a refusal (S8.3).
+        """
+        if not discard_corrupt:
+            self._run(group_id, lambda state: handlers.delete_group(state.group(group_id), group_id))
+            return
+        row = self._run(
+            group_id, lambda state: handlers.delete_corrupt_group(state.corrupt.get(group_id), group_id), served=False
+        )
+        log.warning(
+            "group %s deleted with its corrupt record at %s offset %d (%s): its committed offsets are discarded, "
+            "it starts again empty", group_id, row.table, row.offset, row.reason,
+        )
 
     def sweep(self) -> list[tuple[str, str]]:
         """Remove members past their session or rebalance timeout (S6.5, S8.2); returns (group, member) removed."""
@@ -235,9 +254,12 @@ class GroupCoordinator:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _run(self, group_id: str, handler: Any) -> Any:
+    def _run(self, group_id: str, handler: Any, *, served: bool = True) -> Any:
+        """Decide `handler` on the group's latest state and append its records; `served=False` only for a
+        handler that decides on the set-aside state itself (deleting a corrupt group)."""
         group_log = self._log_of(group_id)
-        handler = _served(group_id, handler)
+        if served:
+            handler = _served(group_id, handler)
         if handler(group_log.state).records:
             # It will write: decide on the latest snapshot, or the append loses a race to the rows this
             # process has not read yet and backs off (every member's writes made every other one wait).
