@@ -6,6 +6,11 @@ has passed (checked by `produce`, `poll` and `flush`), or when a message's
 `expected_offset` cannot join the open batch. Delivery reports are served by
 `poll()` / `flush()` as in confluent-kafka.
 
+Thread-safe, as confluent-kafka's Producer: every public call runs under the
+producer's re-entrant lock (producer_lifecycle.locked), so a thread may poll()
+while others produce() or run a transaction; delivery callbacks run on the
+thread that calls poll()/flush() and may produce() again.
+
 Time is passed in: `clock` (milliseconds, the wall clock by default) stamps
 messages, times `linger.ms`, and is the clock of the coordinators and partition
 logs the producer calls (S4.7: transaction timeouts are decided on it).
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +31,7 @@ import pyarrow as pa
 from lakelog import config
 from lakelog.client.partitioner import partition_for
 from lakelog.client.producer_gate import ProducerGate
-from lakelog.client.producer_lifecycle import ProducerLifecycle
+from lakelog.client.producer_lifecycle import ProducerLifecycle, locked
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Headers, Message
 from lakelog.errors import (
     FatalError,
@@ -163,9 +169,13 @@ class Producer(ProducerLifecycle):
     `abort_transaction()`. Errors follow confluent-kafka: a `KafkaException` whose
     error says `fatal()` (fenced: close this producer), `txn_requires_abort()`
     (abort, then go on) or `retriable()` (call again).
+
+    Thread-safe: each public call is atomic with respect to the others (one RLock per producer).
     """
 
     def __init__(self, conf: Mapping[str, Any] | None = None, *, clock: Clock = wall_clock_ms, **kwargs: Any) -> None:
+        # Taken by every public call (producer_lifecycle.locked); re-entrant, so a delivery callback may produce().
+        self._lock = threading.RLock()
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS, kwargs)
         self.config = config.load("producer", values)
         # confluent-kafka's `logger`: this producer's own log lines go there (default: this module's logger).
@@ -196,6 +206,7 @@ class Producer(ProducerLifecycle):
 
     # -- confluent-kafka API ----------------------------------------------------
 
+    @locked
     def produce(
         self,
         topic: str,
@@ -258,6 +269,7 @@ class Producer(ProducerLifecycle):
 
     # -- transactions (S4) ----------------------------------------------------------
 
+    @locked
     def init_transactions(self, timeout: float | None = None) -> None:
         """Take over the transactional.id: get its producer id with a bumped epoch, fencing any
         earlier instance (S4.1), after finishing that instance's last transaction (S4.2)."""
@@ -274,6 +286,7 @@ class Producer(ProducerLifecycle):
         self._sequences = {}
         self._transaction_state = TransactionState.READY
 
+    @locked
     def begin_transaction(self) -> None:
         """Start a transaction: every message produced until its commit or abort belongs to it."""
         self._require_transactional("begin_transaction")
@@ -282,6 +295,7 @@ class Producer(ProducerLifecycle):
         self._transaction_error = None
         self._transaction_state = TransactionState.IN_TRANSACTION
 
+    @locked
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush, then commit: every message of the transaction becomes visible to read_committed
         readers at once, on every partition (S4.5, S4.8). A failed delivery makes the
@@ -301,6 +315,7 @@ class Producer(ProducerLifecycle):
             return self._gate.commit(self, timeout)  # validates, then commits with the results or aborts (S11.1)
         self._end_transaction(commit=True, timeout=timeout)
 
+    @locked
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort: queued messages are purged (reported with _PURGE_QUEUE) and written ones are
         marked aborted, so read_committed readers never see them (S4.5, S5.2)."""
@@ -312,6 +327,7 @@ class Producer(ProducerLifecycle):
         self._serve_reports()
         self._end_transaction(commit=False, timeout=timeout)
 
+    @locked
     def send_offsets_to_transaction(self, positions: list[Any], group_metadata: Any, timeout: float | None = None) -> None:
         """Commit the consumer's positions with this transaction (KIP-447, S7.1): they become the
         group's committed offsets when it commits, and vanish if it aborts. `group_metadata`

@@ -7,16 +7,23 @@ through the delivery callback, unless the topic is created on first use). Every
 call of a closed producer raises `RuntimeError("Producer has been closed")`, as
 confluent-kafka's does.
 
-The state it works on (`_batches`, `_reports`, `_closed`, ...) belongs to `Producer`.
+The producer is thread-safe, as confluent-kafka's is: every public call that touches
+its state runs under the producer's re-entrant lock (`locked`), so each is atomic with
+respect to the others, from any thread. Delivery callbacks run on the thread calling
+poll()/flush(), under the lock: a callback may produce() again. poll() sleeps outside
+the lock, so an idle `while running: p.poll(1.0)` thread does not hold up produce().
+
+The state it works on (`_batches`, `_reports`, `_closed`, `_lock`, ...) belongs to `Producer`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import warnings
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakelog import config
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, ClusterMetadata, Message
@@ -35,12 +42,28 @@ INTERNAL_PREFIX = "__"
 # The longest single sleep of a waiting poll(): it looks again at the queue (and the clock) this often.
 POLL_STEP_S = 0.1
 
+Call = TypeVar("Call", bound=Callable[..., Any])
+
+
+def locked(method: Call) -> Call:
+    """Run a public Producer call under the producer's lock (a threading.RLock, `_lock`): the call is atomic
+    with respect to every other call of that producer, on any thread. Re-entrant, so a delivery callback
+    served inside poll()/flush() may call produce(), and a call may make another (commit_transaction: flush)."""
+
+    @functools.wraps(method)
+    def call(self: Producer, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return call  # type: ignore[return-value]
+
 
 class ProducerLifecycle:
     """close(), the context manager, poll()/flush()/purge()/produce_batch() and unknown topics, for `Producer`."""
 
     # -- open or closed ---------------------------------------------------------------
 
+    @locked
     def close(self: Producer, timeout: float | None = None) -> bool:
         """Abort an open transaction, deliver what is queued, then let go of every handle; True, as
         confluent-kafka's. A closed producer refuses every call after this one; closing again is a no-op.
@@ -72,6 +95,7 @@ class ProducerLifecycle:
         """Always True, as confluent-kafka's (its issue 1427): `if producer:` does not ask what is queued."""
         return True
 
+    @locked
     def __len__(self: Producer) -> int:
         """Messages queued plus delivery reports not yet served (0 once closed), as confluent-kafka's len()."""
         if self._closed:
@@ -116,21 +140,34 @@ class ProducerLifecycle:
         has to linger): a batch is sent once its linger.ms has passed on the producer's
         clock, and poll returns as soon as reports are ready. An idle producer waits the
         whole timeout, in steps of at most POLL_STEP_S, so `while running: p.poll(1.0)`
-        does not spin."""
-        self._require_open()
-        self._send_lingered()
-        if self._reports:
-            return self._serve_reports()
-        deadline = self._poll_deadline(timeout)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return self._serve_reports()
-            # At least a millisecond: a batch due "now" by rounding is sent on the next look, not spun on.
-            time.sleep(min(remaining, POLL_STEP_S, max(self._until_linger_s(), 0.001)))
+        does not spin.
+
+        Each look at the queue is made under the producer's lock and each sleep outside it:
+        a waiting poll never holds up produce() or flush() on another thread, and serves the
+        reports their sends queue at its next look. A producer closed by another thread
+        while poll waits ends the wait (0: close() served what was queued)."""
+        with self._lock:
+            self._require_open()
             self._send_lingered()
             if self._reports:
                 return self._serve_reports()
+            deadline = self._poll_deadline(timeout)
+        while True:
+            with self._lock:
+                if self._closed:
+                    return 0
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return self._serve_reports()
+                # At least a millisecond: a batch due "now" by rounding is sent on the next look, not spun on.
+                step = min(remaining, POLL_STEP_S, max(self._until_linger_s(), 0.001))
+            time.sleep(step)  # not under the lock: other threads produce, flush and commit meanwhile
+            with self._lock:
+                if self._closed:
+                    return 0
+                self._send_lingered()
+                if self._reports:
+                    return self._serve_reports()
 
     def _poll_deadline(self: Producer, timeout: float | None) -> float:
         """When a poll gives up, on the monotonic clock. Without a timeout it waits for the queued
@@ -160,7 +197,10 @@ class ProducerLifecycle:
                 self._send(tp)
 
     def _serve_reports(self: Producer) -> int:
-        """Call the delivery callback of each report ready, in order; returns how many were served."""
+        """Call the delivery callback of each report ready, in order; returns how many were served.
+
+        Called under the producer's lock: callbacks run one at a time, on the serving thread. A callback
+        that produces again may queue new reports (a batch it fills is sent at once): they are served too."""
         served = 0
         while self._reports:
             callback, error, message = self._reports.popleft()
@@ -169,6 +209,7 @@ class ProducerLifecycle:
                 callback(error, message)
         return served
 
+    @locked
     def flush(self: Producer, timeout: float | None = None) -> int:
         """Send every queued message and serve their reports; returns how many are left (0: a send
         does not wait on a broker, so nothing is still in flight when it returns)."""
@@ -180,6 +221,7 @@ class ProducerLifecycle:
 
     # -- dropping and batching --------------------------------------------------------------
 
+    @locked
     def purge(self: Producer, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """Drop the queued messages (in_queue): each is reported with _PURGE_QUEUE at the next poll()/flush().
 
@@ -203,6 +245,7 @@ class ProducerLifecycle:
             self._transaction_error = KafkaException(purged)
         self._logger.info("purged %d queued message(s)", count)
 
+    @locked
     def produce_batch(
         self: Producer,
         topic: str,
@@ -213,7 +256,8 @@ class ProducerLifecycle:
     ) -> int:
         """Queue each message dict (value, key, headers, partition, timestamp, callback) as produce()
         would; returns how many were queued. A message that cannot be queued gets its error as
-        `_error` in its dict, as confluent-kafka's. Malformed input raises TypeError before any is queued."""
+        `_error` in its dict, as confluent-kafka's. Malformed input raises TypeError before any is queued.
+        Atomic: another thread's produce() does not land between the batch's messages."""
         if not isinstance(messages, list):
             raise TypeError("messages must be a list")
         if not messages:
@@ -305,6 +349,7 @@ class ProducerLifecycle:
         if self._transactional_id is not None and self._transaction_error is None:
             self._transaction_error = KafkaException(error)
 
+    @locked
     def list_topics(self: Producer, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The root's topics and their partitions. A topic the root does not hold comes back with
         UNKNOWN_TOPIC_OR_PART as its `error` and no partitions, as confluent-kafka's metadata carries it."""
