@@ -211,13 +211,17 @@ class ProducerLifecycle:
 
     @locked
     def flush(self: Producer, timeout: float | None = None) -> int:
-        """Send every queued message and serve their reports; returns how many are left (0: a send
-        does not wait on a broker, so nothing is still in flight when it returns)."""
+        """Send every queued message and serve their reports, again while the delivery callbacks produce more
+        (until `timeout` seconds have passed, if given); returns how many are left (0: a send does not wait on
+        a broker, so nothing is still in flight when it returns)."""
         self._require_open()
-        for tp in list(self._batches):
-            self._send(tp)
-        self._serve_reports()
-        return len(self)
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while True:
+            for tp in list(self._batches):
+                self._send(tp)
+            self._serve_reports()
+            if not self._batches or (deadline is not None and time.monotonic() >= deadline):
+                return len(self)
 
     # -- dropping and batching --------------------------------------------------------------
 

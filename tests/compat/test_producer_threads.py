@@ -219,11 +219,38 @@ def test_a_delivery_callback_may_produce_again_while_other_threads_produce(root,
     finally:
         poller.stop()
     threads.join(poller.thread)
-    p.flush()  # sends and serves the last originals, whose callbacks queue more replies
-    assert p.flush() == 0  # sends and serves those replies
+    assert p.flush() == 0  # the last originals, then the replies their callbacks queued, as confluent's flush
     p.close()
 
     assert sorted(reply_reports) == sorted((None, f"re:m{i}".encode()) for i in range(count))
     assert sorted(m.value() for m in read_all(root, replies, timeout=60.0)) == sorted(
         f"re:m{i}".encode() for i in range(count)
     )
+
+
+def test_flush_goes_on_while_callbacks_produce_until_its_timeout(root, topic):
+    """confluent's flush() waits until the queue is empty, also of what delivery callbacks produce during it;
+    with a timeout it stops going on once the timeout has passed (a callback that always produces more)."""
+    name = topic()
+    p = producer(root, **{"linger.ms": NEVER_LINGER_MS})
+    chain = []
+
+    def reply(error, message) -> None:
+        chain.append(message.value())
+        if len(chain) < 5:
+            p.produce(name, b"next", on_delivery=reply)
+
+    p.produce(name, b"first", on_delivery=reply)
+    assert p.flush() == 0 and chain == [b"first", b"next", b"next", b"next", b"next"]
+
+    stopped = threading.Event()
+
+    def forever(error, message) -> None:
+        if not stopped.is_set():
+            p.produce(name, b"more", on_delivery=forever)
+
+    p.produce(name, b"start", on_delivery=forever)
+    assert p.flush(0.3) == 1  # the one its last callback queued, still there when the timeout had passed
+    stopped.set()
+    assert p.flush() == 0
+    p.close()
