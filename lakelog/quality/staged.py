@@ -20,6 +20,7 @@ A suite with a parse function gets every column (its function sees the rows).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +30,8 @@ from lakelog.quality.gate import DEAD_LETTER, Verdict, judge
 from lakelog.quality.results import OffsetRange
 from lakelog.quality.suites import Suite
 from lakelog.quality.validate import FieldColumns, json_field_columns, merge_field_columns, suite_columns, value_field_names
+
+logger = logging.getLogger(__name__)
 
 
 class StagedRows:
@@ -77,6 +80,8 @@ class StagedRows:
 
     def judge(self) -> Verdict:
         """The suite's verdict on the whole unit, under a new validation id (GX is imported on the first one)."""
+        logger.debug("judging %d rows of %s kept in %d batches (columns %s; fields %s)", len(self), self.topic,
+                     len(self._tables), ", ".join(self._payload_columns) or "none", ", ".join(self._fields) or "none")
         return judge(self.suite, self.topic, self.rows(), self.value_fields())
 
     def _kept(self, payload: pa.Table, partition: int, base_offset: int | None) -> pa.Table:
