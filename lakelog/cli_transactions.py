@@ -1,0 +1,100 @@
+"""`lakelog transactions`: list, describe, find hanging and abort transactions (like kafka-transactions.sh).
+
+Registered on the `lakelog` command line by lakelog.cli; bad input raises BadInput (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from lakelog.cli_common import BadInput, print_rows as _print_rows
+from lakelog.client import transaction_admin
+
+logger = logging.getLogger(__name__)
+
+
+def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
+    """Add `transactions` and its actions to the command line's subparsers."""
+    transactions = commands.add_parser(
+        "transactions", help="list, describe and abort transactions (like kafka-transactions.sh)"
+    ).add_subparsers(metavar="ACTION", parser_class=parser_class)
+    listing = transactions.add_parser("list", parents=[common], help="every transactional id and its state")
+    listing.set_defaults(handler=_transactions_list)
+    describe = transactions.add_parser("describe", parents=[common], help="the coordinator's state of one id")
+    describe.add_argument("--transactional-id", required=True)
+    describe.set_defaults(handler=_transactions_describe)
+    producers = transactions.add_parser("describe-producers", parents=[common], help="producer state of a partition")
+    producers.add_argument("--topic", required=True)
+    producers.add_argument("--partition", type=int, required=True)
+    producers.set_defaults(handler=_transactions_describe_producers)
+    hanging = transactions.add_parser("find-hanging", parents=[common], help="transactions holding a partition's LSO")
+    hanging.add_argument("--topic")
+    hanging.set_defaults(handler=_transactions_find_hanging)
+    abort = transactions.add_parser(
+        "abort", parents=[common],
+        help="abort a hanging transaction with a marker, only if it is still the one find-hanging showed (KIP-664)",
+    )
+    abort.add_argument("--topic", required=True)
+    abort.add_argument("--partition", type=int, required=True)
+    abort.add_argument("--producer-id", type=int, help="as find-hanging printed it (this or --start-offset)")
+    abort.add_argument("--producer-epoch", type=int, help="as find-hanging printed it")
+    abort.add_argument("--start-offset", type=int, help="as find-hanging printed it (this or --producer-id)")
+    abort.set_defaults(handler=_transactions_abort)
+
+
+def _transactions_list(args: argparse.Namespace) -> int:
+    rows = [(t.transactional_id, t.producer_id, t.state) for t in transaction_admin.list_transactions(args.root)]
+    _print_rows(("TransactionalId", "ProducerId", "TransactionState"), rows)
+    return 0
+
+
+def _transactions_describe(args: argparse.Namespace) -> int:
+    found = transaction_admin.describe_transaction(args.root, args.transactional_id)
+    if found is None:
+        raise BadInput(f"lakelog transactions describe: transactional id {args.transactional_id!r} is unknown")
+    partitions = ",".join(f"{topic}-{partition}" for topic, partition in found.topic_partitions)
+    _print_rows(
+        ("TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState", "TransactionTimeoutMs",
+         "TransactionStartTimeMs", "LastUpdateTimeMs", "TopicPartitions"),
+        [(found.transactional_id, found.producer_id, found.producer_epoch, found.state, found.transaction_timeout_ms,
+          found.transaction_start_time_ms, found.last_update_time_ms, partitions)],
+    )
+    return 0
+
+
+def _transactions_describe_producers(args: argparse.Namespace) -> int:
+    states = transaction_admin.describe_producers(args.root, args.topic, args.partition)
+    _print_rows(
+        ("ProducerId", "ProducerEpoch", "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"),
+        [(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp_ms, s.current_transaction_start_offset)
+         for s in states],
+    )
+    return 0
+
+
+def _transactions_find_hanging(args: argparse.Namespace) -> int:
+    found = transaction_admin.find_hanging_transactions(args.root, args.topic)
+    _print_rows(
+        ("Topic", "Partition", "ProducerId", "ProducerEpoch", "StartOffset", "LastStableOffset", "NeedsAdminAbort", "Reason"),
+        [(h.topic, h.partition, h.producer_id, h.producer_epoch, h.start_offset, h.last_stable_offset,
+          str(h.needs_admin_abort).lower(), h.reason) for h in found],
+    )
+    return 0
+
+
+def _transactions_abort(args: argparse.Namespace) -> int:
+    if args.producer_id is None and args.start_offset is None:
+        raise BadInput("lakelog transactions abort: --producer-id or --start-offset is required")
+    hanging = transaction_admin.find_hanging_transaction(
+        args.root, args.topic, args.partition, args.producer_id,
+        producer_epoch=args.producer_epoch, start_offset=args.start_offset,
+    )
+    offset = transaction_admin.abort_transaction(args.root, hanging)
+    print(
+        f"aborted the transaction of producer id {hanging.producer_id} (epoch {hanging.producer_epoch}, "
+        f"start offset {hanging.start_offset}) in {hanging.topic}-{hanging.partition}: "
+        f"ABORT marker at offset {offset}, epoch {hanging.producer_epoch + 1}"
+    )
+    return 0
