@@ -275,8 +275,9 @@ def merge_field_columns(parts: list[FieldColumns], fields: list[str]) -> FieldCo
                 merged[field_name] = pa.concat_tables(
                     [pa.table({"f": column}) for column in columns], promote_options="permissive").column("f")
                 continue
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                pass
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+                logger.debug("value.%s: its batches' types do not unify (%s); validated as Python values", field_name,
+                             error)
         merged[field_name] = [value for column in columns
                               for value in (column if isinstance(column, list) else column.to_pylist())]
     return merged
