@@ -125,6 +125,7 @@ class Result:
 
 # -- what the log's own maintenance did ------------------------------------------
 
+
 @dataclass
 class MaintenanceTally:
     """Sums of the `PartitionLog.last_maintenance` reports of one log over a run."""
@@ -163,16 +164,19 @@ class MaintenanceTally:
 def table_line(log: PartitionLog) -> str:
     """The partition table's size now: version, active data files, files in _delta_log."""
     log_files = log.table.io.list(log.table.child_uri("_delta_log"))
-    return (
-        f"version {log.version:,}, {len(log.table.files()):,} active files, "
-        f"{len(log_files):,} files in _delta_log"
-    )
+    return f"version {log.version:,}, {len(log.table.files()):,} active files, {len(log_files):,} files in _delta_log"
 
 
 # -- shared workloads -------------------------------------------------------------
 
+
 def transactional_and_idempotent_rounds(
-    root: str, size: int, partitions: int, value: bytes, topic_prefix: str, transactional_id: str,
+    root: str,
+    size: int,
+    partitions: int,
+    value: bytes,
+    topic_prefix: str,
+    transactional_id: str,
 ) -> tuple[Callable[[], float], Callable[[], float]]:
     """Two producers writing `size` records over `partitions` new partitions per round: a transactional one
     (begin, produce, commit) and an idempotent one (produce, flush), each on its own topic
@@ -180,9 +184,7 @@ def transactional_and_idempotent_rounds(
     functions, each returning the round's seconds."""
     conf = {"lakelog.root": root, "linger.ms": 60_000, "batch.num.messages": 1_000_000, "batch.size": 1 << 30}
     topics = {kind: f"{topic_prefix}{kind}-{size}" for kind in ("txn", "idem")}
-    AdminClient({"lakelog.root": root}).create_topics(
-        [NewTopic(name, num_partitions=partitions) for name in topics.values()]
-    )
+    AdminClient({"lakelog.root": root}).create_topics([NewTopic(name, num_partitions=partitions) for name in topics.values()])
     transactional = Producer({**conf, "transactional.id": transactional_id})
     transactional.init_transactions()
     idempotent = Producer(conf)

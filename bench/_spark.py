@@ -48,7 +48,11 @@ def fill_topic(root: str, topic: str, rows: int, seed: int = 5, values: str = "j
         while written < per_partition:
             producer_id = 1 + transaction % 2
             count = min(BATCH_ROWS, per_partition - written)
-            log.append(_payload(rng, count, values), BatchHeader(producer_id, epochs[producer_id], 0, is_transactional=True), transaction=_UNVERIFIED)
+            log.append(
+                _payload(rng, count, values),
+                BatchHeader(producer_id, epochs[producer_id], 0, is_transactional=True),
+                transaction=_UNVERIFIED,
+            )
             epochs[producer_id] += 1
             aborted = transaction % ABORT_EVERY == ABORT_EVERY - 1
             log.append_marker(producer_id, epochs[producer_id], ControlType.ABORT if aborted else ControlType.COMMIT)

@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,7 +33,7 @@ FILES, ROWS = 4, 50_000
 FILES_QUICK, ROWS_QUICK = 2, 5_000
 RUNS, RUNS_QUICK = 3, 1
 
-DAG_FILE = '''
+DAG_FILE = """
 from datetime import datetime
 from airflow.sdk import DAG
 from lakelog.airflow import LakelogLoadOperator
@@ -40,7 +41,7 @@ from lakelog.airflow import LakelogLoadOperator
 with DAG(dag_id="bench_load", schedule="@daily", start_date=datetime(2026, 1, 1), catchup=False) as dag:
     LakelogLoadOperator(task_id="load", topic="{{ params.topic }}", source="{{ params.source }}", key_column="id",
                         params={"topic": "t", "source": "s"})
-'''
+"""
 
 
 def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
@@ -53,7 +54,9 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         source.mkdir()
         for number in range(files):
             ids = [f"{number}-{i}" for i in range(rows)]
-            pq.write_table(pa.table({"id": ids, "amount": list(range(rows)), "note": ["x" * 40] * rows}), source / f"day-{number}.parquet")
+            pq.write_table(
+                pa.table({"id": ids, "amount": list(range(rows)), "note": ["x" * 40] * rows}), source / f"day-{number}.parquet"
+            )
         root = str(base / "lake")
         dag = _airflow_dag(base, root)
         from lakelog import AdminClient, NewTopic
@@ -104,7 +107,7 @@ def _airflow_dag(base: Path, root: str):
 def _operator_run(dag, topic: str, source: str, attempt: int) -> float:
     from datetime import datetime, timezone
 
-    run = dag.test(logical_date=datetime(2026, 2, 1 + attempt, tzinfo=timezone.utc), run_conf={"topic": topic, "source": source})
+    run = dag.test(logical_date=datetime(2026, 2, 1 + attempt, tzinfo=UTC), run_conf={"topic": topic, "source": source})
     (instance,) = run.get_task_instances()
     if instance.state != "success":
         raise RuntimeError(f"the operator's run ended {instance.state}")

@@ -101,7 +101,9 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
             (f"p1 ~{EARLY} (interleaved)", twin_samples),
             (f"p0 ~{late:,}", late_samples),
         ):
-            rows.append([label, len(values), _common.median(values) * 1e3, _common.percentile(values, 95) * 1e3, max(values) * 1e3])
+            rows.append(
+                [label, len(values), _common.median(values) * 1e3, _common.percentile(values, 95) * 1e3, max(values) * 1e3]
+            )
         _common.print_table(["window", "samples", "p50 ms", "p95 ms", "max ms"], rows)
         print(f"   partition 0 at the end: {_common.table_line(main.log)}; {time.perf_counter() - started:.0f} s in all")
         print(f"   partition 0 {main.maintenance.line()}")
@@ -112,8 +114,15 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                 recovery[appender].append(appender.recover())
         _common.print_table(
             ["cold open + retry of the last batch", "samples", "p50 ms", "p95 ms"],
-            [[f"partition {a.partition} ({a.commits:,} commits)", len(v), _common.median(v) * 1e3, _common.percentile(v, 95) * 1e3]
-             for a, v in recovery.items()],
+            [
+                [
+                    f"partition {a.partition} ({a.commits:,} commits)",
+                    len(v),
+                    _common.median(v) * 1e3,
+                    _common.percentile(v, 95) * 1e3,
+                ]
+                for a, v in recovery.items()
+            ],
         )
         p50_late = _common.median(late_samples)
         p95_late = _common.percentile(late_samples, 95)
@@ -121,7 +130,8 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         result.add(f"append_latency p50 p0@{late}/p1@{EARLY} interleaved", p50_late / _common.median(twin_samples), TARGET)
         result.add(
             f"append_latency S3.5 cold recovery p50 p0@{main.commits}/p1@{twin.commits}",
-            _common.median(recovery[main]) / _common.median(recovery[twin]), TARGET,
+            _common.median(recovery[main]) / _common.median(recovery[twin]),
+            TARGET,
         )
         result.add(f"append_latency p95 p0@{late}/p0@{EARLY}", p95_late / _common.percentile(early, 95))
         result.add(f"append_latency p95 p0@{late}/p1@{EARLY} interleaved", p95_late / _common.percentile(twin_samples, 95))

@@ -51,7 +51,17 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
             records = size * batches[size]
             ratio = lakelog_s / baseline_s
             ratios[size] = ratio
-            rows.append([f"{size:,}", batches[size], records / lakelog_s, records / baseline_s, lakelog_s / batches[size] * 1e3, baseline_s / batches[size] * 1e3, ratio])
+            rows.append(
+                [
+                    f"{size:,}",
+                    batches[size],
+                    records / lakelog_s,
+                    records / baseline_s,
+                    lakelog_s / batches[size] * 1e3,
+                    baseline_s / batches[size] * 1e3,
+                    ratio,
+                ]
+            )
     _common.print_table(
         ["records/batch", "batches", "lakelog rec/s", "baseline rec/s", "lakelog ms/batch", "baseline ms/batch", "ratio"],
         rows,

@@ -55,8 +55,10 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
     batches = BATCHES_QUICK if quick else BATCHES
     rounds = ROUNDS_QUICK if quick else ROUNDS
     result = _common.Result("contention")
-    print(f"== contention: {WRITERS} idempotent producer processes on one partition vs 1 alone, "
-          f"{batches} one-record batches each, {rounds} round(s)")
+    print(
+        f"== contention: {WRITERS} idempotent producer processes on one partition vs 1 alone, "
+        f"{batches} one-record batches each, {rounds} round(s)"
+    )
     context = multiprocessing.get_context("spawn")
     totals = {1: [0, 0.0], WRITERS: [0, 0.0]}
     rows = []
@@ -72,20 +74,31 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                 totals[writers][0] += committed
                 totals[writers][1] += elapsed
                 attempts = sum(report.attempts for report in reports)
-                rows.append([
-                    round_number + 1,
-                    writers,
-                    committed,
-                    elapsed,
-                    committed / elapsed,
-                    attempts / committed,
-                    sum(report.won_s for report in reports) / committed * 1e3,
-                    sum(report.lost_s for report in reports) / committed * 1e3,
-                    sum(report.cpu_s for report in reports) / committed * 1e3,
-                ])
+                rows.append(
+                    [
+                        round_number + 1,
+                        writers,
+                        committed,
+                        elapsed,
+                        committed / elapsed,
+                        attempts / committed,
+                        sum(report.won_s for report in reports) / committed * 1e3,
+                        sum(report.lost_s for report in reports) / committed * 1e3,
+                        sum(report.cpu_s for report in reports) / committed * 1e3,
+                    ]
+                )
     _common.print_table(
-        ["round", "writers", "commits", "seconds", "commits/s", "attempts/commit", "won ms/commit",
-         "lost ms/commit", "cpu ms/commit"],
+        [
+            "round",
+            "writers",
+            "commits",
+            "seconds",
+            "commits/s",
+            "attempts/commit",
+            "won ms/commit",
+            "lost ms/commit",
+            "cpu ms/commit",
+        ],
         rows,
     )
     alone = totals[1][0] / totals[1][1]
@@ -151,10 +164,20 @@ def _writer(root: str, topic: str, writer: int, batches: int, barrier, reports) 
         producer.produce(topic, f"{topic}/{writer}/{batch}".encode(), partition=0, on_delivery=on_delivery)
         producer.flush()
     ended = time.monotonic()
-    reports.put(WriterReport(
-        writer, batches, started, ended, time.process_time() - cpu_started,
-        stats["attempts"], stats["conflicts"], stats["won_s"], stats["lost_s"], len(errors),
-    ))
+    reports.put(
+        WriterReport(
+            writer,
+            batches,
+            started,
+            ended,
+            time.process_time() - cpu_started,
+            stats["attempts"],
+            stats["conflicts"],
+            stats["won_s"],
+            stats["lost_s"],
+            len(errors),
+        )
+    )
     if errors:
         raise SystemExit(f"writer {writer}: {len(errors)} delivery errors, the first {errors[0]}")
 

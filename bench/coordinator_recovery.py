@@ -97,8 +97,14 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                     times[("describe", name)].append(described)
         _common.print_table(
             ["cold call", "short log p50 ms", "long log p50 ms"],
-            [[kind, f"{_common.median(times[(kind, 'short')]) * 1000:.1f}", f"{_common.median(times[(kind, 'long')]) * 1000:.1f}"]
-             for kind in ("sweep", "describe")],
+            [
+                [
+                    kind,
+                    f"{_common.median(times[(kind, 'short')]) * 1000:.1f}",
+                    f"{_common.median(times[(kind, 'long')]) * 1000:.1f}",
+                ]
+                for kind in ("sweep", "describe")
+            ],
         )
         for kind in ("sweep", "describe"):
             ratio = _common.median(times[(kind, "long")]) / _common.median(times[(kind, "short")])

@@ -44,13 +44,13 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
     print(f"== group_commit: offset commit latency ({rounds} rounds) and time to a stable group after a join")
     with _common.temp_root(root_parent, keep) as root:
         latencies = _commit_latencies(root, rounds)
-        rows = [[name, len(values), _common.percentile(values, 50) * 1e3, _common.percentile(values, 95) * 1e3]
-                for name, values in latencies.items()]
+        rows = [
+            [name, len(values), _common.percentile(values, 50) * 1e3, _common.percentile(values, 95) * 1e3]
+            for name, values in latencies.items()
+        ]
         _common.print_table(["commit", "n", "p50 ms", "p95 ms"], rows)
         settle_rows = [_settle_after_join(root, size) for size in GROUP_SIZES]
-        _common.print_table(
-            ["members before join", "heartbeats", "rounds", "seconds", "ms per heartbeat"], settle_rows
-        )
+        _common.print_table(["members before join", "heartbeats", "rounds", "seconds", "ms per heartbeat"], settle_rows)
     plain = _common.percentile(latencies["plain commit"], 50)
     whole = _common.percentile(latencies["transactional: begin+send+commit"], 50)
     result.add("group_commit transactional(whole)/plain p50", whole / plain)
@@ -61,8 +61,13 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
 def _commit_latencies(root: str, rounds: int) -> dict[str, list[float]]:
     create_topic(root, "bench-in", PARTITIONS)
     consumer = Consumer(
-        {"lakelog.root": root, "group.id": "bench", "enable.auto.commit": False, "heartbeat.interval.ms": 60_000,
-         "session.timeout.ms": 600_000}
+        {
+            "lakelog.root": root,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "heartbeat.interval.ms": 60_000,
+            "session.timeout.ms": 600_000,
+        }
     )
     consumer.subscribe(["bench-in"])
     deadline = time.monotonic() + 60
@@ -71,8 +76,7 @@ def _commit_latencies(root: str, rounds: int) -> dict[str, list[float]]:
         consumer.consume(1, 0.05)
     producer = Producer({"lakelog.root": root, "transactional.id": "bench-txn"})
     producer.init_transactions()
-    out: dict[str, list[float]] = {"plain commit": [], "transactional: send offsets": [],
-                                   "transactional: begin+send+commit": []}
+    out: dict[str, list[float]] = {"plain commit": [], "transactional: send offsets": [], "transactional: begin+send+commit": []}
     # In two blocks: a plain commit right after a transaction would first lose the race to the
     # transaction's marker in the same log and decide again (measured apart, not mixed in).
     for n in range(rounds + 1):  # the first round warms up (handles, replay)

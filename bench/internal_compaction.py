@@ -85,7 +85,9 @@ def cold_list(root: str) -> float:
 def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
     result = _common.Result("internal_compaction")
     long = LONG if quick else LONG_FULL
-    print(f"== internal_compaction: a cold group coordinator on a compacted __consumer_offsets of {SHORT:,} vs {long:,} records of churn")
+    print(
+        f"== internal_compaction: a cold group coordinator on a compacted __consumer_offsets of {SHORT:,} vs {long:,} records of churn"
+    )
     # Snapshots off: the cold replay reads the log itself, which is what compaction bounds.
     state_log.SNAPSHOT_EVERY_RECORDS = 0
     with _common.temp_root(root_parent, keep) as short_root, _common.temp_root(root_parent, keep) as long_root:

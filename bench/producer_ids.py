@@ -49,12 +49,24 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         for count, root in roots.items():
             table = Table.open(check_root(root) / producer_ids.PRODUCER_IDS_DIR)
             log_files = len((Location.of(table.uri) / "_delta_log").list())
-            rows.append([f"after {count:,} ids", _common.median(warm[count]) * 1e3, _common.percentile(warm[count], 95) * 1e3,
-                         _common.median(cold[count]) * 1e3, log_files, len(table.data_files())])
+            rows.append(
+                [
+                    f"after {count:,} ids",
+                    _common.median(warm[count]) * 1e3,
+                    _common.percentile(warm[count], 95) * 1e3,
+                    _common.median(cold[count]) * 1e3,
+                    log_files,
+                    len(table.data_files()),
+                ]
+            )
         _common.print_table(["table", "warm p50 ms", "warm p95 ms", "cold p50 ms", "_delta_log files", "data files"], rows)
         print(f"   filling both took {filled:.0f} s")
-        result.add(f"producer_ids allocate p50 @{late}/@{EARLY}", _common.median(warm[late]) / _common.median(warm[EARLY]), TARGET)
-        result.add(f"producer_ids cold allocate p50 @{late}/@{EARLY}", _common.median(cold[late]) / _common.median(cold[EARLY]), TARGET)
+        result.add(
+            f"producer_ids allocate p50 @{late}/@{EARLY}", _common.median(warm[late]) / _common.median(warm[EARLY]), TARGET
+        )
+        result.add(
+            f"producer_ids cold allocate p50 @{late}/@{EARLY}", _common.median(cold[late]) / _common.median(cold[EARLY]), TARGET
+        )
     return result
 
 

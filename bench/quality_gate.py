@@ -51,8 +51,10 @@ SUITE = {
     "name": "orders",
     "expectations": [
         {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "value.customer"}},
-        {"type": "expect_column_values_to_be_between",
-         "kwargs": {"column": "value.amount_cents", "min_value": 0, "max_value": 10_000_000}},
+        {
+            "type": "expect_column_values_to_be_between",
+            "kwargs": {"column": "value.amount_cents", "min_value": 0, "max_value": 10_000_000},
+        },
         {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1, "max_value": 10_000_000}},
         {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "key"}},
         {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "value.currency", "value_set": CURRENCIES}},
@@ -81,10 +83,16 @@ class _Timers:
             (validate_module, "validate", self._timed(validate_module.validate, "validate")),
             (validate_module, "validation_frame", self._timed(validate_module.validation_frame, "frame")),
             (staged, "merge_field_columns", self._timed(staged.merge_field_columns, "merge")),
-            (producer.Producer, "_deliver",
-             self._timed(producer.Producer._deliver, "result row", lambda args: args[1][0] == RESULTS_LOG)),
-            (batch_writer._Appends, "append",
-             self._timed(batch_writer._Appends.append, "result row", lambda args: args[1][0] == RESULTS_LOG)),
+            (
+                producer.Producer,
+                "_deliver",
+                self._timed(producer.Producer._deliver, "result row", lambda args: args[1][0] == RESULTS_LOG),
+            ),
+            (
+                batch_writer._Appends,
+                "append",
+                self._timed(batch_writer._Appends.append, "result row", lambda args: args[1][0] == RESULTS_LOG),
+            ),
             (producer_gate.ProducerGate, "keep", self._timed(producer_gate.ProducerGate.keep, "keep")),
             (batch_gate.BatchGate, "appended", self._timed(batch_gate.BatchGate.appended, "keep")),
         ]
@@ -140,10 +148,9 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                 cpu: dict[str, list[float]] = {"gated": [], "ungated": []}
                 faults: dict[str, list[int]] = {"gated": [], "ungated": []}
                 for n in range(rounds):
-                    for side in (("gated", "ungated") if n % 2 else ("ungated", "gated")):
+                    for side in ("gated", "ungated") if n % 2 else ("ungated", "gated"):
                         started, faulted = time.process_time(), _minor_faults()
-                        (gated if side == "gated" else ungated).append((gated_round if side == "gated" else
-                                                                        ungated_round)())
+                        (gated if side == "gated" else ungated).append((gated_round if side == "gated" else ungated_round)())
                         cpu[side].append(time.process_time() - started)
                         faults[side].append(_minor_faults() - faulted)
                         step = timers.take()
@@ -152,20 +159,24 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                 table.append(_breakdown(path, gated, ungated, steps))
                 ratio = _common.median(gated) / _common.median(ungated)
                 result.add(f"quality_gate {path} gated/ungated @{rows}", ratio, TARGET)
-                print(f"  cold (the first gated load of a process also imports GX): "
-                      f"{(_common.median(gated) + gx_seconds) / _common.median(ungated):.3f}; "
-                      f"CPU time (this process, all threads; moved less by other processes): "
-                      f"{_common.median(cpu['gated']):.2f} / {_common.median(cpu['ungated']):.2f} s = "
-                      f"{_common.median(cpu['gated']) / _common.median(cpu['ungated']):.3f}; "
-                      f"minor page faults per round (fresh memory touched): gated "
-                      f"{_common.median(faults['gated']):,.0f}, ungated {_common.median(faults['ungated']):,.0f}")
+                print(
+                    f"  cold (the first gated load of a process also imports GX): "
+                    f"{(_common.median(gated) + gx_seconds) / _common.median(ungated):.3f}; "
+                    f"CPU time (this process, all threads; moved less by other processes): "
+                    f"{_common.median(cpu['gated']):.2f} / {_common.median(cpu['ungated']):.2f} s = "
+                    f"{_common.median(cpu['gated']) / _common.median(cpu['ungated']):.3f}; "
+                    f"minor page faults per round (fresh memory touched): gated "
+                    f"{_common.median(faults['gated']):,.0f}, ungated {_common.median(faults['ungated']):,.0f}"
+                )
         _common.print_table(
             ["path", "ungated s", "gated s", "gate s", "keep + parse s", "frame s", "GX run s", "result row s", "other s"],
             table,
         )
         plain = _plain_load(root, source)
-        print(f"plain `lakelog load` of the same file into an ungated topic (expected-offset appends, "
-              f"no transaction): {plain:.2f} s")
+        print(
+            f"plain `lakelog load` of the same file into an ungated topic (expected-offset appends, "
+            f"no transaction): {plain:.2f} s"
+        )
     return result
 
 
@@ -182,8 +193,15 @@ def _warm_gx() -> float:
 def _orders(rows: int) -> tuple[list[bytes], list[bytes]]:
     keys = [b"order-%d" % i for i in range(rows)]
     values = [
-        json.dumps({"order_id": i, "customer": f"c{i % 9973}", "amount_cents": (i * 7919) % 5_000_000,
-                    "currency": CURRENCIES[i % len(CURRENCIES)], "items": 1 + i % 5}).encode()
+        json.dumps(
+            {
+                "order_id": i,
+                "customer": f"c{i % 9973}",
+                "amount_cents": (i * 7919) % 5_000_000,
+                "currency": CURRENCIES[i % len(CURRENCIES)],
+                "items": 1 + i % 5,
+            }
+        ).encode()
         for i in range(rows)
     ]
     return keys, values
@@ -194,8 +212,7 @@ def _topics(root: str) -> None:
     from lakelog.quality import write_suite
 
     AdminClient({"lakelog.root": root}).create_topics(
-        [NewTopic(name, num_partitions=PARTITIONS) for name in ("gated", "ungated", "load-gated", "load-ungated",
-                                                                 "load-plain")]
+        [NewTopic(name, num_partitions=PARTITIONS) for name in ("gated", "ungated", "load-gated", "load-ungated", "load-plain")]
     )
     for topic in ("gated", "load-gated"):
         write_suite(root, topic, json.dumps(SUITE))
@@ -231,16 +248,26 @@ def _load_rounds(root: str, source: str, warm_up: str) -> tuple[Callable[[], flo
 
     def gated(count: int | None = None) -> float:
         started = time.perf_counter()
-        loaded = loader.load(root, "load-gated", warm_up if count else source, key_column="order_id",
-                             load_id=f"g{next(runs)}", progress=False)
+        loaded = loader.load(
+            root, "load-gated", warm_up if count else source, key_column="order_id", load_id=f"g{next(runs)}", progress=False
+        )
         assert loaded.validation_id is not None, "the gated load was not validated"
         return time.perf_counter() - started
 
     def ungated(count: int | None = None) -> float:
         # The gated path of the loader (one transaction of TransactionalBatchWriter) into a topic with no suite.
         started = time.perf_counter()
-        loader._load_gated(loader.check_root(root), "load-ungated", Location.of(warm_up if count else source), "jsonl",
-                           0, "order_id", 10_000, f"u{next(runs)}", False)
+        loader._load_gated(
+            loader.check_root(root),
+            "load-ungated",
+            Location.of(warm_up if count else source),
+            "jsonl",
+            0,
+            "order_id",
+            10_000,
+            f"u{next(runs)}",
+            False,
+        )
         return time.perf_counter() - started
 
     return gated, ungated
@@ -255,13 +282,24 @@ def _plain_load(root: str, source: str) -> float:
 
 
 def _breakdown(path: str, gated: list[float], ungated: list[float], steps: list[dict[str, float]]) -> list[object]:
-    median_step = {name: _common.median([step.get(name, 0.0) for step in steps])
-                   for name in ("validate", "frame", "merge", "result row", "keep")}
+    median_step = {
+        name: _common.median([step.get(name, 0.0) for step in steps])
+        for name in ("validate", "frame", "merge", "result row", "keep")
+    }
     gate = _common.median(gated) - _common.median(ungated)
     gx_run = median_step["validate"] - median_step["frame"]
     other = gate - median_step["validate"] - median_step["merge"] - median_step["result row"] - median_step["keep"]
-    return [path, _common.median(ungated), _common.median(gated), gate, median_step["keep"],
-            median_step["frame"] + median_step["merge"], gx_run, median_step["result row"], other]
+    return [
+        path,
+        _common.median(ungated),
+        _common.median(gated),
+        gate,
+        median_step["keep"],
+        median_step["frame"] + median_step["merge"],
+        gx_run,
+        median_step["result row"],
+        other,
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -73,7 +73,9 @@ class _Writer:
 
     def txn(self, producer_id: int, values: list[bytes]) -> None:
         epoch, sequence = self.epochs.setdefault(producer_id, 0), self.sequences.get(producer_id, 0)
-        self.log.append(payload_table(values), BatchHeader(producer_id, epoch, sequence, is_transactional=True), transaction=_UNVERIFIED)
+        self.log.append(
+            payload_table(values), BatchHeader(producer_id, epoch, sequence, is_transactional=True), transaction=_UNVERIFIED
+        )
         self.sequences[producer_id] = sequence + len(values)
 
     def marker(self, producer_id: int, control: ControlType) -> None:
@@ -222,8 +224,15 @@ def _catch_up(root: str, long: int, result: _common.Result) -> None:
     for size in (SHORT, long):
         totals = [total for total, _ in samples[size]]
         folds = [fold for _, fold in samples[size]]
-        rows.append([f"{size:,} commits", len(totals), _common.median(totals) * 1e3,
-                     _common.percentile(totals, 95) * 1e3, _common.median(folds) * 1e3])
+        rows.append(
+            [
+                f"{size:,} commits",
+                len(totals),
+                _common.median(totals) * 1e3,
+                _common.percentile(totals, 95) * 1e3,
+                _common.median(folds) * 1e3,
+            ]
+        )
     _common.print_table(["partition", "samples", "p50 ms", "p95 ms", "LSO step p50 ms"], rows)
     short_total = _common.median([total for total, _ in samples[SHORT]])
     long_total = _common.median([total for total, _ in samples[long]])

@@ -35,8 +35,8 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
-from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.records import PARTITION_SCHEMA, conform_payload, stamp
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import Table, check_root
 from lakelog.store.maintenance import is_checkpoint_version
 
@@ -117,8 +117,17 @@ def _appends(root: str, batches: dict[int, int], result: _common.Result) -> None
                 baseline_times.append(took[1])
             sequence += size
         ratio = sum(lakelog_times) / sum(baseline_times)
-        rows.append([f"{size:,}", batches[size], _common.median(lakelog_times) * 1e3, _common.median(baseline_times) * 1e3,
-                     _common.percentile(lakelog_times, 95) * 1e3, _common.percentile(baseline_times, 95) * 1e3, ratio])
+        rows.append(
+            [
+                f"{size:,}",
+                batches[size],
+                _common.median(lakelog_times) * 1e3,
+                _common.median(baseline_times) * 1e3,
+                _common.percentile(lakelog_times, 95) * 1e3,
+                _common.percentile(baseline_times, 95) * 1e3,
+                ratio,
+            ]
+        )
         result.add(f"s3 append time lakelog/write_deltalake @{size}", ratio, target)
     _common.print_table(
         ["records/batch", "batches", "lakelog p50 ms", "baseline p50 ms", "lakelog p95 ms", "baseline p95 ms", "ratio"], rows
@@ -135,7 +144,11 @@ def _scan(root: str, transactions: int, result: _common.Result) -> None:
     for number in range(transactions):
         producer_id = 10_001 + number % 2
         values = [f"{number}-{index}".encode().ljust(VALUE_BYTES, b".") for index in range(SCAN_ROWS_PER_TXN)]
-        log.append(payload_table(values), BatchHeader(producer_id, epochs[producer_id], 0, is_transactional=True), transaction=_UNVERIFIED)
+        log.append(
+            payload_table(values),
+            BatchHeader(producer_id, epochs[producer_id], 0, is_transactional=True),
+            transaction=_UNVERIFIED,
+        )
         epochs[producer_id] += 1
         control = ControlType.ABORT if number % 10 == 9 else ControlType.COMMIT
         log.append_marker(producer_id, epochs[producer_id], control)
@@ -158,8 +171,10 @@ def _scan(root: str, transactions: int, result: _common.Result) -> None:
             offset = fetched.next_offset
         fetch_times.append(time.perf_counter() - started)
     ratio = _common.median(fetch_times) / _common.median(raw_times)
-    print(f"   scan: {len(paths)} files, {raw.num_rows:,} rows raw, {returned:,} read_committed; "
-          f"median raw {_common.median(raw_times) * 1e3:.0f} ms, fetch {_common.median(fetch_times) * 1e3:.0f} ms")
+    print(
+        f"   scan: {len(paths)} files, {raw.num_rows:,} rows raw, {returned:,} read_committed; "
+        f"median raw {_common.median(raw_times) * 1e3:.0f} ms, fetch {_common.median(fetch_times) * 1e3:.0f} ms"
+    )
     result.add("s3 read_committed fetch / raw pyarrow scan", ratio, SCAN_TARGET)
 
 

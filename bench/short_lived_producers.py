@@ -119,8 +119,10 @@ def _breakdowns(roots: list[_Root], count: int) -> list[dict[str, list[float]]]:
 def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
     late = LATE_QUICK if quick else LATE
     result = _common.Result("short_lived_producers")
-    print(f"== short_lived_producers: one-record idempotent Producers, each used once, on one partition; "
-          f"{WINDOW} new producers after {EARLY} and after {late:,}")
+    print(
+        f"== short_lived_producers: one-record idempotent Producers, each used once, on one partition; "
+        f"{WINDOW} new producers after {EARLY} and after {late:,}"
+    )
     with _common.temp_root(root_parent, keep) as parent:
         base = Location.of(parent)
         grown = _Root((base / "grown").uri)
@@ -153,8 +155,12 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
             ],
         )
         _common.print_table(
-            ["first batch step by step (p50 ms)", f"grown @{early_seen - BREAKDOWN}", f"control @{EARLY + WINDOW}",
-             f"grown @{late + WINDOW}"],
+            [
+                "first batch step by step (p50 ms)",
+                f"grown @{early_seen - BREAKDOWN}",
+                f"control @{EARLY + WINDOW}",
+                f"grown @{late + WINDOW}",
+            ],
             [[step] + [p50_ms(found[step]) for found in (early_steps, control_steps, late_steps)] for step in early_steps],
         )
         for label, (name, size, txns) in (
@@ -169,7 +175,8 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         result.add(f"short_lived_producers p50 @{late}/@{EARLY}", _common.median(late_samples) / _common.median(early), TARGET)
         result.add(
             f"short_lived_producers p50 @{late}/control@{EARLY} interleaved",
-            _common.median(late_samples) / _common.median(control_samples), TARGET,
+            _common.median(late_samples) / _common.median(control_samples),
+            TARGET,
         )
         result.add(f"short_lived_producers checkpoint bytes @{late}/@{EARLY}", late_checkpoint[1] / max(early_checkpoint[1], 1))
     return result

@@ -104,7 +104,15 @@ def _scan_topic(spark, root: str, values: str, rows: int, rounds: int, result: _
     _common.print_table(
         ["scan", "rows", "p50 wall s", "p50 cpu s", "M rows/s", "wall / base", "cpu / base"],
         [
-            [name, counts[name], wall[name], cpu[name], counts[name] / wall[name] / 1e6, wall[name] / wall[BASELINE], cpu[name] / cpu[BASELINE]]
+            [
+                name,
+                counts[name],
+                wall[name],
+                cpu[name],
+                counts[name] / wall[name] / 1e6,
+                wall[name] / wall[BASELINE],
+                cpu[name] / cpu[BASELINE],
+            ]
             for name in ways
         ],
     )

@@ -40,8 +40,10 @@ VALUE = b"v" * 100
 def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
     rounds = ROUNDS_QUICK if quick else ROUNDS
     result = _common.Result("transaction_cost")
-    print(f"== transaction_cost: transactional over idempotent produce ({PARTITIONS} partitions), "
-          "and begin+send_offsets+commit over a plain offset commit")
+    print(
+        f"== transaction_cost: transactional over idempotent produce ({PARTITIONS} partitions), "
+        "and begin+send_offsets+commit over a plain offset commit"
+    )
     with _common.temp_root(root_parent, keep) as root:
         rows = []
         for size in SIZES:
@@ -49,19 +51,31 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
             transactional, idempotent = _produce_rounds(root, size, rounds[size])
             # Every round plus the warm-up; the init's own commit is in `before` (taken after the topic exists).
             state_commits = (_state_log_version(root, f"cost-{size}") - before - 1) / (rounds[size] + 1)
-            rows.append([f"{size:,}", rounds[size], _common.median(transactional) * 1e3,
-                         _common.median(idempotent) * 1e3, state_commits, sum(transactional) / sum(idempotent)])
-        _common.print_table(
-            ["records/txn", "rounds", "txn ms p50", "idem ms p50", "state commits/txn", "ratio (sums)"], rows
-        )
+            rows.append(
+                [
+                    f"{size:,}",
+                    rounds[size],
+                    _common.median(transactional) * 1e3,
+                    _common.median(idempotent) * 1e3,
+                    state_commits,
+                    sum(transactional) / sum(idempotent),
+                ]
+            )
+        _common.print_table(["records/txn", "rounds", "txn ms p50", "idem ms p50", "state commits/txn", "ratio (sums)"], rows)
         transactional_offsets, plain_offsets = _offset_rounds(root, OFFSET_ROUNDS_QUICK if quick else OFFSET_ROUNDS)
         txn_p50 = _common.percentile(transactional_offsets, 50)
         plain_p50 = _common.percentile(plain_offsets, 50)
         _common.print_table(
             ["offsets of 4 partitions", "n", "p50 ms", "p95 ms"],
-            [["plain commit", len(plain_offsets), plain_p50 * 1e3, _common.percentile(plain_offsets, 95) * 1e3],
-             ["begin+send_offsets+commit", len(transactional_offsets), txn_p50 * 1e3,
-              _common.percentile(transactional_offsets, 95) * 1e3]],
+            [
+                ["plain commit", len(plain_offsets), plain_p50 * 1e3, _common.percentile(plain_offsets, 95) * 1e3],
+                [
+                    "begin+send_offsets+commit",
+                    len(transactional_offsets),
+                    txn_p50 * 1e3,
+                    _common.percentile(transactional_offsets, 95) * 1e3,
+                ],
+            ],
         )
     for size, row in zip(SIZES, rows):
         result.add(f"transaction_cost txn/idempotent @{size}", row[-1], TARGETS[size])
@@ -97,8 +111,15 @@ def _offset_rounds(root: str, rounds: int) -> tuple[list[float], list[float]]:
     consumers = {}
     for kind in ("plain", "txn"):
         # Two groups, so neither side's commit races the other's marker in one offsets log.
-        consumer = Consumer({"lakelog.root": root, "group.id": f"cost-{kind}", "enable.auto.commit": False,
-                             "heartbeat.interval.ms": 60_000, "session.timeout.ms": 600_000})
+        consumer = Consumer(
+            {
+                "lakelog.root": root,
+                "group.id": f"cost-{kind}",
+                "enable.auto.commit": False,
+                "heartbeat.interval.ms": 60_000,
+                "session.timeout.ms": 600_000,
+            }
+        )
         consumer.subscribe(["cost-in"])
         deadline = time.monotonic() + 60
         while len(consumer.assignment()) < PARTITIONS:

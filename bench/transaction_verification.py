@@ -98,23 +98,37 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         rows = []
         for name, side in (("verified", verified), ("bypassed", bypassed)):
             first_n, later_n = len(side.first), len(side.later)
-            rows.append([
-                name, rounds, _common.median(side.first) * 1e3, _common.median(side.later) * 1e3,
-                side.calls["first"] / first_n, side.calls["later"] / later_n,
-                side.commits["first"] / first_n, side.commits["later"] / later_n,
-            ])
+            rows.append(
+                [
+                    name,
+                    rounds,
+                    _common.median(side.first) * 1e3,
+                    _common.median(side.later) * 1e3,
+                    side.calls["first"] / first_n,
+                    side.calls["later"] / later_n,
+                    side.commits["first"] / first_n,
+                    side.commits["later"] / later_n,
+                ]
+            )
         _common.print_table(
-            ["sends", "txns", "first ms p50", "later ms p50", "reads/first", "reads/later", "commits/first",
-             "commits/later"],
+            ["sends", "txns", "first ms p50", "later ms p50", "reads/first", "reads/later", "commits/first", "commits/later"],
             rows,
         )
         reads = verified.counting.seconds
-        print(f"the coordinator read inside a verified first send: p50 {_common.median(reads) * 1e3:.2f} ms, "
-              f"p95 {_common.percentile(reads, 95) * 1e3:.2f} ms over {len(reads)} reads")
-        result.add("transaction_verification first send verified/bypassed p50",
-                   _common.median(verified.first) / _common.median(bypassed.first), FIRST_TARGET)
-        result.add("transaction_verification later sends verified/bypassed p50",
-                   _common.median(verified.later) / _common.median(bypassed.later), LATER_TARGET)
+        print(
+            f"the coordinator read inside a verified first send: p50 {_common.median(reads) * 1e3:.2f} ms, "
+            f"p95 {_common.percentile(reads, 95) * 1e3:.2f} ms over {len(reads)} reads"
+        )
+        result.add(
+            "transaction_verification first send verified/bypassed p50",
+            _common.median(verified.first) / _common.median(bypassed.first),
+            FIRST_TARGET,
+        )
+        result.add(
+            "transaction_verification later sends verified/bypassed p50",
+            _common.median(verified.later) / _common.median(bypassed.later),
+            LATER_TARGET,
+        )
     return result
 
 

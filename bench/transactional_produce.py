@@ -32,13 +32,19 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         for size in SIZES:
             transactional_s, idempotent_s = _measure(root, size, rounds[size])
             records = size * rounds[size]
-            rows.append([f"{size:,}", rounds[size], records / transactional_s, records / idempotent_s,
-                         transactional_s / rounds[size] * 1e3, idempotent_s / rounds[size] * 1e3])
+            rows.append(
+                [
+                    f"{size:,}",
+                    rounds[size],
+                    records / transactional_s,
+                    records / idempotent_s,
+                    transactional_s / rounds[size] * 1e3,
+                    idempotent_s / rounds[size] * 1e3,
+                ]
+            )
             result_ratio = transactional_s / idempotent_s
             rows[-1].append(result_ratio)
-        _common.print_table(
-            ["records/txn", "rounds", "txn rec/s", "idem rec/s", "txn ms/round", "idem ms/round", "ratio"], rows
-        )
+        _common.print_table(["records/txn", "rounds", "txn rec/s", "idem rec/s", "txn ms/round", "idem ms/round", "ratio"], rows)
         for size, row in zip(SIZES, rows):
             result.add(f"transactional_produce txn/idempotent @{size}", row[-1], TARGETS[size])
     return result

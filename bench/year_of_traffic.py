@@ -132,7 +132,12 @@ class _Partition:
         folder_bytes = sum(entry.size for entry in folder.io.list(folder.uri, recursive=True) if not entry.is_dir)
         bound = RETENTION_MS + largest_file_span_ms + SWEEP_EVERY_MS
         return Month(
-            day, end - start, age_ms / DAY_MS, len(files), sum(entry.size_bytes for entry in files), folder_bytes,
+            day,
+            end - start,
+            age_ms / DAY_MS,
+            len(files),
+            sum(entry.size_bytes for entry in files),
+            folder_bytes,
             day * DAY_MS <= RETENTION_MS or age_ms <= bound,
         )
 
@@ -152,8 +157,10 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
     records = RECORDS_QUICK if quick else RECORDS
     samples = SAMPLES_QUICK if quick else SAMPLES
     result = _common.Result("year_of_traffic")
-    print(f"== year_of_traffic: one partition, a batch of {records} records every {step_hours} simulated hour(s) "
-          f"for {DAYS} days, a new producer id a day, retention.ms {RETENTION_MS // DAY_MS} days, swept daily")
+    print(
+        f"== year_of_traffic: one partition, a batch of {records} records every {step_hours} simulated hour(s) "
+        f"for {DAYS} days, a new producer id a day, retention.ms {RETENTION_MS // DAY_MS} days, swept daily"
+    )
     with _common.temp_root(root_parent, keep) as parent:
         base = Location.of(parent)
         clock = SimulatedClock(START_MS)
@@ -180,11 +187,23 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         elapsed = time.perf_counter() - started
         _common.print_table(
             ["day", "records kept", "oldest kept (days)", "active files", "active KiB", "folder KiB", "within retention"],
-            [[m.day, m.records_kept, m.oldest_age_days, m.active_files, m.active_bytes / 1024, m.folder_bytes / 1024,
-              "yes" if m.within else "NO"] for m in months],
+            [
+                [
+                    m.day,
+                    m.records_kept,
+                    m.oldest_age_days,
+                    m.active_files,
+                    m.active_bytes / 1024,
+                    m.folder_bytes / 1024,
+                    "yes" if m.within else "NO",
+                ]
+                for m in months
+            ],
         )
-        print(f"   {year.appended:,} records appended over the year in {elapsed:.0f} s; "
-              f"{_common.table_line(open_partition(year.uri, TOPIC, 0, clock))}")
+        print(
+            f"   {year.appended:,} records appended over the year in {elapsed:.0f} s; "
+            f"{_common.table_line(open_partition(year.uri, TOPIC, 0, clock))}"
+        )
         fresh = _Partition((base / "fresh").uri, clock)
         fresh.new_producer()
         fresh.append(records)
@@ -196,8 +215,10 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
             fresh_samples.append(fresh.cold_append(records))
         _common.print_table(
             ["cold open + append", "samples", "p50 ms", "p95 ms"],
-            [[label, len(values), _common.median(values) * 1e3, _common.percentile(values, 95) * 1e3]
-             for label, values in (("year-old partition", year_samples), ("fresh partition", fresh_samples))],
+            [
+                [label, len(values), _common.median(values) * 1e3, _common.percentile(values, 95) * 1e3]
+                for label, values in (("year-old partition", year_samples), ("fresh partition", fresh_samples))
+            ],
         )
         within = all(month.within for month in months)
         print(f"   size within the retention every month: {'PASS' if within else 'MISS'}")
@@ -206,7 +227,8 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         result.add("year_of_traffic table bytes, last 60 days / days 30-90 (max)", max(late) / max(early), TARGET)
         result.add(
             "year_of_traffic cold open + append p50, year-old / fresh",
-            _common.median(year_samples) / _common.median(fresh_samples), TARGET,
+            _common.median(year_samples) / _common.median(fresh_samples),
+            TARGET,
         )
     return result
 

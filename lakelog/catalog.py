@@ -14,6 +14,7 @@ Topics whose names start with `__` are internal and never listed here.
 from __future__ import annotations
 
 import logging
+
 import pyarrow as pa
 
 from lakelog.errors import UnknownTopicOrPartition

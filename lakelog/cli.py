@@ -10,8 +10,8 @@ with one line on stderr naming the Kafka error code; never a traceback.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import base64
+import dataclasses
 import json
 import logging
 import os
@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from lakelog.cli_common import BadInput
 from lakelog.client import (
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -28,7 +29,6 @@ from lakelog.client import (
     Producer,
     TopicPartition,
 )
-from lakelog.cli_common import BadInput
 from lakelog.client.loader import load
 from lakelog.client.sink_records import sweep_sink_records
 from lakelog.coordinator.group_coordinator import GroupCoordinator
@@ -139,16 +139,23 @@ def _storage_options(args: argparse.Namespace) -> dict[str, str]:
 def _build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument(
-        "--root", default=os.environ.get("LAKELOG_ROOT"),
+        "--root",
+        default=os.environ.get("LAKELOG_ROOT"),
         help="root: a folder, file:///path or s3://bucket/prefix (default $LAKELOG_ROOT)",
     )
     common.add_argument(
-        "--storage-option", action="append", default=[], metavar="KEY=VALUE",
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a connection setting of the root's store, overriding its AWS_* variable (endpoint_url, region, "
         "access_key_id, secret_access_key, session_token, allow_http, timeout, ...); repeatable",
     )
     common.add_argument(
-        "--log-level", type=str.upper, choices=LOG_LEVELS, default=None,
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=None,
         help="show log lines from this level up on stderr (default $LAKELOG_LOG_LEVEL or WARNING)",
     )
     parser = _Parser(prog="lakelog", description="Kafka's exactly-once semantics on Delta Lake tables")
@@ -226,11 +233,16 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="ACTION", parser_class=_Parser
     )
     sweep = coordinator.add_parser(
-        "sweep", parents=[common],
+        "sweep",
+        parents=[common],
         help="abort timed-out transactions, roll decided ones forward, expire idle ids, remove dead group members",
     )
     sweep.add_argument(
-        "--skip", action="append", default=[], choices=SWEEP_STEPS, metavar="STEP",
+        "--skip",
+        action="append",
+        default=[],
+        choices=SWEEP_STEPS,
+        metavar="STEP",
         help=f"leave out a step (repeatable): {', '.join(SWEEP_STEPS)}",
     )
     sweep.set_defaults(handler=_coordinator_sweep)
@@ -454,9 +466,7 @@ def _coordinator_sweep(args: argparse.Namespace) -> int:
         report.update(dataclasses.asdict(TransactionCoordinator(root).sweep()))
     if "groups" not in skip:
         # S6.5: members past their session or rebalance timeout leave their groups.
-        report["members_expired"] = [
-            {"group": group, "member_id": member} for group, member in GroupCoordinator(root).sweep()
-        ]
+        report["members_expired"] = [{"group": group, "member_id": member} for group, member in GroupCoordinator(root).sweep()]
     if "log-cleaner" not in skip:
         # S9.1, S9.3: retention and compaction of every topic, on the wall clock.
         report["log_cleaner"] = [dataclasses.asdict(done) for done in retention.clean_topics(root, wall_clock_ms())]

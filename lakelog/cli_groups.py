@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from lakelog.cli_common import BadInput, print_rows as _print_rows
+from lakelog.cli_common import BadInput
+from lakelog.cli_common import print_rows as _print_rows
 from lakelog.client import TopicPartition, group_admin
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.errors import CorruptRecord
@@ -28,8 +29,12 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
         "groups", help="list, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)"
     ).add_subparsers(metavar="ACTION", parser_class=parser_class)
     listing = groups.add_parser("list", parents=[common], help="every group with its state and member count")
-    listing.add_argument("--state", action="append", choices=[s.value.lower() for s in group_admin.ConsumerGroupState],
-                         help="only groups in this state (repeatable)")
+    listing.add_argument(
+        "--state",
+        action="append",
+        choices=[s.value.lower() for s in group_admin.ConsumerGroupState],
+        help="only groups in this state (repeatable)",
+    )
     listing.set_defaults(handler=_groups_list)
     describe = groups.add_parser("describe", parents=[common], help="a group's state, epochs and members")
     describe.add_argument("--group", required=True)
@@ -57,11 +62,12 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     delete = groups.add_parser("delete", parents=[common], help="delete empty groups and their offsets")
     delete.add_argument("--group", action="append", required=True, help="repeatable")
     delete.add_argument(
-        "--discard-corrupt", action="store_true",
+        "--discard-corrupt",
+        action="store_true",
         help="delete groups set aside by a __consumer_offsets record that does not decode (every request to such "
-             "a group is refused with CORRUPT_MESSAGE), discarding their committed offsets: the group starts again "
-             "empty and its consumers follow auto.offset.reset. Stop its consumers first. Refused for a group "
-             "that is served.",
+        "a group is refused with CORRUPT_MESSAGE), discarding their committed offsets: the group starts again "
+        "empty and its consumers follow auto.offset.reset. Stop its consumers first. Refused for a group "
+        "that is served.",
     )
     delete.set_defaults(handler=_groups_delete)
 
@@ -87,15 +93,32 @@ def _groups_describe(args: argparse.Namespace) -> int:
         return 0
     _print_rows(
         ("Group", "State", "Assignor", "GroupEpoch", "TargetAssignmentEpoch", "Members"),
-        [(description.group_id, description.state.value, description.partition_assignor, description.group_epoch,
-          description.target_assignment_epoch, len(description.members))],
+        [
+            (
+                description.group_id,
+                description.state.value,
+                description.partition_assignor,
+                description.group_epoch,
+                description.target_assignment_epoch,
+                len(description.members),
+            )
+        ],
     )
     print()
     _print_rows(
-        ("MemberId", "GroupInstanceId", "MemberEpoch", "RevocationEpoch", "Assignment", "TargetAssignment",
-         "PendingRevocation"),
-        [(m.member_id, m.group_instance_id or "-", m.member_epoch, m.revocation_epoch, _tp_list(m.assignment),
-          _tp_list(m.target_assignment), _tp_list(m.pending_revocation)) for m in description.members],
+        ("MemberId", "GroupInstanceId", "MemberEpoch", "RevocationEpoch", "Assignment", "TargetAssignment", "PendingRevocation"),
+        [
+            (
+                m.member_id,
+                m.group_instance_id or "-",
+                m.member_epoch,
+                m.revocation_epoch,
+                _tp_list(m.assignment),
+                _tp_list(m.target_assignment),
+                _tp_list(m.pending_revocation),
+            )
+            for m in description.members
+        ],
     )
     return 0
 
@@ -106,10 +129,33 @@ def _groups_offsets(args: argparse.Namespace) -> int:
         print(json.dumps([{**dataclasses.asdict(row), "lag": row.lag, "lag_lso": row.lag_lso} for row in rows]))
         return 0
     _print_rows(
-        ("Group", "Topic", "Partition", "CurrentOffset", "PendingOffset", "LogEndOffset", "LastStableOffset", "Lag",
-         "LagLso", "MemberId"),
-        [(args.group, r.topic, r.partition, _dash(r.committed_offset), _dash(r.pending_offset), r.high_watermark,
-          r.last_stable_offset, _dash(r.lag), _dash(r.lag_lso), r.member_id or "-") for r in rows],
+        (
+            "Group",
+            "Topic",
+            "Partition",
+            "CurrentOffset",
+            "PendingOffset",
+            "LogEndOffset",
+            "LastStableOffset",
+            "Lag",
+            "LagLso",
+            "MemberId",
+        ),
+        [
+            (
+                args.group,
+                r.topic,
+                r.partition,
+                _dash(r.committed_offset),
+                _dash(r.pending_offset),
+                r.high_watermark,
+                r.last_stable_offset,
+                _dash(r.lag),
+                _dash(r.lag_lso),
+                r.member_id or "-",
+            )
+            for r in rows
+        ],
     )
     return 0
 

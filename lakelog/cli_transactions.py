@@ -9,7 +9,8 @@ import argparse
 import logging
 from typing import Any
 
-from lakelog.cli_common import BadInput, print_rows as _print_rows
+from lakelog.cli_common import BadInput
+from lakelog.cli_common import print_rows as _print_rows
 from lakelog.client import transaction_admin
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,8 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     hanging.add_argument("--topic")
     hanging.set_defaults(handler=_transactions_find_hanging)
     abort = transactions.add_parser(
-        "abort", parents=[common],
+        "abort",
+        parents=[common],
         help="abort a hanging transaction with a marker, only if it is still the one find-hanging showed (KIP-664)",
     )
     abort.add_argument("--topic", required=True)
@@ -56,10 +58,28 @@ def _transactions_describe(args: argparse.Namespace) -> int:
         raise BadInput(f"lakelog transactions describe: transactional id {args.transactional_id!r} is unknown")
     partitions = ",".join(f"{topic}-{partition}" for topic, partition in found.topic_partitions)
     _print_rows(
-        ("TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState", "TransactionTimeoutMs",
-         "TransactionStartTimeMs", "LastUpdateTimeMs", "TopicPartitions"),
-        [(found.transactional_id, found.producer_id, found.producer_epoch, found.state, found.transaction_timeout_ms,
-          found.transaction_start_time_ms, found.last_update_time_ms, partitions)],
+        (
+            "TransactionalId",
+            "ProducerId",
+            "ProducerEpoch",
+            "TransactionState",
+            "TransactionTimeoutMs",
+            "TransactionStartTimeMs",
+            "LastUpdateTimeMs",
+            "TopicPartitions",
+        ),
+        [
+            (
+                found.transactional_id,
+                found.producer_id,
+                found.producer_epoch,
+                found.state,
+                found.transaction_timeout_ms,
+                found.transaction_start_time_ms,
+                found.last_update_time_ms,
+                partitions,
+            )
+        ],
     )
     return 0
 
@@ -68,8 +88,10 @@ def _transactions_describe_producers(args: argparse.Namespace) -> int:
     states = transaction_admin.describe_producers(args.root, args.topic, args.partition)
     _print_rows(
         ("ProducerId", "ProducerEpoch", "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"),
-        [(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp_ms, s.current_transaction_start_offset)
-         for s in states],
+        [
+            (s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp_ms, s.current_transaction_start_offset)
+            for s in states
+        ],
     )
     return 0
 
@@ -78,8 +100,19 @@ def _transactions_find_hanging(args: argparse.Namespace) -> int:
     found = transaction_admin.find_hanging_transactions(args.root, args.topic)
     _print_rows(
         ("Topic", "Partition", "ProducerId", "ProducerEpoch", "StartOffset", "LastStableOffset", "NeedsAdminAbort", "Reason"),
-        [(h.topic, h.partition, h.producer_id, h.producer_epoch, h.start_offset, h.last_stable_offset,
-          str(h.needs_admin_abort).lower(), h.reason) for h in found],
+        [
+            (
+                h.topic,
+                h.partition,
+                h.producer_id,
+                h.producer_epoch,
+                h.start_offset,
+                h.last_stable_offset,
+                str(h.needs_admin_abort).lower(),
+                h.reason,
+            )
+            for h in found
+        ],
     )
     return 0
 
@@ -88,8 +121,12 @@ def _transactions_abort(args: argparse.Namespace) -> int:
     if args.producer_id is None and args.start_offset is None:
         raise BadInput("lakelog transactions abort: --producer-id or --start-offset is required")
     hanging = transaction_admin.find_hanging_transaction(
-        args.root, args.topic, args.partition, args.producer_id,
-        producer_epoch=args.producer_epoch, start_offset=args.start_offset,
+        args.root,
+        args.topic,
+        args.partition,
+        args.producer_id,
+        producer_epoch=args.producer_epoch,
+        start_offset=args.start_offset,
     )
     offset = transaction_admin.abort_transaction(args.root, hanging)
     print(

@@ -46,9 +46,7 @@ class Key:
         # librdkafka's wording, so a handler ported from confluent-kafka matches it.
         if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
             low, high = ("" if bound is None else f"{bound:.0f}" for bound in (self.low, self.high))
-            raise InvalidConfig(
-                f'Configuration property "{name}" value {value} is outside allowed range {low}..{high}', key=name
-            )
+            raise InvalidConfig(f'Configuration property "{name}" value {value} is outside allowed range {low}..{high}', key=name)
         if self.choices is not None and value not in self.choices:
             raise InvalidConfig(
                 f'Invalid value "{raw}" for configuration property "{name}": one of {", ".join(self.choices)}', key=name
@@ -184,7 +182,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "batch.size": Key(_int, low=1, high=2_147_483_647),
         "batch.num.messages": Key(_int, low=1, high=100_000_000),
         "message.max.bytes": Key(_int, low=1000, high=1_000_000_000),
-        "partitioner": Key(_str, choices=("consistent_random", "consistent", "random", "murmur2", "murmur2_random", "fnv1a", "fnv1a_random")),
+        "partitioner": Key(
+            _str, choices=("consistent_random", "consistent", "random", "murmur2", "murmur2_random", "fnv1a", "fnv1a_random")
+        ),
         "compression.type": COMPRESSION,
         "retries": NON_NEGATIVE,
         "retry.backoff.ms": BACKOFF,
@@ -362,16 +362,14 @@ def _check_together(values: dict[str, Any], given: Mapping[str, Any]) -> None:
         check_backoff_bounds(values["retry.backoff.ms"], values["retry.backoff.max.ms"])
 
 
-def _validate(
-    kind: str, raw: Mapping[str, Any], *, source: str, ignored: dict[str, str] | None = None
-) -> dict[str, Any]:
+def _validate(kind: str, raw: Mapping[str, Any], *, source: str, ignored: dict[str, str] | None = None) -> dict[str, Any]:
     """Coerce each key; a client kind also takes librdkafka's keys (lakelog.config_keys): an alias is
     stored under its lakelog key, an ignored key is checked and goes into `ignored` with its reason."""
     schema = SCHEMA[kind]
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if isinstance(key, str) and key.startswith(STORAGE_PREFIX) and "lakelog.root" in schema:
-            values[STORAGE_PREFIX + _storage_key(key[len(STORAGE_PREFIX):])] = _storage_value(key, value)
+            values[STORAGE_PREFIX + _storage_key(key[len(STORAGE_PREFIX) :])] = _storage_value(key, value)
             continue
         if not isinstance(key, str):
             raise InvalidType(f"expected configuration property name as type unicode string, not {key!r}", key=None)
@@ -408,7 +406,7 @@ STORAGE_PREFIX = "lakelog.storage."
 
 def storage_options(config: Mapping[str, Any]) -> dict[str, str]:
     """The `lakelog.storage.*` settings of a client config, by their storage option names."""
-    return {key[len(STORAGE_PREFIX):]: value for key, value in config.items() if key.startswith(STORAGE_PREFIX)}
+    return {key[len(STORAGE_PREFIX) :]: value for key, value in config.items() if key.startswith(STORAGE_PREFIX)}
 
 
 def _storage_key(name: str) -> str:

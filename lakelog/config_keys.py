@@ -357,7 +357,10 @@ KEYS: dict[str, Entry] = {
     "fetch.min.bytes": ignored("C", integer(0, INT32), PREFETCH),
     "fetch.error.backoff.ms": ignored("C", integer(0, 300_000), PREFETCH),
     "offset.store.method": ignored_unless(
-        "C", choice("none", "file", "broker"), COORDINATOR, {"broker"},
+        "C",
+        choice("none", "file", "broker"),
+        COORDINATOR,
+        {"broker"},
         "lakelog commits offsets to the root's group tables, as to a broker; the file store and none are not modelled",
     ),  # fmt: skip
     "isolation.level": modelled("C"),
@@ -373,7 +376,10 @@ KEYS: dict[str, Entry] = {
     "transaction.timeout.ms": modelled("P"),
     "enable.idempotence": modelled("P"),
     "enable.gapless.guarantee": ignored_unless(
-        "P", boolean, IN_FLIGHT, {False},
+        "P",
+        boolean,
+        IN_FLIGHT,
+        {False},
         "lakelog's producer does not stop at the first failed batch (librdkafka's _GAPLESS_GUARANTEE)",
     ),  # fmt: skip
     "queue.buffering.max.messages": ignored("P", integer(0, INT32), PRODUCER_QUEUE),
@@ -388,7 +394,10 @@ KEYS: dict[str, Entry] = {
     "batch.num.messages": modelled("P"),
     "batch.size": modelled("P"),
     "delivery.report.only.error": ignored_unless(
-        "P", boolean, "lakelog reports every delivery, as false asks", {False},
+        "P",
+        boolean,
+        "lakelog reports every delivery, as false asks",
+        {False},
         "lakelog's producer reports every delivery; reporting only the failed ones is not modelled",
     ),  # fmt: skip
     "dr_cb": refused("P", DEDICATED),

@@ -15,6 +15,7 @@ logger = logging.getLogger(__name__)
 
 class ErrorCodes:
     """Every error code of confluent_kafka.KafkaError, by name (librdkafka's enum less its RD_KAFKA_RESP_ERR_ prefix)."""
+
     _BAD_MSG = -199
     _BAD_COMPRESSION = -198
     _DESTROY = -197

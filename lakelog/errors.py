@@ -111,7 +111,7 @@ class KafkaError(error_codes.ErrorCodes):
 
     def __str__(self) -> str:
         fatal = "FATAL," if self._fatal else ""
-        return f"KafkaError{{{fatal}code={self.name()},val={self._code},str=\"{self._reason}\"}}"
+        return f'KafkaError{{{fatal}code={self.name()},val={self._code},str="{self._reason}"}}'
 
     __repr__ = __str__
 
@@ -427,7 +427,6 @@ class InvalidTransactionTimeout(FatalError):
     """transaction.timeout.ms is not positive or exceeds transaction.max.timeout.ms (S4.7)."""
 
     code = KafkaError.INVALID_TRANSACTION_TIMEOUT
-
 
 
 class NotImplementedOnRoot(KafkaException):

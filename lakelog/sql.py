@@ -85,7 +85,7 @@ def snapshot_rows(table: Table) -> pa.Table:
 
 def _names(sql: str, name: str) -> bool:
     """Whether `sql` may name the table `name` (a word of the query, quoted or not)."""
-    return re.search(rf'(?<![\w.-]){re.escape(name)}(?![\w-])', sql, flags=re.IGNORECASE) is not None
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", sql, flags=re.IGNORECASE) is not None
 
 
 def _quote(name: str) -> str:

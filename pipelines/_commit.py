@@ -18,6 +18,4 @@ def wait_after_lost_commit(backoff: Backoff, log: logging.Logger, what: str) -> 
         message = f"{what}: lost its commit past the deadline, after {backoff.retries} retries"
         log.warning("%s; giving up", message)
         raise KafkaTimeout(message) from None
-    log.debug(
-        "%s: lost its commit to another run; retry %d decides again on the latest snapshot", what, backoff.retries
-    )
+    log.debug("%s: lost its commit to another run; retry %d decides again on the latest snapshot", what, backoff.retries)

@@ -116,8 +116,11 @@ def check_job(job: Job) -> tuple[int, int]:
     check_root(job.root)
     if job.input_topic == job.output_topic:
         raise InvalidRequest(f"input and output are both {job.input_topic!r}: a job must not read what it writes")
-    for name, value in (("batch_records", job.batch_records), ("session_timeout_ms", job.session_timeout_ms),
-                        ("heartbeat_interval_ms", job.heartbeat_interval_ms)):
+    for name, value in (
+        ("batch_records", job.batch_records),
+        ("session_timeout_ms", job.session_timeout_ms),
+        ("heartbeat_interval_ms", job.heartbeat_interval_ms),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidRequest(f"{name} must be a positive integer, not {value!r}")
     return topic_config(job.root, job.input_topic).num_partitions, topic_config(job.root, job.output_topic).num_partitions
@@ -287,11 +290,27 @@ class RunReport:
 def worker_command(job: Job, slot: int) -> list[str]:
     """The command line of one worker process."""
     command = [
-        sys.executable, "-m", "pipelines.consume_transform_produce",
-        "--root", job.root, "--input", job.input_topic, "--output", job.output_topic, "--group", job.group_id,
-        "--worker", str(slot), "--batch-records", str(job.batch_records),
-        "--session-timeout-ms", str(job.session_timeout_ms), "--heartbeat-interval-ms", str(job.heartbeat_interval_ms),
-        "--transaction-timeout-ms", str(job.transaction_timeout_ms),
+        sys.executable,
+        "-m",
+        "pipelines.consume_transform_produce",
+        "--root",
+        job.root,
+        "--input",
+        job.input_topic,
+        "--output",
+        job.output_topic,
+        "--group",
+        job.group_id,
+        "--worker",
+        str(slot),
+        "--batch-records",
+        str(job.batch_records),
+        "--session-timeout-ms",
+        str(job.session_timeout_ms),
+        "--heartbeat-interval-ms",
+        str(job.heartbeat_interval_ms),
+        "--transaction-timeout-ms",
+        str(job.transaction_timeout_ms),
     ]
     if job.events_dir is not None:
         command += ["--events-dir", job.events_dir]
@@ -401,8 +420,7 @@ def end_offsets(root: str, topic: str) -> dict[int, int]:
     return {p: open_partition(root, topic, p).last_stable_offset() for p in range(count)}
 
 
-def run(job: Job, workers: int, follow: bool = False, sweep_interval_s: float = 1.0,
-        timeout_s: float | None = None) -> RunReport:
+def run(job: Job, workers: int, follow: bool = False, sweep_interval_s: float = 1.0, timeout_s: float | None = None) -> RunReport:
     """Run `workers` worker processes, sweep, restart slots that end; stop once caught up (unless `follow`)."""
     supervisor = Supervisor(job, workers)
     started = time.monotonic()
@@ -441,9 +459,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events-dir", help="append each worker's events as JSON lines here")
     args = parser.parse_args(argv)
     job = Job(
-        args.root, args.input, args.output, args.group, batch_records=args.batch_records,
-        session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
-        transaction_timeout_ms=args.transaction_timeout_ms, events_dir=args.events_dir,
+        args.root,
+        args.input,
+        args.output,
+        args.group,
+        batch_records=args.batch_records,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        transaction_timeout_ms=args.transaction_timeout_ms,
+        events_dir=args.events_dir,
     )
     try:
         if args.worker is None:

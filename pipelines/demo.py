@@ -62,8 +62,19 @@ def generate(path: Location, rows: int, seed: int = 7) -> None:
 def kill_loader_halfway(root: Location, source: Location, rows: int, batch_records: int) -> int:
     """Start the loader as a child process and SIGKILL it once about half the rows are in."""
     child = subprocess.Popen(
-        [sys.executable, "-m", "lakelog.cli", "load", TOPIC, str(source), "--root", str(root),
-         "--batch-records", str(batch_records), "--no-progress"],
+        [
+            sys.executable,
+            "-m",
+            "lakelog.cli",
+            "load",
+            TOPIC,
+            str(source),
+            "--root",
+            str(root),
+            "--batch-records",
+            str(batch_records),
+            "--no-progress",
+        ],
         stdout=subprocess.DEVNULL,
     )
     log = open_partition(root, TOPIC, 0)

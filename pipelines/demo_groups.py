@@ -50,8 +50,17 @@ def run(root: Location, records: int = 20_000) -> None:
 
     # The workers' event logs are the demo's own observations, not lakelog state: a local folder whatever the root.
     events = Path(tempfile.mkdtemp(prefix="lakelog-demo-group-events-"))
-    job = Job(root.uri, INPUT, OUTPUT, GROUP, batch_records=1000, session_timeout_ms=SESSION_TIMEOUT_MS,
-              heartbeat_interval_ms=200, transaction_timeout_ms=8000, events_dir=str(events))
+    job = Job(
+        root.uri,
+        INPUT,
+        OUTPUT,
+        GROUP,
+        batch_records=1000,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=200,
+        transaction_timeout_ms=8000,
+        events_dir=str(events),
+    )
     supervisor = Supervisor(job, WORKERS)
     started = time.monotonic()
     supervisor.start_all()

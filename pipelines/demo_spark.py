@@ -96,12 +96,29 @@ def spark_sql(root: Location) -> str:
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     subprocess.run(
         [sys.executable, "-m", "lakelog.cli", "spark-sql-init", "--root", root.uri, "--output", str(init)],
-        check=True, env=environment, timeout=120,
+        check=True,
+        env=environment,
+        timeout=120,
     )
     shell = subprocess.run(
-        [str(bin_dir / "spark-sql"), "--master", "local[1]", "--driver-memory", "1g", "--conf", "spark.ui.enabled=false",
-         "-i", str(init), "-e", SPARK_SQL_QUERY],
-        cwd=scratch, env=environment, capture_output=True, text=True, timeout=600,
+        [
+            str(bin_dir / "spark-sql"),
+            "--master",
+            "local[1]",
+            "--driver-memory",
+            "1g",
+            "--conf",
+            "spark.ui.enabled=false",
+            "-i",
+            str(init),
+            "-e",
+            SPARK_SQL_QUERY,
+        ],
+        cwd=scratch,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if shell.returncode != 0:
         raise SystemExit(f"demo: spark-sql failed:\n{shell.stderr[-3000:]}")
@@ -116,14 +133,19 @@ def run(root: Location) -> None:
 
     child = subprocess.run(
         [sys.executable, "-m", "pipelines.demo_spark", "--child", "--root", root.uri],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=600,
     )
     if child.returncode != -signal.SIGKILL:
         raise SystemExit(f"demo: the view job child ended with {child.returncode}, not SIGKILL:\n{child.stderr[-3000:]}")
     print(child.stdout.strip())
     before = catalog.open_view(root, TOPIC)
-    print(f"view job SIGKILLed between writing and committing: view of {TOPIC} at version {before.version}, "
-          f"{snapshot_rows(before).num_rows} rows")
+    print(
+        f"view job SIGKILLed between writing and committing: view of {TOPIC} at version {before.version}, "
+        f"{snapshot_rows(before).num_rows} rows"
+    )
 
     spark = spark_session()
     report = materialize_committed_view(spark, root, TOPIC)
@@ -149,7 +171,7 @@ def run(root: Location) -> None:
     spark.stop()
 
     shell = spark_sql(root)
-    print(f"spark-sql -i spark-sql-init.sql -e \"{SPARK_SQL_QUERY}\"\n{shell}")
+    print(f'spark-sql -i spark-sql-init.sql -e "{SPARK_SQL_QUERY}"\n{shell}')
     duck = query(root, DUCKDB_QUERY).to_pylist()
     as_lines = "\n".join(f"{row['transaction']}\t{row['messages']}\t{row['distinct_offsets']}" for row in duck)
     if as_lines != shell:

@@ -69,11 +69,11 @@ from lakelog.quality.gate import Verdict, gated_suites, judge
 from lakelog.quality.results import OffsetRange, offset_ranges_of, record_result
 from lakelog.quality.suites import Suite
 from lakelog.store import Location, Table, check_root
-from pipelines._args import storage_option_pairs
-from pipelines._commit import wait_after_lost_commit
 from lakelog.store.fileio import one_line
 from lakelog.store.maintenance import vacuum
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
+from pipelines._args import storage_option_pairs
+from pipelines._commit import wait_after_lost_commit
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +163,13 @@ def materialize_committed_view(
         hit(FAULT_COMMITTED)
         if verdict is not None:
             # After the commit: a run killed before this line leaves no result row, never one for rows not committed.
-            record_result(root, verdict.result, validation_id=verdict.validation_id, load_unit=f"view:{topic}:v{version}",
-                          offset_ranges=ranges)
+            record_result(
+                root,
+                verdict.result,
+                validation_id=verdict.validation_id,
+                load_unit=f"view:{topic}:v{version}",
+                offset_ranges=ranges,
+            )
         _delete_quietly(staging)
         _vacuum_quietly(view)
         validation_id = verdict.validation_id if verdict is not None else None
@@ -184,13 +189,22 @@ def _judge_refresh(
     ranges = list(offset_ranges_of(rows))
     if verdict.publish:
         return verdict, ranges
-    record_result(root, verdict.result, validation_id=verdict.validation_id, load_unit=f"view:{topic}:v{view.version + 1}",
-                  offset_ranges=ranges)
+    record_result(
+        root,
+        verdict.result,
+        validation_id=verdict.validation_id,
+        load_unit=f"view:{topic}:v{view.version + 1}",
+        offset_ranges=ranges,
+    )
     for name in names:
         view.io.delete(view.child_uri(name))
     _delete_quietly(staging)
-    log.warning("view of %s: the refresh failed suite %s (enforce): nothing committed, the view stays at version %d",
-                topic, suite.name, view.version)
+    log.warning(
+        "view of %s: the refresh failed suite %s (enforce): nothing committed, the view stays at version %d",
+        topic,
+        suite.name,
+        view.version,
+    )
     raise verdict.violation()
 
 
@@ -298,7 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument(
-        "--storage-option", action="append", default=[], metavar="KEY=VALUE",
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a storage setting of the root (lakelog.storage.<key>), over the AWS_* environment; repeatable",
     )
     args = parser.parse_args(argv)

@@ -25,7 +25,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -106,7 +106,7 @@ def _status_of(task: tuple[Location, str, int, int | None]) -> dict[str, Any] | 
             {"producer_id": txn.producer_id, "first_offset": txn.first_offset, "marker_offset": txn.marker_offset}
             for txn in log.aborted_transactions(0, high_watermark)
         ],
-        "updated_at": datetime.now(timezone.utc),
+        "updated_at": datetime.now(UTC),
     }
 
 
@@ -126,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument(
-        "--storage-option", action="append", default=[], metavar="KEY=VALUE",
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a storage setting of the root (lakelog.storage.<key>), over the AWS_* environment; repeatable",
     )
     args = parser.parse_args(argv)

@@ -41,7 +41,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakelog.log import READ_COMMITTED
 from lakelog.log.records import PARTITION_SCHEMA
-from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, OffsetSpec, PartitionScan, TIMESTAMP_TYPE_CREATE_TIME, plan_scan
+from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, TIMESTAMP_TYPE_CREATE_TIME, OffsetSpec, PartitionScan, plan_scan
 from lakelog.store import Location, Table
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES
 from pyspark_lakelog.source import file_groups, pin_files, read_files, read_scan, scan_pieces
@@ -176,9 +176,7 @@ def _partition_frame(spark: SparkSession, scan: PartitionScan, max_inline_aborte
 
 def _any_aborted(scan: PartitionScan) -> Column:
     terms = [
-        (F.col("producer_id") == txn.producer_id)
-        & (F.col("offset") >= txn.first_offset)
-        & (F.col("offset") < txn.marker_offset)
+        (F.col("producer_id") == txn.producer_id) & (F.col("offset") >= txn.first_offset) & (F.col("offset") < txn.marker_offset)
         for txn in scan.aborted
     ]
     # A balanced tree: a chain of many ORs is deep enough to strain the optimizer's recursion.

@@ -35,7 +35,17 @@ from lakelog.store import Location, check_root
 from lakelog.store.fileio import S3_KEYS, storage_key
 
 DEFAULT_PARTITION_BYTES = 128 << 20
-READ_KEYS = ("root", "topic", "view", "status", "quality", "isolation.level", "startingoffsets", "endingoffsets", "maxpartitionbytes")
+READ_KEYS = (
+    "root",
+    "topic",
+    "view",
+    "status",
+    "quality",
+    "isolation.level",
+    "startingoffsets",
+    "endingoffsets",
+    "maxpartitionbytes",
+)
 WRITE_KEYS = ("root", "topic", "transactional.id", "batch.id", "transaction.timeout.ms")
 # `storage.<key>`: the root's store connection (lakelog.store.fileio.S3_KEYS), as `lakelog.storage.<key>` in client configs.
 STORAGE_PREFIX = "storage."
@@ -140,7 +150,7 @@ def storage_options(values: Mapping[str, str]) -> dict[str, str]:
     for key, value in values.items():
         if not key.startswith(STORAGE_PREFIX):
             continue
-        name = key[len(STORAGE_PREFIX):]
+        name = key[len(STORAGE_PREFIX) :]
         try:
             options[storage_key(name)] = value
         except InvalidConfig:

@@ -117,12 +117,7 @@ class TopicReader(DataSourceReader):
 
 def scan_pieces(scans: list[PartitionScan], max_partition_bytes: int) -> list[PartitionScan]:
     """The scans cut at file boundaries into pieces of about `max_partition_bytes`; at least one (Spark wants one)."""
-    pieces = [
-        piece
-        for scan in scans
-        if scan.end_offset > scan.start_offset
-        for piece in scan.split(max_partition_bytes)
-    ]
+    pieces = [piece for scan in scans if scan.end_offset > scan.start_offset for piece in scan.split(max_partition_bytes)]
     # Nothing to read: one piece that reads an empty range.
     return pieces or scans[:1]
 
@@ -239,17 +234,13 @@ class TopicWriter(DataSourceArrowWriter):
         columns = set(schema.names)
         unknown = sorted(columns - set(WRITE_COLUMNS))
         if unknown:
-            raise InvalidRequest(
-                f"columns {unknown} cannot be written to a topic; a lakelog write takes {sorted(WRITE_COLUMNS)}"
-            )
+            raise InvalidRequest(f"columns {unknown} cannot be written to a topic; a lakelog write takes {sorted(WRITE_COLUMNS)}")
         if "value" not in columns:
             raise InvalidRequest("a lakelog write needs a value column")
         if options.topic is None and "topic" not in columns:
             raise InvalidConfig("set option topic, or give the DataFrame a topic column", key="topic")
         # Read once on the driver; with a topic column, executors look up the topics they meet.
-        self.partition_counts = (
-            {options.topic: topic_config(options.root, options.topic).num_partitions} if options.topic else {}
-        )
+        self.partition_counts = {options.topic: topic_config(options.root, options.topic).num_partitions} if options.topic else {}
         self.staging: Location = options.root / STAGING_DIR / uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
@@ -351,9 +342,7 @@ def _route(table: pa.Table, topic_option: str | None, count_of, partitioner: str
         elif not 0 <= partition < total:
             raise UnknownTopicOrPartition(f"topic {topic} has partitions 0-{total - 1}, not {partition}", topic=topic)
         groups.setdefault((topic, partition), []).append(index)
-    payload = pa.Table.from_arrays(
-        [_column(table, field.name, field.type) for field in PAYLOAD_SCHEMA], schema=PAYLOAD_SCHEMA
-    )
+    payload = pa.Table.from_arrays([_column(table, field.name, field.type) for field in PAYLOAD_SCHEMA], schema=PAYLOAD_SCHEMA)
     for target, indices in groups.items():
         yield target, payload.take(pa.array(indices, pa.int64()))
 

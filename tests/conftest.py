@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from s3emulator import S3Emulator
 
 from lakelog.log import create_topic
-from s3emulator import S3Emulator
 
 ROOT_KINDS = ("local", "s3")
 TEST_BUCKET = "lakelog-tests"

@@ -19,7 +19,7 @@ def table_fingerprint(path: str | os.PathLike[str]) -> list[tuple[str, int, str]
     for entry in base.list(recursive=True):
         if not entry.is_dir:
             data = base.io.read(entry.uri)
-            entries.append((entry.uri[len(base.uri) + 1:], len(data), hashlib.sha256(data).hexdigest()))
+            entries.append((entry.uri[len(base.uri) + 1 :], len(data), hashlib.sha256(data).hexdigest()))
     return sorted(entries)
 
 
@@ -31,7 +31,7 @@ def folder_listing(path: str | os.PathLike[str]) -> list[str]:
     base = Location.of(path)
     names = set()
     for entry in base.list(recursive=True):
-        relative = entry.uri[len(base.uri) + 1:]
+        relative = entry.uri[len(base.uri) + 1 :]
         names.add(relative + ("/" if entry.is_dir else ""))
         parts = relative.split("/")
         names.update("/".join(parts[:index]) + "/" for index in range(1, len(parts)))

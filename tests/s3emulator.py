@@ -118,8 +118,9 @@ class S3Emulator:
     The server's output goes to `log_path` (a temporary file unless given).
     """
 
-    def __init__(self, *, authenticated: bool = False, log_path: str | os.PathLike[str] | None = None,
-                 start_timeout: float = 30.0) -> None:
+    def __init__(
+        self, *, authenticated: bool = False, log_path: str | os.PathLike[str] | None = None, start_timeout: float = 30.0
+    ) -> None:
         self.authenticated = authenticated
         self.start_timeout = start_timeout
         self._own_log_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -153,9 +154,17 @@ class S3Emulator:
             watch = os.getpid() if threading.current_thread() is threading.main_thread() else 0
             self.process = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, str(watch), "-H", "127.0.0.1", "-p", str(self.port)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=[listener.fileno()],
-                env={**os.environ, "PYTHONUNBUFFERED": "1", "INITIAL_NO_AUTH_ACTION_COUNT": "inf",
-                     "WERKZEUG_RUN_MAIN": "true", "WERKZEUG_SERVER_FD": str(listener.fileno())},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=[listener.fileno()],
+                env={
+                    **os.environ,
+                    "PYTHONUNBUFFERED": "1",
+                    "INITIAL_NO_AUTH_ACTION_COUNT": "inf",
+                    "WERKZEUG_RUN_MAIN": "true",
+                    "WERKZEUG_SERVER_FD": str(listener.fileno()),
+                },
             )
         # (Our copy of the socket is closed: once the server is gone, connecting is refused, not queued.)
         if not self._wait_until_up(started + self.start_timeout):
@@ -272,9 +281,11 @@ class S3Emulator:
         iam = self.client("iam")
         iam.create_user(UserName="lakelog-test")
         iam.put_user_policy(
-            UserName="lakelog-test", PolicyName="allow-all",
-            PolicyDocument=json.dumps({"Version": "2012-10-17",
-                                       "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}),
+            UserName="lakelog-test",
+            PolicyName="allow-all",
+            PolicyDocument=json.dumps(
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+            ),
         )
         key = iam.create_access_key(UserName="lakelog-test")["AccessKey"]
         self.credentials = Credentials(key["AccessKeyId"], key["SecretAccessKey"])
@@ -305,8 +316,11 @@ class S3Emulator:
 
         credentials = credentials or self.credentials
         return boto3.session.Session().client(
-            service, endpoint_url=self.endpoint_url, region_name=credentials.region,
-            aws_access_key_id=credentials.access_key_id, aws_secret_access_key=credentials.secret_access_key,
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name=credentials.region,
+            aws_access_key_id=credentials.access_key_id,
+            aws_secret_access_key=credentials.secret_access_key,
             config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=30),
         )
 
@@ -316,9 +330,12 @@ class S3Emulator:
 
         credentials = credentials or self.credentials
         return pafs.S3FileSystem(
-            endpoint_override=endpoint_url or self.endpoint_url, scheme="http",
-            access_key=credentials.access_key_id, secret_key=credentials.secret_access_key,
-            region=credentials.region, **kwargs,
+            endpoint_override=endpoint_url or self.endpoint_url,
+            scheme="http",
+            access_key=credentials.access_key_id,
+            secret_key=credentials.secret_access_key,
+            region=credentials.region,
+            **kwargs,
         )
 
     def create_bucket(self, name: str) -> str:

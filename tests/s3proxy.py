@@ -26,8 +26,16 @@ from s3emulator import Credentials
 
 # URL paths under this prefix are the proxy's own API (ProxyProcess), never forwarded.
 CONTROL = "/__proxy__/"
-HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
-              "trailer", "upgrade"}
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+}
 CONDITIONAL_PUT_HEADERS = ("if-none-match", "if-match")
 
 
@@ -90,8 +98,7 @@ class NoConditionalPutProxy:
     client signed the removed header). `requests` records what went through.
     """
 
-    def __init__(self, upstream: str, *, strip: bool = True, credentials: Credentials | None = None,
-                 port: int = 0) -> None:
+    def __init__(self, upstream: str, *, strip: bool = True, credentials: Credentials | None = None, port: int = 0) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         if parsed.scheme != "http" or not parsed.hostname or not parsed.port:
             raise ValueError(f"upstream must be http://host:port, not {upstream!r}")
@@ -243,7 +250,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         body, chunked = self._read_body()
         path = urllib.parse.urlsplit(self.path).path
         if path.startswith(CONTROL):
-            self._control(path[len(CONTROL):], json.loads(body or b"{}"))
+            self._control(path[len(CONTROL) :], json.loads(body or b"{}"))
             return
         record = ProxiedRequest(self.command, self.path)
         headers: list[tuple[str, str]] = []
@@ -307,8 +314,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def _send_upstream(self, headers: list[tuple[str, str]], body: bytes | None) -> tuple[http.client.HTTPResponse, bytes]:
         for attempt in range(2):  # a kept-alive upstream connection may have been closed by the server meanwhile
             if self._upstream is None:
-                self._upstream = http.client.HTTPConnection(self.proxy.upstream_host, self.proxy.upstream_port,
-                                                            timeout=300)
+                self._upstream = http.client.HTTPConnection(self.proxy.upstream_host, self.proxy.upstream_port, timeout=300)
             conn = self._upstream
             try:
                 conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
@@ -332,8 +338,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         """The proxy's own API, for a ProxyProcess: install gates and lost responses, read what went through."""
         proxy = self.proxy
         if action == "gate":
-            gate = proxy.gate(arguments["path"], method=arguments["method"], parties=arguments["parties"],
-                              timeout=arguments["timeout"])
+            gate = proxy.gate(
+                arguments["path"], method=arguments["method"], parties=arguments["parties"], timeout=arguments["timeout"]
+            )
             answer: Any = {"id": proxy.gates.index(gate)}
         elif action.startswith("gate/"):
             gate = proxy.gates[int(action.split("/", 1)[1])]
@@ -356,8 +363,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _forward  # type: ignore[assignment]
 
 
-def _resign(method: str, path: str, headers: list[tuple[str, str]], body: bytes | None,
-            credentials: Credentials) -> list[tuple[str, str]]:
+def _resign(
+    method: str, path: str, headers: list[tuple[str, str]], body: bytes | None, credentials: Credentials
+) -> list[tuple[str, str]]:
     """Headers with a new SigV4 Authorization over what is left of the originally signed headers."""
     from botocore.auth import S3SigV4Auth
     from botocore.awsrequest import AWSRequest
@@ -370,13 +378,14 @@ def _resign(method: str, path: str, headers: list[tuple[str, str]], body: bytes 
     kept = {k: v for k, v in headers if k.lower() in signed}
     request = AWSRequest(method=method, url=path, data=body or b"", headers=kept)
     request.context["timestamp"] = next(v for k, v in headers if k.lower() == "x-amz-date")
-    auth = S3SigV4Auth(BotoCredentials(credentials.access_key_id, credentials.secret_access_key), "s3",
-                       credentials.region)
+    auth = S3SigV4Auth(BotoCredentials(credentials.access_key_id, credentials.secret_access_key), "s3", credentials.region)
     canonical = auth.canonical_request(request)
     signature = auth.signature(auth.string_to_sign(request, canonical), request)
     scope = authorization.partition("Credential=")[2].partition(",")[0]
-    new = (f"AWS4-HMAC-SHA256 Credential={scope}, "
-           f"SignedHeaders={auth.signed_headers(auth.headers_to_sign(request))}, Signature={signature}")
+    new = (
+        f"AWS4-HMAC-SHA256 Credential={scope}, "
+        f"SignedHeaders={auth.signed_headers(auth.headers_to_sign(request))}, Signature={signature}"
+    )
     return [(k, new if k.lower() == "authorization" else v) for k, v in headers]
 
 
@@ -436,11 +445,15 @@ class ProxyProcess:
         self.port: int | None = None
 
     def start(self) -> ProxyProcess:
-        settings = {"upstream": self.upstream, "strip": self.strip,
-                    "credentials": vars(self.credentials) if self.credentials else None}
+        settings = {
+            "upstream": self.upstream,
+            "strip": self.strip,
+            "credentials": vars(self.credentials) if self.credentials else None,
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-c", _PROXY_BOOT, os.path.dirname(os.path.abspath(__file__)), json.dumps(settings)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         line = self.process.stdout.readline() if self.process.stdout else ""
         if not line.strip().isdigit():

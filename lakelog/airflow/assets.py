@@ -77,7 +77,9 @@ def sanitize_uri(uri: urllib.parse.SplitResult) -> urllib.parse.SplitResult:
     if uri.query or uri.fragment:
         raise ValueError("a lakelog Asset URI has no query or fragment: lakelog://<root>/<topic>")
     if uri.netloc not in ("file", "s3") or "/" not in uri.path.strip("/"):
-        raise ValueError("a lakelog Asset URI names a root and a topic: lakelog://file/<path>/<topic> or lakelog://s3/<bucket>/<prefix>/<topic>")
+        raise ValueError(
+            "a lakelog Asset URI names a root and a topic: lakelog://file/<path>/<topic> or lakelog://s3/<bucket>/<prefix>/<topic>"
+        )
     return uri
 
 

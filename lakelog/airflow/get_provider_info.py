@@ -43,8 +43,6 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "sensors": [{"integration-name": "lakelog", "python-modules": ["lakelog.airflow.sensors.committed"]}],
         "triggers": [{"integration-name": "lakelog", "python-modules": ["lakelog.airflow.triggers.committed"]}],
-        "connection-types": [
-            {"hook-class-name": "lakelog.airflow.hooks.lakelog.LakelogHook", "connection-type": "lakelog"}
-        ],
+        "connection-types": [{"hook-class-name": "lakelog.airflow.hooks.lakelog.LakelogHook", "connection-type": "lakelog"}],
         "asset-uris": [{"schemes": ["lakelog"], "handler": "lakelog.airflow.assets.sanitize_uri"}],
     }

@@ -251,7 +251,9 @@ class AdminClient(BrokerOnlyCalls):
         self._logger.info("topic %s deleted", topic)
 
     @_while_open
-    def create_partitions(self, new_partitions: list[NewPartitions], validate_only: bool = False, **_timeouts: Any) -> dict[str, Future]:
+    def create_partitions(
+        self, new_partitions: list[NewPartitions], validate_only: bool = False, **_timeouts: Any
+    ) -> dict[str, Future]:
         """Grow each topic to `new_total_count` partitions; a future per topic resolves to None or raises
         InvalidPartitions (fewer than now, or as many), UnknownTopicOrPartition. Keys hash over the new count."""
         if not isinstance(new_partitions, list) or not all(isinstance(p, NewPartitions) for p in new_partitions):
@@ -296,16 +298,22 @@ class AdminClient(BrokerOnlyCalls):
         return {resource: _call(admin_configs.describe, self._root, resource) for resource in resources}
 
     @_while_open
-    def alter_configs(self, resources: list[ConfigResource], validate_only: bool = False, **_timeouts: Any) -> dict[ConfigResource, Future]:
+    def alter_configs(
+        self, resources: list[ConfigResource], validate_only: bool = False, **_timeouts: Any
+    ) -> dict[ConfigResource, Future]:
         """Replace each topic's config with `set_config_dict` (keys not set go back to their defaults);
         a future per resource resolves to None or raises (InvalidConfig, InvalidPartitions, ...)."""
-        warnings.warn("alter_configs has been deprecated. Use incremental_alter_configs instead.", DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "alter_configs has been deprecated. Use incremental_alter_configs instead.", DeprecationWarning, stacklevel=3
+        )
         _check_resources(resources, "alter_configs")
         alter = partial(admin_configs.alter, incremental=False, validate_only=validate_only, retry=self._retry)
         return {resource: _call(alter, self._root, resource) for resource in resources}
 
     @_while_open
-    def incremental_alter_configs(self, resources: list[ConfigResource], validate_only: bool = False, **_timeouts: Any) -> dict[ConfigResource, Future]:
+    def incremental_alter_configs(
+        self, resources: list[ConfigResource], validate_only: bool = False, **_timeouts: Any
+    ) -> dict[ConfigResource, Future]:
         """Apply each resource's `incremental_configs` (SET, DELETE, APPEND, SUBTRACT) to its topic's config."""
         _check_resources(resources, "incremental_alter_configs")
         for resource in resources:
@@ -317,13 +325,17 @@ class AdminClient(BrokerOnlyCalls):
 
     @_while_open
     def list_offsets(
-        self, topic_partition_offsets: dict[TopicPartition, OffsetSpec], isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+        self,
+        topic_partition_offsets: dict[TopicPartition, OffsetSpec],
+        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
         **_timeouts: Any,
     ) -> dict[TopicPartition, Future]:
         """A future per partition resolving to ListOffsetsResultInfo(offset, timestamp, leader_epoch); the
         latest offset is the high watermark, or the last stable offset under READ_COMMITTED (S5.1)."""
         if not isinstance(topic_partition_offsets, dict):
-            raise InvalidType("Expected topic_partition_offsets to be dict of [TopicPartitions,OffsetSpec] for list offsets request")
+            raise InvalidType(
+                "Expected topic_partition_offsets to be dict of [TopicPartitions,OffsetSpec] for list offsets request"
+            )
         for partition, spec in topic_partition_offsets.items():
             if not isinstance(partition, TopicPartition):
                 raise InvalidType("partition must be a TopicPartition")
@@ -338,7 +350,9 @@ class AdminClient(BrokerOnlyCalls):
         if not isinstance(isolation_level, IsolationLevel):
             raise InvalidType("isolation_level argument should be an IsolationLevel")
         return {
-            TopicPartition(p.topic, p.partition, spec._value): _call(list_offset, self._root, p.topic, p.partition, spec, isolation_level)
+            TopicPartition(p.topic, p.partition, spec._value): _call(
+                list_offset, self._root, p.topic, p.partition, spec, isolation_level
+            )
             for p, spec in topic_partition_offsets.items()
         }
 
@@ -369,8 +383,13 @@ class AdminClient(BrokerOnlyCalls):
     def _delete_records(self, partition: TopicPartition) -> DeletedRecords:
         log = open_partition(self._root, partition.topic, partition.partition, clock=self._clock)
         low_watermark = retention.delete_records(log, partition.offset, backoff=self._retry.start(retention.TRIM_TIMEOUT_S))
-        self._logger.info("%s-%d: records before offset %d deleted (log start offset now %d)", partition.topic,
-                       partition.partition, low_watermark, low_watermark)
+        self._logger.info(
+            "%s-%d: records before offset %d deleted (log start offset now %d)",
+            partition.topic,
+            partition.partition,
+            low_watermark,
+            low_watermark,
+        )
         return DeletedRecords(low_watermark)
 
     # -- transactions (S8.1), like Kafka's Admin and kafka-transactions.sh ------------------
@@ -404,12 +423,20 @@ class AdminClient(BrokerOnlyCalls):
         """Abort a hanging transaction of `producer_id` in `partition` (KIP-664); resolves to the marker's offset."""
         if not isinstance(partition, TopicPartition) or not isinstance(producer_id, int):
             raise InvalidType("abort_transaction takes a TopicPartition and a producer id")
-        self._logger.info("%s-%d: aborting the hanging transaction of producer id %d (KIP-664)", partition.topic,
-                       partition.partition, producer_id)
+        self._logger.info(
+            "%s-%d: aborting the hanging transaction of producer id %d (KIP-664)",
+            partition.topic,
+            partition.partition,
+            producer_id,
+        )
         return _call(
             partial(transaction_admin.abort_hanging_transaction, retry=self._retry),
-            self._root, partition.topic, partition.partition, producer_id,
+            self._root,
+            partition.topic,
+            partition.partition,
+            producer_id,
         )
+
     # -- consumer groups (S6), like Kafka's Admin and kafka-consumer-groups.sh --------------
 
     @_while_open
@@ -466,15 +493,11 @@ class AdminClient(BrokerOnlyCalls):
             partitions = None
             if request.topic_partitions is not None:
                 partitions = [(p.topic, p.partition) for p in request.topic_partitions]
-            futures[request.group_id] = _call(
-                group_admin.list_offsets, self._root, request.group_id, partitions, require_stable
-            )
+            futures[request.group_id] = _call(group_admin.list_offsets, self._root, request.group_id, partitions, require_stable)
         return futures
 
     @_while_open
-    def alter_consumer_group_offsets(
-        self, requests: list[ConsumerGroupTopicPartitions], **_timeouts: Any
-    ) -> dict[str, Future]:
+    def alter_consumer_group_offsets(self, requests: list[ConsumerGroupTopicPartitions], **_timeouts: Any) -> dict[str, Future]:
         """A future per group resolving to the offsets committed; only for a group without members
         (NonEmptyGroup), all partitions of a group or none."""
         _check_group_requests(requests, "alter_consumer_group_offsets", offsets=True)

@@ -34,9 +34,13 @@ def describe(root: str, resource: ConfigResource) -> dict[str, ConfigEntry]:
         entries = {}
         for kind in ("broker", "topic"):
             for name, value in sorted(config.defaults(kind).items()):
-                entries[name] = ConfigEntry(name, _text(value), ConfigSource.STATIC_BROKER_CONFIG, is_read_only=True, is_default=True)
+                entries[name] = ConfigEntry(
+                    name, _text(value), ConfigSource.STATIC_BROKER_CONFIG, is_read_only=True, is_default=True
+                )
         return entries
-    raise InvalidRequest(f"describe_configs: lakelog keeps configs for topics and the root (broker {NODE_ID}), not {resource.restype.name}")
+    raise InvalidRequest(
+        f"describe_configs: lakelog keeps configs for topics and the root (broker {NODE_ID}), not {resource.restype.name}"
+    )
 
 
 def alter(root: str, resource: ConfigResource, *, incremental: bool, validate_only: bool, retry: RetryPolicy) -> None:
@@ -47,7 +51,9 @@ def alter(root: str, resource: ConfigResource, *, incremental: bool, validate_on
         _check_broker(resource, call)
         raise InvalidRequest(f"{call}: the root's defaults (broker {NODE_ID}) are read only; they live in its conf files")
     if resource.restype is not ResourceType.TOPIC:
-        raise InvalidRequest(f"{call}: lakelog keeps configs for topics and the root (broker {NODE_ID}), not {resource.restype.name}")
+        raise InvalidRequest(
+            f"{call}: lakelog keeps configs for topics and the root (broker {NODE_ID}), not {resource.restype.name}"
+        )
     if incremental:
         operations = _operations(resource.incremental_configs)
 

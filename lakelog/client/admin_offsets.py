@@ -21,7 +21,9 @@ logger = logging.getLogger(__name__)
 NO_ANSWER = ListOffsetsResultInfo(-1, -1, None)
 
 
-def list_offset(root: str, topic: str, partition: int, spec: OffsetSpec, isolation_level: IsolationLevel) -> ListOffsetsResultInfo:
+def list_offset(
+    root: str, topic: str, partition: int, spec: OffsetSpec, isolation_level: IsolationLevel
+) -> ListOffsetsResultInfo:
     """One partition's answer to `spec` (UnknownTopicOrPartition if it does not exist)."""
     log = open_partition(root, topic, partition)
     log.refresh()

@@ -130,9 +130,7 @@ class TransactionalBatchWriter:
         self.transaction_timeout_ms = transaction_timeout_ms or self.config["transaction.timeout.ms"]
         self.retry = RetryPolicy.from_config(self.config)
         self._logs: dict[TopicPartitionKey, PartitionLog] = {}
-        self._coordinator = TransactionCoordinator(
-            self.root, partition_logs=lambda *tp: self._logs.get(tp), retry=self.retry
-        )
+        self._coordinator = TransactionCoordinator(self.root, partition_logs=lambda *tp: self._logs.get(tp), retry=self.retry)
         # KIP-890: each partition checks that the transaction holds it before its first batch lands (S4.4).
         self._verification = TransactionVerification(transactional_id, self._coordinator)
 
@@ -292,8 +290,11 @@ class TransactionalBatchWriter:
         refused = [verdict for verdict in verdicts if not verdict.publish]
         for verdict in refused:
             record_result(
-                self.root, verdict.result, validation_id=verdict.validation_id,
-                offset_ranges=gate.offset_ranges(verdict.topic), **identity,
+                self.root,
+                verdict.result,
+                validation_id=verdict.validation_id,
+                offset_ranges=gate.offset_ranges(verdict.topic),
+                **identity,
             )
         if refused:
             raise refused[0].violation()
@@ -307,8 +308,7 @@ class TransactionalBatchWriter:
                 dlq = dlq_topic(verdict.topic)
                 count = topic_config(self.root, dlq).num_partitions
                 destinations[verdict.topic] = [
-                    ((dlq, item.partition % count), with_dlq_header(item.payload, verdict.validation_id))
-                    for item in held
+                    ((dlq, item.partition % count), with_dlq_header(item.payload, verdict.validation_id)) for item in held
                 ]
             else:
                 destinations[verdict.topic] = [((verdict.topic, item.partition), item.payload) for item in held]
@@ -323,7 +323,9 @@ class TransactionalBatchWriter:
                 gate.landed(topic, tp[1], landed.base_offset, landed.last_offset)
         rows = pa.concat_tables(
             result_payload(
-                verdict.result, validation_id=verdict.validation_id, offset_ranges=gate.offset_ranges(verdict.topic),
+                verdict.result,
+                validation_id=verdict.validation_id,
+                offset_ranges=gate.offset_ranges(verdict.topic),
                 **identity,
             )
             for verdict in verdicts
@@ -333,8 +335,12 @@ class TransactionalBatchWriter:
             if verdict.dead_letter:
                 logger.warning(
                     "batch of %s: %d row(s) of %s failed suite %s and go to %s with validation %s (dead-letter)",
-                    self.transactional_id, verdict.result.row_count, verdict.topic, verdict.suite.name,
-                    dlq_topic(verdict.topic), verdict.validation_id,
+                    self.transactional_id,
+                    verdict.result.row_count,
+                    verdict.topic,
+                    verdict.suite.name,
+                    dlq_topic(verdict.topic),
+                    verdict.validation_id,
                 )
         return {verdict.topic: verdict.validation_id for verdict in verdicts}
 
@@ -409,7 +415,7 @@ class _Appends:
         self.writer = writer
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
-        self.sequences = {tp: 0 for tp in targets}
+        self.sequences = dict.fromkeys(targets, 0)
         self.records = records
         self.offsets = offsets
 

@@ -18,9 +18,9 @@ what was appended since the last one. It writes nothing.
 
 from __future__ import annotations
 
-import logging
 import ast
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -85,9 +85,8 @@ class CommittedCheck:
             reached = ", ".join(f"{p}: {lso}" for p, lso in sorted(self.last_stable_offsets.items()))
             return f"topic {self.topic} is stable up to the offsets waited for: LSO {{{reached}}}"
         held = self.held_back
-        return (
-            f"topic {self.topic}: {len(held)} of {len(self.partitions)} partition(s) hold back: "
-            + "; ".join(wait.describe() for wait in held)
+        return f"topic {self.topic}: {len(held)} of {len(self.partitions)} partition(s) hold back: " + "; ".join(
+            wait.describe() for wait in held
         )
 
     def as_dict(self) -> dict[str, Any]:

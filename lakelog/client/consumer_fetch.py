@@ -257,8 +257,9 @@ class _Fetching:
         else:
             offset = None
         if offset is not None:
-            self._logger.info("%s-%d: no valid position, auto.offset.reset=%s: reading from offset %d",
-                           log.topic, log.partition, policy, offset)
+            self._logger.info(
+                "%s-%d: no valid position, auto.offset.reset=%s: reading from offset %d", log.topic, log.partition, policy, offset
+            )
             return offset
         raise OffsetOutOfRange(
             f"{log.topic}-{log.partition} has no valid position and auto.offset.reset=error",

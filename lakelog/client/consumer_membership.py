@@ -199,8 +199,13 @@ class _GroupMembership:
         """Revoke first, then assign (S6.2); True if partitions were revoked (to be reported at once)."""
         revoked = sorted(set(self._assigned) - target)
         if revoked:
-            self._logger.info("group %s member %s (epoch %d): revoking %s", self._group_id, membership.member_id,
-                           membership.member_epoch, _names(revoked))
+            self._logger.info(
+                "group %s member %s (epoch %d): revoking %s",
+                self._group_id,
+                membership.member_id,
+                membership.member_epoch,
+                _names(revoked),
+            )
             membership.next_heartbeat = 0.0
             # S6.6: no commit outside on_revoke until the member epoch moves past this one.
             membership.revocation_epoch = membership.member_epoch
@@ -219,8 +224,13 @@ class _GroupMembership:
                     self._stored.pop(tp, None)
         added = sorted(target - set(self._assigned))
         if added:
-            self._logger.info("group %s member %s (epoch %d): assigned %s", self._group_id, membership.member_id,
-                           membership.member_epoch, _names(added))
+            self._logger.info(
+                "group %s member %s (epoch %d): assigned %s",
+                self._group_id,
+                membership.member_id,
+                membership.member_epoch,
+                _names(added),
+            )
             partitions = [TopicPartition(*tp) for tp in added]
             try:
                 self._callback(membership, "on_assign", membership.on_assign, partitions)
@@ -255,9 +265,14 @@ class _GroupMembership:
             # The member is still in the group under its old id: leave, so its partitions move on now.
             self._send_leave(membership, LEAVE_GROUP_EPOCH)
         lost = [TopicPartition(*tp, self._position_of(tp)) for tp in sorted(self._assigned)]
-        self._logger.info("group %s member %s (epoch %d) was fenced, its partitions %s are lost; joining again: %s",
-                       self._group_id, membership.member_id, membership.member_epoch, _names(sorted(self._assigned)),
-                       error)
+        self._logger.info(
+            "group %s member %s (epoch %d) was fenced, its partitions %s are lost; joining again: %s",
+            self._group_id,
+            membership.member_id,
+            membership.member_epoch,
+            _names(sorted(self._assigned)),
+            error,
+        )
         membership.member_id, membership.member_epoch = "", 0
         membership.revocation_epoch, membership.fenced, membership.next_heartbeat = None, None, 0.0
         try:
@@ -285,8 +300,14 @@ class _GroupMembership:
 
     def _send_leave(self, membership: _Membership, epoch: int) -> None:
         request = Heartbeat(
-            self._group_id, membership.member_id, epoch, membership.topics, frozenset(), self._instance_id,
-            self.config["session.timeout.ms"], self.config["max.poll.interval.ms"],
+            self._group_id,
+            membership.member_id,
+            epoch,
+            membership.topics,
+            frozenset(),
+            self._instance_id,
+            self.config["session.timeout.ms"],
+            self.config["max.poll.interval.ms"],
         )
         try:
             self._coordinator().heartbeat(request)

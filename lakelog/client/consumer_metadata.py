@@ -67,9 +67,7 @@ class Subscription:
                 try:
                     patterns.append(re.compile(topic))
                 except re.error as error:
-                    raise KafkaException(
-                        KafkaError(KafkaError._INVALID_ARG, f"invalid topic regex {topic!r}: {error}")
-                    ) from None
+                    raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"invalid topic regex {topic!r}: {error}")) from None
             else:
                 names.append(validate_name(topic))
         return cls(tuple(sorted(set(names))), tuple(patterns))
@@ -77,7 +75,8 @@ class Subscription:
     def resolve(self, existing: list[str]) -> tuple[str, ...]:
         """The topic names this subscription stands for: the names given, and the topics the patterns match."""
         matched = {
-            topic for topic in existing
+            topic
+            for topic in existing
             if not topic.startswith(INTERNAL_PREFIX) and any(pattern.search(topic) for pattern in self.patterns)
         }
         return tuple(sorted(matched | set(self.names)))
@@ -173,4 +172,3 @@ class _Metadata:
                 self._logger.info("created topic %s (allow.auto.create.topics=true)", topic)
             except TopicAlreadyExists:
                 pass  # another client created it first
-

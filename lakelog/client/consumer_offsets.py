@@ -92,9 +92,7 @@ class _OffsetCommits:
         """Store `message.offset() + 1` (or `offsets`) for the next commit; needs enable.auto.offset.store=false."""
         self._check_open()
         if self.config["enable.auto.offset.store"]:
-            raise KafkaException(
-                KafkaError(KafkaError._INVALID_ARG, "store_offsets() needs enable.auto.offset.store=false")
-            )
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "store_offsets() needs enable.auto.offset.store=false"))
         if (message is None) == (offsets is None):
             raise InvalidRequest("store_offsets takes a message or offsets")
         if message is not None:
@@ -211,7 +209,9 @@ class _OffsetCommits:
 
 
 def _topic_partitions(offsets: Mapping[TopicPartitionKey, tuple[int, str | None]]) -> list[TopicPartition]:
-    return [TopicPartition(topic, partition, offset, metadata) for (topic, partition), (offset, metadata) in sorted(offsets.items())]
+    return [
+        TopicPartition(topic, partition, offset, metadata) for (topic, partition), (offset, metadata) in sorted(offsets.items())
+    ]
 
 
 def _committed_partition(tp: TopicPartitionKey, record: OffsetRecord | None) -> TopicPartition:

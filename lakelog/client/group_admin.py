@@ -13,8 +13,8 @@ removes an empty group and its offsets. The types mirror confluent-kafka's
 
 from __future__ import annotations
 
-import logging
 import enum
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -193,7 +193,13 @@ def describe_group(root: str, group_id: str) -> ConsumerGroupDescription:
         for member_id, member in sorted(group.members.items())
     ]
     return ConsumerGroupDescription(
-        group_id, False, members, group.assignor, group_state(group), group.group_epoch, group.target_epoch,
+        group_id,
+        False,
+        members,
+        group.assignor,
+        group_state(group),
+        group.group_epoch,
+        group.target_epoch,
         coordinator=Node(NODE_ID, str(root)),
     )
 
@@ -219,11 +225,14 @@ def group_offsets(root: str, group_id: str) -> list[PartitionOffsets]:
         record = group.offsets.get((topic, partition))
         rows.append(
             PartitionOffsets(
-                topic, partition,
+                topic,
+                partition,
                 None if record is None else record.offset,
                 "" if record is None else record.metadata,
                 pending.get((topic, partition)),
-                high_watermark, last_stable, group.owner_of((topic, partition)),
+                high_watermark,
+                last_stable,
+                group.owner_of((topic, partition)),
             )
         )
     return rows
@@ -235,12 +244,16 @@ def list_offsets(
     """Committed offsets (OFFSET_INVALID where none); with `require_stable`, UnstableOffsetCommit while pending."""
     partitions = None if partitions is None else list(partitions)
     if read_group(root, group_id) is None:
-        records = {tp: None for tp in partitions or ()}
+        records = dict.fromkeys(partitions or ())
     else:
         records = GroupCoordinator(root).fetch_offsets(group_id, partitions, require_stable=require_stable)
     listed = [
-        TopicPartition(topic, partition, OFFSET_INVALID if record is None else record.offset,
-                       None if record is None else record.metadata or None)
+        TopicPartition(
+            topic,
+            partition,
+            OFFSET_INVALID if record is None else record.offset,
+            None if record is None else record.metadata or None,
+        )
         for (topic, partition), record in sorted(records.items())
     ]
     return ConsumerGroupTopicPartitions(group_id, listed)

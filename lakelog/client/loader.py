@@ -28,11 +28,11 @@ are still read, never written.
 
 from __future__ import annotations
 
-import logging
 import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -220,8 +220,12 @@ def _load(
     if record is None:
         logger.info("load %s: %d record(s) of %s into %s-%d from offset %d", load_id, total, path.uri, topic, partition, start)
     else:
-        logger.info("load %s: resuming at record %d of %d (offset %d of %s-%d)", load_id, done, total, start + done, topic, partition)
-    with tqdm(total=total, initial=done, unit="rec", unit_scale=True, disable=not progress, desc=f"load {topic}-{partition}") as bar:
+        logger.info(
+            "load %s: resuming at record %d of %d (offset %d of %s-%d)", load_id, done, total, start + done, topic, partition
+        )
+    with tqdm(
+        total=total, initial=done, unit="rec", unit_scale=True, disable=not progress, desc=f"load {topic}-{partition}"
+    ) as bar:
         position = 0
         for payload in source_payloads(path, kind, key_column, batch_records):
             batch_end = position + payload.num_rows
@@ -242,7 +246,15 @@ def _load(
                 done += rows.num_rows
                 bar.update(rows.num_rows)
             position = batch_end
-    logger.info("load %s: done, offsets %d-%d of %s-%d (%d appended by this run)", load_id, start, start + total - 1, topic, partition, appended)
+    logger.info(
+        "load %s: done, offsets %d-%d of %s-%d (%d appended by this run)",
+        load_id,
+        start,
+        start + total - 1,
+        topic,
+        partition,
+        appended,
+    )
     return LoadResult(load_id, start, total, appended, resumed_from)
 
 

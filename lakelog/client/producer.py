@@ -33,6 +33,7 @@ from lakelog.client.partitioner import partition_for
 from lakelog.client.producer_gate import ProducerGate
 from lakelog.client.producer_lifecycle import ProducerLifecycle, locked
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Headers, Message
+from lakelog.config import storage_options
 from lakelog.errors import (
     FatalError,
     InvalidArgument,
@@ -50,7 +51,6 @@ from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_pa
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.records import next_sequence
 from lakelog.log.verification import TransactionVerification
-from lakelog.config import storage_options
 from lakelog.store import check_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
@@ -242,13 +242,12 @@ class Producer(ProducerLifecycle):
                 raise InvalidArgument(f"expected_offset must not be negative, not {expected_offset}")
         size = len(value_bytes or b"") + len(key_bytes or b"")
         if size > self.config["message.max.bytes"]:
-            raise KafkaException(
-                KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, f"message of {size} bytes exceeds message.max.bytes")
-            )
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, f"message of {size} bytes exceeds message.max.bytes"))
         if self._partition_count(topic) is None:
             # Reported through the delivery callback at poll()/flush(), as confluent-kafka does (issue 14).
-            return self._report_unknown_topic(topic, partition, key_bytes, value_bytes, header_list,
-                                              timestamp or self._clock(), on_delivery or callback)
+            return self._report_unknown_topic(
+                topic, partition, key_bytes, value_bytes, header_list, timestamp or self._clock(), on_delivery or callback
+            )
         partition = self._resolve_partition(topic, partition, key_bytes)
         tp = (topic, partition)
         batch = self._batches.get(tp)
@@ -257,9 +256,7 @@ class Producer(ProducerLifecycle):
             batch = None
         if batch is None:
             batch = self._batches[tp] = _Batch(topic, partition, self._clock() / 1000, expected_offset)
-        batch.messages.append(
-            _Pending(key_bytes, value_bytes, header_list, timestamp or self._clock(), on_delivery or callback)
-        )
+        batch.messages.append(_Pending(key_bytes, value_bytes, header_list, timestamp or self._clock(), on_delivery or callback))
         batch.size += size
         if len(batch.messages) >= self.config["batch.num.messages"] or batch.size >= self.config["batch.size"]:
             self._send(tp)
@@ -281,8 +278,12 @@ class Producer(ProducerLifecycle):
             )
         )
         self._producer_id, self._producer_epoch = result.producer_id, result.producer_epoch
-        self._logger.info("%s: initialised at producer id %d epoch %d; every earlier instance is fenced (S4.1)",
-                       self._transaction_id_text, self._producer_id, self._producer_epoch)
+        self._logger.info(
+            "%s: initialised at producer id %d epoch %d; every earlier instance is fenced (S4.1)",
+            self._transaction_id_text,
+            self._producer_id,
+            self._producer_epoch,
+        )
         self._sequences = {}
         self._transaction_state = TransactionState.READY
 
@@ -361,9 +362,7 @@ class Producer(ProducerLifecycle):
             )
             self._transaction_partitions.add(offsets_partition)
         self._offsets_call(
-            lambda: groups.commit_transactional_offsets(
-                group_metadata, *identity, offsets, transaction=self._verification()
-            )
+            lambda: groups.commit_transactional_offsets(group_metadata, *identity, offsets, transaction=self._verification())
         )
 
     def _offsets_call(self, call: Callable[[], Any]) -> None:
@@ -397,11 +396,22 @@ class Producer(ProducerLifecycle):
                     break
                 except RetriableError as error:
                     if not backoff.wait():
-                        self._logger.warning("%s: giving up on ending its transaction after %d attempt(s) in %g s: %s: %s",
-                                    self._transaction_id_text, backoff.retries + 1, limit_s, error.error.name(), error)
+                        self._logger.warning(
+                            "%s: giving up on ending its transaction after %d attempt(s) in %g s: %s: %s",
+                            self._transaction_id_text,
+                            backoff.retries + 1,
+                            limit_s,
+                            error.error.name(),
+                            error,
+                        )
                         raise
-                    self._logger.warning("%s: retrying the end of its transaction (attempt %d) after %s: %s",
-                                self._transaction_id_text, backoff.retries + 1, error.error.name(), error)
+                    self._logger.warning(
+                        "%s: retrying the end of its transaction (attempt %d) after %s: %s",
+                        self._transaction_id_text,
+                        backoff.retries + 1,
+                        error.error.name(),
+                        error,
+                    )
             # Every end bumps the epoch (S4.6): the next transaction starts every sequence at 0.
             self._producer_id, self._producer_epoch = result.producer_id, result.producer_epoch
             self._sequences = {}
@@ -445,9 +455,7 @@ class Producer(ProducerLifecycle):
     def _require_transactional(self, call: str) -> None:
         self._require_open()
         if self._transactional_id is None:
-            raise KafkaException(
-                KafkaError(KafkaError._NOT_CONFIGURED, f"{call}() needs transactional.id to be configured")
-            )
+            raise KafkaException(KafkaError(KafkaError._NOT_CONFIGURED, f"{call}() needs transactional.id to be configured"))
 
     def _require_state(self, call: str, *allowed: TransactionState) -> None:
         state = self._transaction_state
@@ -518,8 +526,7 @@ class Producer(ProducerLifecycle):
             return  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)
         self._gate.keep(tp, payload, self._deliver(tp, payload, messages, batch.expected_offset))
 
-    def _deliver(self, tp: tuple[str, int], payload: pa.Table, messages: list[_Pending], expected_offset: int | None
-                 ) -> int:
+    def _deliver(self, tp: tuple[str, int], payload: pa.Table, messages: list[_Pending], expected_offset: int | None) -> int:
         """Append a batch and queue its delivery reports; its base offset, or -1 if it failed (reported)."""
         error: KafkaError | None = None
         base_offset = -1
@@ -541,8 +548,16 @@ class Producer(ProducerLifecycle):
                 elif self._transaction_error is None:
                     self._transaction_error = exception
         for index, pending in enumerate(messages):
-            message = Message(tp[0], tp[1], base_offset + index if error is None else None, pending.key, pending.value,
-                              pending.headers, error, (TIMESTAMP_CREATE_TIME, pending.timestamp_ms))
+            message = Message(
+                tp[0],
+                tp[1],
+                base_offset + index if error is None else None,
+                pending.key,
+                pending.value,
+                pending.headers,
+                error,
+                (TIMESTAMP_CREATE_TIME, pending.timestamp_ms),
+            )
             self._reports.append((pending.on_delivery or self._default_on_delivery, error, message))
         return base_offset
 
@@ -597,13 +612,23 @@ class Producer(ProducerLifecycle):
                 if attempts > self.config["retries"] or not retry_allowed or not backoff.wait():
                     self._logger.warning(
                         "%s-%d: giving up on a batch of %d after %d attempt(s)%s: %s: %s",
-                        tp[0], tp[1], count, attempts, "" if retry_allowed else " (no producer id to retry it safely)",
-                        error.error.name(), error,
+                        tp[0],
+                        tp[1],
+                        count,
+                        attempts,
+                        "" if retry_allowed else " (no producer id to retry it safely)",
+                        error.error.name(),
+                        error,
                     )
                     raise
                 self._logger.warning(
                     "%s-%d: retrying a batch of %d (attempt %d) after %s: %s",
-                    tp[0], tp[1], count, attempts + 1, error.error.name(), error,
+                    tp[0],
+                    tp[1],
+                    count,
+                    attempts + 1,
+                    error.error.name(),
+                    error,
                 )
 
 

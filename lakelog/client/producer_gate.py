@@ -117,8 +117,9 @@ class ProducerGate:
         held = [(item.tp, item.messages) for items in self._held.values() for item in items]
         for tp, messages in queued + held:
             for pending in messages:
-                message = Message(*tp, None, pending.key, pending.value, pending.headers, purged,
-                                  (TIMESTAMP_CREATE_TIME, pending.timestamp_ms))
+                message = Message(
+                    *tp, None, pending.key, pending.value, pending.headers, purged, (TIMESTAMP_CREATE_TIME, pending.timestamp_ms)
+                )
                 producer._reports.append((pending.on_delivery or producer._default_on_delivery, purged, message))
         self._held.clear()
         self._staged.clear()
@@ -164,17 +165,29 @@ class ProducerGate:
         """An enforce failure: record it (outside the transaction), abort, raise its PolicyViolation (S11.1)."""
         from lakelog.quality.results import record_result
 
-        identity = {"transactional_id": producer._transactional_id, "producer_id": producer._producer_id,
-                    "producer_epoch": producer._producer_epoch}
+        identity = {
+            "transactional_id": producer._transactional_id,
+            "producer_id": producer._producer_id,
+            "producer_epoch": producer._producer_epoch,
+        }
         for verdict in refused:
-            record_result(self._root, verdict.result, validation_id=verdict.validation_id,
-                          offset_ranges=self._staged[verdict.topic].offset_ranges(), **identity)
+            record_result(
+                self._root,
+                verdict.result,
+                validation_id=verdict.validation_id,
+                offset_ranges=self._staged[verdict.topic].offset_ranges(),
+                **identity,
+            )
         self.purge(producer)
         producer._end_transaction(commit=False, timeout=timeout)
         self.aborted = True
         producer._serve_reports()
-        log.warning("%s: transaction aborted by the quality gate of %s (validation %s)",
-                    producer._transaction_id_text, refused[0].topic, refused[0].validation_id)
+        log.warning(
+            "%s: transaction aborted by the quality gate of %s (validation %s)",
+            producer._transaction_id_text,
+            refused[0].topic,
+            refused[0].validation_id,
+        )
         raise refused[0].violation()
 
     def _publish_held(self, producer: Producer, verdict: Verdict) -> list[Any]:
@@ -207,12 +220,19 @@ class ProducerGate:
         tp = (RESULTS_LOG, RESULTS_PARTITION)
         if tp not in producer._logs:  # created with its one partition before the transaction adds it
             producer._logs[tp] = open_results_log(self._root)
-        payload = pa.concat_tables([
-            result_payload(verdict.result, validation_id=verdict.validation_id,
-                           transactional_id=producer._transactional_id, producer_id=producer._producer_id,
-                           producer_epoch=producer._producer_epoch, offset_ranges=ranges[verdict.topic])
-            for verdict in verdicts
-        ])
+        payload = pa.concat_tables(
+            [
+                result_payload(
+                    verdict.result,
+                    validation_id=verdict.validation_id,
+                    transactional_id=producer._transactional_id,
+                    producer_id=producer._producer_id,
+                    producer_epoch=producer._producer_epoch,
+                    offset_ranges=ranges[verdict.topic],
+                )
+                for verdict in verdicts
+            ]
+        )
         producer._deliver(tp, payload, [], None)
 
 

@@ -78,8 +78,9 @@ class ProducerLifecycle:
             self._abort_open_transaction(timeout)
             left = self.flush(timeout)
             if left:
-                warnings.warn(f"Producer flush failed during close: {left} message(s) not delivered",
-                              RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"Producer flush failed during close: {left} message(s) not delivered", RuntimeWarning, stacklevel=2
+                )
         finally:
             self._release()
         return True
@@ -110,17 +111,18 @@ class ProducerLifecycle:
         from lakelog.client.producer import TransactionState
 
         if self._transactional_id is None or self._transaction_state not in (
-            TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR
+            TransactionState.IN_TRANSACTION,
+            TransactionState.ABORTABLE_ERROR,
         ):
             return
         try:
             self.abort_transaction(timeout)
             self._logger.info("%s: closed with a transaction open: aborted it", self._transaction_id_text)
         except KafkaException as error:
-            self._logger.warning("%s: closing: could not abort the open transaction: %s: %s",
-                                 self._transaction_id_text, error.error.name(), error)
-            warnings.warn(f"Producer could not abort its open transaction during close: {error}",
-                          RuntimeWarning, stacklevel=3)
+            self._logger.warning(
+                "%s: closing: could not abort the open transaction: %s: %s", self._transaction_id_text, error.error.name(), error
+            )
+            warnings.warn(f"Producer could not abort its open transaction during close: {error}", RuntimeWarning, stacklevel=3)
 
     def _release(self: Producer) -> None:
         """Let go of every handle; what is still queued is dropped unreported (close() flushed it first)."""
@@ -240,9 +242,16 @@ class ProducerLifecycle:
         for tp in list(self._batches):
             batch = self._batches.pop(tp)
             for pending in batch.messages:
-                message = Message(topic=tp[0], partition=tp[1], offset=None, key=pending.key, value=pending.value,
-                                  headers=pending.headers, timestamp=(TIMESTAMP_CREATE_TIME, pending.timestamp_ms),
-                                  error=purged)
+                message = Message(
+                    topic=tp[0],
+                    partition=tp[1],
+                    offset=None,
+                    key=pending.key,
+                    value=pending.value,
+                    headers=pending.headers,
+                    timestamp=(TIMESTAMP_CREATE_TIME, pending.timestamp_ms),
+                    error=purged,
+                )
                 self._reports.append((pending.on_delivery or self._default_on_delivery, purged, message))
                 count += 1
         if self._transactional_id is not None and self._transaction_error is None:
@@ -328,8 +337,7 @@ class ProducerLifecycle:
             created = create_topic(self._root, topic, None, None)
         except TopicAlreadyExists:  # another client created it first
             return topic_config(self._root, topic).num_partitions
-        self._logger.info("created topic %s on first produce (allow.auto.create.topics, auto.create.topics.enable)",
-                          topic)
+        self._logger.info("created topic %s on first produce (allow.auto.create.topics, auto.create.topics.enable)", topic)
         return created.num_partitions
 
     def _report_unknown_topic(
@@ -347,8 +355,16 @@ class ProducerLifecycle:
         or TOPIC_EXCEPTION for an illegal name or an internal one (`__*`, which Kafka refuses to clients
         too). Nothing is written. In a transaction the failed delivery makes it abort-only, as any does."""
         error = _undeliverable(topic)
-        message = Message(topic=topic, partition=partition, offset=None, key=key, value=value, headers=headers,
-                          timestamp=(TIMESTAMP_CREATE_TIME, timestamp_ms), error=error)
+        message = Message(
+            topic=topic,
+            partition=partition,
+            offset=None,
+            key=key,
+            value=value,
+            headers=headers,
+            timestamp=(TIMESTAMP_CREATE_TIME, timestamp_ms),
+            error=error,
+        )
         self._reports.append((on_delivery or self._default_on_delivery, error, message))
         if self._transactional_id is not None and self._transaction_error is None:
             self._transaction_error = KafkaException(error)

@@ -72,7 +72,13 @@ class SerializingProducer(Producer):
             except Exception as error:
                 raise ValueSerializationError(error) from error
         super().produce(
-            topic, value, key, partition=partition, on_delivery=on_delivery, timestamp=timestamp, headers=headers,
+            topic,
+            value,
+            key,
+            partition=partition,
+            on_delivery=on_delivery,
+            timestamp=timestamp,
+            headers=headers,
             **kwargs,
         )
 
@@ -81,9 +87,7 @@ class DeserializingConsumer(Consumer):
     """A Consumer whose `poll()` deserializes values and keys with `value.deserializer` / `key.deserializer`."""
 
     def __init__(self, conf: Mapping[str, Any], **kwargs: Any) -> None:
-        rest, (self._key_deserializer, self._value_deserializer) = _pop_codecs(
-            conf, "key.deserializer", "value.deserializer"
-        )
+        rest, (self._key_deserializer, self._value_deserializer) = _pop_codecs(conf, "key.deserializer", "value.deserializer")
         super().__init__(rest, **kwargs)
 
     def poll(self, timeout: float | None = None) -> Message | None:

@@ -38,9 +38,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.coordinator.transaction import partition_for_transactional_id
-from lakelog.errors import ConcurrentTransactions, CorruptRecord, KafkaException, KafkaTimeout, OffsetMismatch, UnknownTopicOrPartition
-from lakelog.log.compaction import CompactionResult, compact_partition
+from lakelog.errors import (
+    ConcurrentTransactions,
+    CorruptRecord,
+    KafkaException,
+    KafkaTimeout,
+    OffsetMismatch,
+    UnknownTopicOrPartition,
+)
 from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table
+from lakelog.log.compaction import CompactionResult, compact_partition
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 from lakelog.store import FileEntry
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
@@ -121,7 +128,9 @@ def record_value(
     return json.dumps(value, sort_keys=True).encode()
 
 
-def protected_after(committed: CommittedBatch | None, offsets: Mapping[TopicPartitionKey, tuple[int, int]]) -> dict[TopicPartitionKey, int]:
+def protected_after(
+    committed: CommittedBatch | None, offsets: Mapping[TopicPartitionKey, tuple[int, int]]
+) -> dict[TopicPartitionKey, int]:
     """What a new record protects: the last committed batch's protected offsets, raised by the new batch's rows."""
     protects: dict[TopicPartitionKey, int] = {}
     if committed is not None:
@@ -197,7 +206,9 @@ def sweep_sink_records(
 # -- internals ------------------------------------------------------------------------
 
 
-def _tombstone_partition(root: str, log: PartitionLog, starts: dict[TopicPartitionKey, int | None], backoff: Backoff) -> list[str]:
+def _tombstone_partition(
+    root: str, log: PartitionLog, starts: dict[TopicPartitionKey, int | None], backoff: Backoff
+) -> list[str]:
     while True:
         log.refresh()
         leo = log.log_end_offset()
@@ -226,15 +237,23 @@ def _tombstone_partition(root: str, log: PartitionLog, starts: dict[TopicPartiti
             log.append(payload_table([None] * len(spent), keys=spent), header, backoff=backoff)
         except OffsetMismatch:
             if backoff.expired():
-                raise KafkaTimeout(f"{SINK_BATCHES_LOG}-{log.partition}: tombstones lost their offset past the deadline") from None
+                raise KafkaTimeout(
+                    f"{SINK_BATCHES_LOG}-{log.partition}: tombstones lost their offset past the deadline"
+                ) from None
             continue
         names = [key.decode("utf-8", "replace") for key in spent]
-        logger.info("%s-%d: tombstoned the records of %s: every row they protect is below its log start",
-                    SINK_BATCHES_LOG, log.partition, ", ".join(names))
+        logger.info(
+            "%s-%d: tombstoned the records of %s: every row they protect is below its log start",
+            SINK_BATCHES_LOG,
+            log.partition,
+            ", ".join(names),
+        )
         return names
 
 
-def _all_below_log_start(root: str, protects: Mapping[TopicPartitionKey, int], starts: dict[TopicPartitionKey, int | None]) -> bool:
+def _all_below_log_start(
+    root: str, protects: Mapping[TopicPartitionKey, int], starts: dict[TopicPartitionKey, int | None]
+) -> bool:
     """Whether every protected offset is below its partition's log start (a record that protects nothing is kept)."""
     if not protects:
         return False

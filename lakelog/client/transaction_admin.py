@@ -16,9 +16,8 @@ or joined it at a new epoch, in between, the abort is refused and writes nothing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import logging
+from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
@@ -202,8 +201,10 @@ def find_hanging_transaction(
         raise InvalidRequest("name the hanging transaction by its producer id or its start offset")
     wanted = {"producer_id": producer_id, "producer_epoch": producer_epoch, "start_offset": start_offset}
     for found in find_hanging_transactions(root, topic):
-        if found.partition == partition and found.needs_admin_abort and all(
-            value is None or getattr(found, name) == value for name, value in wanted.items()
+        if (
+            found.partition == partition
+            and found.needs_admin_abort
+            and all(value is None or getattr(found, name) == value for name, value in wanted.items())
         ):
             return found
     named = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in wanted.items() if value is not None)
@@ -259,12 +260,19 @@ def abort_transaction(
             # The partition moved on past the snapshot checked; the handle holds the latest: check again on it.
             if backoff.expired():
                 raise KafkaTimeout(f"{topic}-{partition}: the abort lost every race until its deadline") from None
-            log.debug("%s-%d: abort of producer id %d lost a race; checking the latest snapshot", topic, partition,
-                      producer_id)
+            log.debug("%s-%d: abort of producer id %d lost a race; checking the latest snapshot", topic, partition, producer_id)
             continue
-        log.info("%s-%d: aborted the hanging transaction of producer id %d (epoch %d, from offset %d): ABORT marker "
-                 "at offset %d, epoch %d (KIP-664)", topic, partition, producer_id, hanging.producer_epoch,
-                 hanging.start_offset, marker.base_offset, hanging.producer_epoch + 1)
+        log.info(
+            "%s-%d: aborted the hanging transaction of producer id %d (epoch %d, from offset %d): ABORT marker "
+            "at offset %d, epoch %d (KIP-664)",
+            topic,
+            partition,
+            producer_id,
+            hanging.producer_epoch,
+            hanging.start_offset,
+            marker.base_offset,
+            hanging.producer_epoch + 1,
+        )
         return marker.base_offset
 
 

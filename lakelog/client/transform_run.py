@@ -255,7 +255,9 @@ class _TransformRun:
                 if piece is None:
                     log.info(
                         "nothing to transform: group %s is at the LSO of every partition of %s (%s); nothing written",
-                        self.job.group_id, self.job.input_topic, _offsets_text(self.job.input_topic, committed),
+                        self.job.group_id,
+                        self.job.input_topic,
+                        _offsets_text(self.job.input_topic, committed),
                     )
                     return self._result(committed)
                 pending.append(piece)
@@ -266,7 +268,8 @@ class _TransformRun:
             if after_init != committed:
                 log.info(
                     "the group's offsets moved before this attempt fenced the last one (%s, not %s): planning again",
-                    _offsets_text(self.job.input_topic, after_init), _offsets_text(self.job.input_topic, committed),
+                    _offsets_text(self.job.input_topic, after_init),
+                    _offsets_text(self.job.input_topic, committed),
                 )
                 committed, pending = after_init, []
                 reader = self._plan(committed)
@@ -338,7 +341,10 @@ class _TransformRun:
             if offset < log_start:
                 log.warning(
                     "%s-%d: the group's offset %d is below the log start %d (retention removed those rows): starting there",
-                    self.job.input_topic, partition, offset, log_start,
+                    self.job.input_topic,
+                    partition,
+                    offset,
+                    log_start,
                 )
                 behind.append(partition)
         return behind
@@ -386,7 +392,10 @@ class _TransformRun:
         self.records_out += records_out
         log.info(
             "transaction %d of %s committed: %d records in, %d out; offsets %s",
-            self.transactions, self.job.transactional_id, records_in, records_out,
+            self.transactions,
+            self.job.transactional_id,
+            records_in,
+            records_out,
             ", ".join(f"{self.job.input_topic}-{p} {_text(committed.get(p))}->{offset}" for p, offset in moved.items()),
         )
         committed.update(moved)
@@ -443,7 +452,10 @@ class _TransformRun:
             # Fenced (S4.1): the newer attempt's init_transactions aborts what this one left open (S4.2).
             log.warning(
                 "transaction of %s left to the attempt that fenced this one (%s: %s); it was open because: %s",
-                transactional_id, fenced.error.name(), fenced, error,
+                transactional_id,
+                fenced.error.name(),
+                fenced,
+                error,
             )
             if fenced is not error:
                 raise fenced from error
@@ -463,9 +475,14 @@ class _TransformRun:
 
     def _result(self, committed: Mapping[int, int | None]) -> TransformResult:
         return TransformResult(
-            self.job.input_topic, self.job.output_topic, self.job.group_id, self.records_in, self.records_out,
+            self.job.input_topic,
+            self.job.output_topic,
+            self.job.group_id,
+            self.records_in,
+            self.records_out,
             {p: offset for p, offset in committed.items() if offset is not None},
-            self.transactions, self.job.transactional_id,
+            self.transactions,
+            self.job.transactional_id,
         )
 
 

@@ -72,8 +72,17 @@ class Message:
     """
 
     __slots__ = (
-        "_topic", "_partition", "_offset", "_key", "_value", "_headers", "_error", "_timestamp",
-        "_latency", "_leader_epoch", "_delivery_count",
+        "_topic",
+        "_partition",
+        "_offset",
+        "_key",
+        "_value",
+        "_headers",
+        "_error",
+        "_timestamp",
+        "_latency",
+        "_leader_epoch",
+        "_delivery_count",
     )
 
     def __init__(
@@ -182,8 +191,17 @@ class Message:
     def _fields(self) -> tuple[Any, ...]:
         # confluent-kafka compares these: the latency is left out, and of the timestamp only its value.
         partition, offset, leader_epoch, _, _ = self._normalized()
-        return (self._topic, self._value, self._key, self._headers, self._error,
-                partition, offset, leader_epoch, self._timestamp[1])
+        return (
+            self._topic,
+            self._value,
+            self._key,
+            self._headers,
+            self._error,
+            partition,
+            offset,
+            leader_epoch,
+            self._timestamp[1],
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -197,8 +215,22 @@ class Message:
 
     def __reduce__(self) -> tuple[Any, ...]:
         partition, offset, leader_epoch, latency, delivery_count = self._normalized()
-        return (Message, (self._topic, partition, offset, self._key, self._value, self._headers,
-                          self._error, self._timestamp, latency, leader_epoch, delivery_count))
+        return (
+            Message,
+            (
+                self._topic,
+                partition,
+                offset,
+                self._key,
+                self._value,
+                self._headers,
+                self._error,
+                self._timestamp,
+                latency,
+                leader_epoch,
+                delivery_count,
+            ),
+        )
 
     def __repr__(self) -> str:
         return f"Message(topic={self._topic}, partition={self.partition()}, offset={self.offset()}, error={self._error})"

@@ -62,11 +62,7 @@ def _uniform(
     result: dict[str, set[TopicPartitionKey]] = {member: set() for member in subscriptions}
     taken: set[TopicPartitionKey] = set()
     kept: dict[str, list[TopicPartitionKey]] = {
-        member: [
-            tp
-            for tp in sorted(previous.get(member, frozenset()))
-            if tp[0] in subscriptions[member] and tp in partitions
-        ]
+        member: [tp for tp in sorted(previous.get(member, frozenset())) if tp[0] in subscriptions[member] and tp in partitions]
         for member in subscriptions
     }
     # Sticky: members keep up to their share of what they had; the extra slots go to those who had the most.

@@ -28,8 +28,8 @@ Epochs, as KIP-848 and KAFKA-19779 define them:
 
 from __future__ import annotations
 
-import logging
 import dataclasses
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -202,8 +202,13 @@ def heartbeat(
             records.extend(_remove_member(group, previous.metadata.member_id))
         records.append(
             MemberRecord(
-                group_id, new_member_id, request.instance_id, tuple(sorted(request.subscribed_topics)),
-                request.session_timeout_ms, request.rebalance_timeout_ms, now_ms,
+                group_id,
+                new_member_id,
+                request.instance_id,
+                tuple(sorted(request.subscribed_topics)),
+                request.session_timeout_ms,
+                request.rebalance_timeout_ms,
+                now_ms,
             )
         )
         after = _apply(group, records)
@@ -254,9 +259,7 @@ def heartbeat(
     return Outcome(tuple(records), HeartbeatResponse(member.metadata.member_id, current.member_epoch, current.assigned))
 
 
-def _reconcile_others(
-    group: Group, records: list[GroupLogRecord], requester: str | None, now_ms: int
-) -> list[GroupLogRecord]:
+def _reconcile_others(group: Group, records: list[GroupLogRecord], requester: str | None, now_ms: int) -> list[GroupLogRecord]:
     """After `records`, move every other member that has nothing to revoke to its target in the same
     write: the epoch bump and any freed partitions of its target (S6.2, S6.3).
 
@@ -306,7 +309,8 @@ def _reconcile(group: Group, member: Member, now_ms: int) -> CurrentRecord:
             current,
             pending_revocation=frozenset(),
             partition_revocation_epochs={
-                **current.partition_revocation_epochs, **{tp: current.member_epoch for tp in current.pending_revocation}
+                **current.partition_revocation_epochs,
+                **dict.fromkeys(current.pending_revocation, current.member_epoch),
             },
             revocation_started_ms=-1,
         )
@@ -337,11 +341,7 @@ def _untargeted_partitions(group: Group, topic_partitions: Mapping[str, int]) ->
     changes). Only topics `topic_partitions` counts are checked."""
     subscribed = {topic for member in group.members.values() for topic in member.metadata.subscribed_topics}
     targeted = {tp for owned in (group.target.assignment.values() if group.target else ()) for tp in owned}
-    return any(
-        (topic, partition) not in targeted
-        for topic in subscribed
-        for partition in range(topic_partitions.get(topic, 0))
-    )
+    return any((topic, partition) not in targeted for topic in subscribed for partition in range(topic_partitions.get(topic, 0)))
 
 
 def _new_target(group: Group, topic_partitions: Mapping[str, int], group_epoch: int) -> list[GroupLogRecord]:
@@ -502,7 +502,7 @@ def fetch_offsets(
     """OffsetFetch (S6.1, S7.3): committed offsets; with `require_stable`, UnstableOffsetCommit while a
     transactional commit of any asked partition is pending."""
     if group is None:
-        return Outcome(response={tp: None for tp in partitions or ()})
+        return Outcome(response=dict.fromkeys(partitions or ()))
     wanted = list(partitions) if partitions is not None else sorted(group.offsets)
     if require_stable:
         pending = sorted({tp for offsets in group.pending.values() for tp in offsets} & set(wanted))
@@ -546,9 +546,7 @@ def delete_group(group: Group | None, group_id: str) -> Outcome[None]:
         return Outcome(error=GroupIdNotFound(f"group {group_id!r} does not exist"))
     if not group.is_empty():
         return Outcome(error=NonEmptyGroup(f"group {group_id!r} has {len(group.members)} member(s); stop them first"))
-    records: list[GroupLogRecord] = [
-        dataclasses.replace(record, removed=True) for record in group.offsets.values()
-    ]
+    records: list[GroupLogRecord] = [dataclasses.replace(record, removed=True) for record in group.offsets.values()]
     records.append(GroupRecord(group_id, group.group_epoch, group.assignor, deleted=True))
     return Outcome(tuple(records))
 
@@ -563,10 +561,12 @@ def delete_corrupt_group(corrupt: CorruptGroupRow | None, group_id: str) -> Outc
     is InvalidRequest, writing nothing (S8.3): this never discards a healthy group's offsets.
     """
     if corrupt is None:
-        return Outcome(error=InvalidRequest(
-            f"group {group_id!r} is not set aside by a corrupt record: discarding is only for such a group "
-            "(delete a healthy group without it)"
-        ))
+        return Outcome(
+            error=InvalidRequest(
+                f"group {group_id!r} is not set aside by a corrupt record: discarding is only for such a group "
+                "(delete a healthy group without it)"
+            )
+        )
     return Outcome((GroupRecord(group_id, 0, deleted=True),), corrupt)
 
 

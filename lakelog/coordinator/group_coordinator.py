@@ -112,7 +112,13 @@ class GroupCoordinator:
         return self._run(
             group_id,
             lambda state: handlers.commit_offsets(
-                state.group(group_id), group_id, member_id, member_epoch, offsets, self._clock(), instance_id,
+                state.group(group_id),
+                group_id,
+                member_id,
+                member_epoch,
+                offsets,
+                self._clock(),
+                instance_id,
                 self.group_config,
             ),
         )
@@ -228,7 +234,11 @@ class GroupCoordinator:
         )
         log.warning(
             "group %s deleted with its corrupt record at %s offset %d (%s): its committed offsets are discarded, "
-            "it starts again empty", group_id, row.table, row.offset, row.reason,
+            "it starts again empty",
+            group_id,
+            row.table,
+            row.offset,
+            row.reason,
         )
 
     def sweep(self) -> list[tuple[str, str]]:
@@ -242,9 +252,10 @@ class GroupCoordinator:
                 subscribed = {t for m in group.members.values() for t in m.metadata.subscribed_topics}
                 counts = self._partition_counts(subscribed)
                 outcome = offsets_log.run(
-                    _served(group_id, lambda state: handlers.expire_members(
-                        state.group(group_id) or Group(group_id), counts, self._clock()
-                    ))
+                    _served(
+                        group_id,
+                        lambda state: handlers.expire_members(state.group(group_id) or Group(group_id), counts, self._clock()),
+                    )
                 )
                 for member_id in outcome.response or []:
                     # S6.5: its lease ran out; its next heartbeat or commit is fenced (UnknownMemberId).

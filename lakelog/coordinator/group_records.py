@@ -10,9 +10,9 @@ write its default; any other row is `CorruptRecord`.
 
 from __future__ import annotations
 
-import logging
 import dataclasses
 import enum
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -169,9 +169,7 @@ def _fields(record: GroupLogRecord) -> dict[str, Any]:
 
 
 def _group(row: Mapping[str, Any]) -> GroupRecord:
-    return GroupRecord(
-        text(row, "group_id"), integer(row, "group_epoch"), text(row, "assignor", "uniform"), flag(row, "deleted")
-    )
+    return GroupRecord(text(row, "group_id"), integer(row, "group_epoch"), text(row, "assignor", "uniform"), flag(row, "deleted"))
 
 
 def _member(row: Mapping[str, Any]) -> MemberRecord:
@@ -188,9 +186,7 @@ def _member(row: Mapping[str, Any]) -> MemberRecord:
 
 
 def _target(row: Mapping[str, Any]) -> TargetRecord:
-    assignment = {
-        str(member): _tp_set(tps, "assignment") for member, tps in mapping(row, "assignment").items()
-    }
+    assignment = {str(member): _tp_set(tps, "assignment") for member, tps in mapping(row, "assignment").items()}
     return TargetRecord(text(row, "group_id"), integer(row, "assignment_epoch"), assignment)
 
 

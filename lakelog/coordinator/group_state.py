@@ -83,9 +83,10 @@ class CorruptGroupRow:
     def error(self, group_id: str) -> CorruptRecord:
         """What a request to the group, or a description of it, gets instead."""
         return CorruptRecord(
-            f"group {group_id!r} is not served: its record at {self.table} offset {self.offset} does not decode "
-            f"({self.reason})",
-            group_id=group_id, table=self.table, offset=self.offset,
+            f"group {group_id!r} is not served: its record at {self.table} offset {self.offset} does not decode ({self.reason})",
+            group_id=group_id,
+            table=self.table,
+            offset=self.offset,
         )
 
 

@@ -151,8 +151,12 @@ class CoordinatorLog(Generic[S]):
 
     def _replay_to(self, end: int) -> None:
         if self.position > 0 and self._compacted_from(self.position):
-            log.info("%s-%d: rows at or past offset %d were compacted away; replaying from offset 0",
-                     self.log.topic, self.log.partition, self.position)
+            log.info(
+                "%s-%d: rows at or past offset %d were compacted away; replaying from offset 0",
+                self.log.topic,
+                self.log.partition,
+                self.position,
+            )
             self.state, self.position, self.snapshot_position = copy.deepcopy(self._initial), 0, 0
         if self.position == 0 and end > 0 and self.snapshot_every_records:
             self._load_snapshot(end)
@@ -215,8 +219,11 @@ class CoordinatorLog(Generic[S]):
                 if offset in kept:
                     compacted = self._replay_entry(compacted, item)
             if codec.dump(whole) != codec.dump(compacted):
-                log.warning("%s-%d: a compaction plan would change the replayed state; keeping every row",
-                            self.log.topic, self.log.partition)
+                log.warning(
+                    "%s-%d: a compaction plan would change the replayed state; keeping every row",
+                    self.log.topic,
+                    self.log.partition,
+                )
                 return everything
             return np.isin(rows.column("offset").to_numpy(), np.fromiter(kept, dtype=np.int64, count=len(kept)))
 
@@ -272,8 +279,9 @@ class CoordinatorLog(Generic[S]):
                     raise KafkaTimeout(message) from None
                 # The append refused on the latest snapshot, which the handle now holds: replay it, no reload.
                 end = self.log.log_end_offset()
-                log.debug("%s: decided at offset %d, but the log ends at %d; replaying and deciding again",
-                          where, self.position, end)
+                log.debug(
+                    "%s: decided at offset %d, but the log ends at %d; replaying and deciding again", where, self.position, end
+                )
                 self._replay_to(end)
                 caught_up = True
                 continue

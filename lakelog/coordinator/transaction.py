@@ -35,9 +35,9 @@ matches a marker to its open transaction in a partition must match on producer i
 
 from __future__ import annotations
 
-import logging
 import dataclasses
 import enum
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -186,19 +186,21 @@ class TransactionMetadata:
 
     def to_row(self) -> dict[str, Any]:
         """This record as a flat dict of plain values; partitions as sorted "topic:partition" strings."""
-        return TRANSACTION_RECORD.stamp({
-            "transactional_id": self.transactional_id,
-            "producer_id": self.producer_id,
-            "previous_producer_id": self.previous_producer_id,
-            "next_producer_id": self.next_producer_id,
-            "producer_epoch": self.producer_epoch,
-            "last_producer_epoch": self.last_producer_epoch,
-            "transaction_timeout_ms": self.transaction_timeout_ms,
-            "state": self.state.value,
-            "partitions": [f"{topic}:{partition}" for topic, partition in sorted(self.partitions)],
-            "txn_start_ms": self.txn_start_ms,
-            "txn_last_update_ms": self.txn_last_update_ms,
-        })
+        return TRANSACTION_RECORD.stamp(
+            {
+                "transactional_id": self.transactional_id,
+                "producer_id": self.producer_id,
+                "previous_producer_id": self.previous_producer_id,
+                "next_producer_id": self.next_producer_id,
+                "producer_epoch": self.producer_epoch,
+                "last_producer_epoch": self.last_producer_epoch,
+                "transaction_timeout_ms": self.transaction_timeout_ms,
+                "state": self.state.value,
+                "partitions": [f"{topic}:{partition}" for topic, partition in sorted(self.partitions)],
+                "txn_start_ms": self.txn_start_ms,
+                "txn_last_update_ms": self.txn_last_update_ms,
+            }
+        )
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> TransactionMetadata:
@@ -711,13 +713,9 @@ def sweep(
 def _transition(current: TransactionMetadata, state: TxnState, now_ms: int, **changes: Any) -> TransactionMetadata:
     """The record of a legal transition; an illegal one is a bug here, so it raises."""
     if not state.can_follow(current.state):
-        raise InvalidTxnState(
-            f"illegal transition {current.state.value} -> {state.value} for {current.transactional_id!r}"
-        )
+        raise InvalidTxnState(f"illegal transition {current.state.value} -> {state.value} for {current.transactional_id!r}")
     # Timestamps of one id never go back, even if processes' clocks disagree.
-    return dataclasses.replace(
-        current, state=state, txn_last_update_ms=max(now_ms, current.txn_last_update_ms), **changes
-    )
+    return dataclasses.replace(current, state=state, txn_last_update_ms=max(now_ms, current.txn_last_update_ms), **changes)
 
 
 def _fence(current: TransactionMetadata, now_ms: int) -> TransactionMetadata:
@@ -756,9 +754,7 @@ def _is_next_identity(current: TransactionMetadata, producer_id: int, producer_e
     return current.next_producer_id != NO_PRODUCER_ID and (producer_id, producer_epoch) == (current.next_producer_id, 0)
 
 
-def _check_current_identity(
-    current: TransactionMetadata, producer_id: int, producer_epoch: int
-) -> KafkaException | None:
+def _check_current_identity(current: TransactionMetadata, producer_id: int, producer_epoch: int) -> KafkaException | None:
     if producer_id == current.producer_id and producer_epoch == current.producer_epoch:
         return None
     known = {current.producer_id, current.previous_producer_id, current.next_producer_id} - {NO_PRODUCER_ID}
@@ -785,9 +781,7 @@ def _check_transactional_id(transactional_id: Any, current: TransactionMetadata 
 
 def _check_new_producer_id(new_producer_id: int, transactional_id: str) -> int:
     if not isinstance(new_producer_id, int) or isinstance(new_producer_id, bool) or new_producer_id < 0:
-        raise ValueError(
-            f"transactional.id {transactional_id!r} needs a newly allocated producer id, got {new_producer_id!r}"
-        )
+        raise ValueError(f"transactional.id {transactional_id!r} needs a newly allocated producer id, got {new_producer_id!r}")
     return new_producer_id
 
 
@@ -800,8 +794,7 @@ def _unknown_id(transactional_id: str, producer_id: int) -> InvalidProducerIdMap
 
 def _concurrent(current: TransactionMetadata) -> ConcurrentTransactions:
     return ConcurrentTransactions(
-        f"transactional.id {current.transactional_id!r} is completing its last transaction "
-        f"({current.state.value}); retry",
+        f"transactional.id {current.transactional_id!r} is completing its last transaction ({current.state.value}); retry",
         state=current.state.value,
     )
 

@@ -20,8 +20,8 @@ next transaction; any init of the id, or the sweep, completes it otherwise (S4.5
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,8 +152,9 @@ class TransactionCoordinator:
                 )
                 log.warning("%s; giving up", message)
                 raise KafkaTimeout(message) from outcome.error
-            log.info("init of transactional.id %r finishes its last transaction first (S4.2): %s",
-                     transactional_id, outcome.error)
+            log.info(
+                "init of transactional.id %r finishes its last transaction first (S4.2): %s", transactional_id, outcome.error
+            )
             self.finish(transactional_id, backoff=backoff)
             finished = True
 
@@ -171,21 +172,31 @@ class TransactionCoordinator:
             written = self._markers_written.get(transactional_id)
             if written is not None:
                 self._hit(FAULT_BEFORE_COMPLETE_AND_BEGIN, transactional_id=transactional_id)
-            outcome = self._logged(self._log_of(transactional_id).run(
-                lambda state: txn.add_partitions(
-                    state.get(transactional_id), transactional_id, producer_id, producer_epoch, partitions,
-                    self._clock(), written,
-                ),
-                backoff=backoff,
-            ))
+            outcome = self._logged(
+                self._log_of(transactional_id).run(
+                    lambda state: txn.add_partitions(
+                        state.get(transactional_id),
+                        transactional_id,
+                        producer_id,
+                        producer_epoch,
+                        partitions,
+                        self._clock(),
+                        written,
+                    ),
+                    backoff=backoff,
+                )
+            )
             # Completed here, by another process, or moved on: these markers are no proof of anything next.
             self._markers_written.pop(transactional_id, None)
             if outcome.ok:
                 return outcome.response
             if backoff is not None or not isinstance(outcome.error, ConcurrentTransactions):
                 raise outcome.error
-            log.info("add_partitions of transactional.id %r finishes its last transaction first (S4.5): %s",
-                     transactional_id, outcome.error)
+            log.info(
+                "add_partitions of transactional.id %r finishes its last transaction first (S4.5): %s",
+                transactional_id,
+                outcome.error,
+            )
             backoff = self.retry.start(APPEND_TIMEOUT_S)
             self.finish(transactional_id, backoff=backoff)
 
@@ -252,9 +263,11 @@ class TransactionCoordinator:
         if not complete:
             self._markers_written[transactional_id] = markers
             return current
-        outcome = self._logged(self._log_of(transactional_id).run(
-            lambda state: txn.complete_transaction(state.get(transactional_id), markers, self._clock()), backoff=backoff
-        ))
+        outcome = self._logged(
+            self._log_of(transactional_id).run(
+                lambda state: txn.complete_transaction(state.get(transactional_id), markers, self._clock()), backoff=backoff
+            )
+        )
         return outcome.response
 
     def _write_markers(self, markers: TransactionMarkers, backoff: Backoff) -> None:
@@ -266,8 +279,7 @@ class TransactionCoordinator:
         targets = [(index, self._partition(topic, partition)) for index, (topic, partition) in enumerate(markers.partitions)]
 
         def write(index: int, log: PartitionLog) -> None:
-            where = {"transactional_id": markers.transactional_id, "index": index, "topic": log.topic,
-                     "partition": log.partition}
+            where = {"transactional_id": markers.transactional_id, "index": index, "topic": log.topic, "partition": log.partition}
             self._hit(FAULT_BEFORE_MARKER, **where)
             # The request's backoff is shared: a lost race in any partition grows the next wait, up to one deadline.
             log.append_marker(markers.producer_id, markers.producer_epoch, markers.control, backoff=backoff)
@@ -305,15 +317,18 @@ class TransactionCoordinator:
                 action = outcome.response
                 if action is SweepAction.ABORT_TIMED_OUT:
                     report.aborted_timed_out.append(transactional_id)
-                    log.info("sweep: transactional.id %r past transaction.timeout.ms: aborting, its producer fenced (S4.7)",
-                             transactional_id)
+                    log.info(
+                        "sweep: transactional.id %r past transaction.timeout.ms: aborting, its producer fenced (S4.7)",
+                        transactional_id,
+                    )
                 elif action is SweepAction.EXPIRE:
                     report.expired.append(transactional_id)
                     log.info("sweep: transactional.id %r idle past transactional.id.expiration.ms: expired", transactional_id)
                 elif action is SweepAction.ROLL_FORWARD:
                     report.rolled_forward.append(transactional_id)
-                    log.info("sweep: transactional.id %r was decided: finishing its markers and completion (S4.5)",
-                             transactional_id)
+                    log.info(
+                        "sweep: transactional.id %r was decided: finishing its markers and completion (S4.5)", transactional_id
+                    )
                 if action in (SweepAction.ABORT_TIMED_OUT, SweepAction.ROLL_FORWARD):
                     self.finish(transactional_id)
         return report
@@ -363,16 +378,17 @@ class TransactionCoordinator:
         Returns the outcome and the id allocated (or `new_producer_id` as given).
         """
         while True:
-            outcome = self._logged(self._log_of(transactional_id).run(
-                lambda state: handler(state.get(transactional_id), new_producer_id), backoff=backoff
-            ))
+            outcome = self._logged(
+                self._log_of(transactional_id).run(
+                    lambda state: handler(state.get(transactional_id), new_producer_id), backoff=backoff
+                )
+            )
             if not outcome.needs_producer_id:
                 return outcome, new_producer_id
             if new_producer_id is not None:
                 raise AssertionError(f"{transactional_id!r}: a handler given producer id {new_producer_id} asked for one")
             new_producer_id = allocate_producer_id(self.root, transactional_id, retry=self.retry)
-            log.debug("transactional.id %r: producer id %d allocated, deciding again with it", transactional_id,
-                      new_producer_id)
+            log.debug("transactional.id %r: producer id %d allocated, deciding again with it", transactional_id, new_producer_id)
 
     @staticmethod
     def _logged(outcome: Outcome[Any]) -> Outcome[Any]:
@@ -398,9 +414,7 @@ class TransactionCoordinator:
 
     def _log(self, partition: int) -> CoordinatorLog[dict[str, TransactionMetadata]]:
         if partition not in self._logs:
-            log = open_internal_partition(
-                self.root, TRANSACTION_STATE_LOG, partition, self._requested_partitions, self._clock
-            )
+            log = open_internal_partition(self.root, TRANSACTION_STATE_LOG, partition, self._requested_partitions, self._clock)
             self._logs[partition] = CoordinatorLog(
                 log,
                 {},

@@ -4,8 +4,8 @@ from lakelog.log.partition import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMI
 from lakelog.log.producer_ids import allocate_producer_id
 from lakelog.log.records import BatchHeader, ControlType, payload_table
 from lakelog.log.topic_config import TopicConfig
-from lakelog.log.transactions import AbortedTransaction
 from lakelog.log.topics import create_topic, list_topics, open_partition, topic_config
+from lakelog.log.transactions import AbortedTransaction
 
 __all__ = [
     "ISOLATION_LEVELS",

@@ -172,7 +172,9 @@ def rewrite_below_lso(
             )
         except CommitConflict:
             if not backoff.wait():
-                message = f"{log_.topic}-{log_.partition}: compaction lost its race past the deadline, after {backoff.retries} retries"
+                message = (
+                    f"{log_.topic}-{log_.partition}: compaction lost its race past the deadline, after {backoff.retries} retries"
+                )
                 log.warning("%s; giving up", message)
                 raise KafkaTimeout(message) from None
             log.debug("%s-%d: compaction lost its commit race; deciding again on the latest snapshot", log_.topic, log_.partition)
@@ -193,13 +195,22 @@ def rewrite_below_lso(
         )
         log.info(
             "%s-%d: compacted offsets %d-%d by key in version %d: %d files / %d records -> %d files / %d records",
-            log_.topic, log_.partition, result.first_offset, result.last_offset, version,
-            result.files_before, result.records_before, result.files_after, result.records_after,
+            log_.topic,
+            log_.partition,
+            result.first_offset,
+            result.last_offset,
+            version,
+            result.files_before,
+            result.records_before,
+            result.files_after,
+            result.records_after,
         )
         return result
 
 
-def _runs(cleanable: CleanableRows, keep: np.ndarray) -> tuple[list[FileEntry], list[tuple[pa.Table, tuple[int, int], int | None]]]:
+def _runs(
+    cleanable: CleanableRows, keep: np.ndarray
+) -> tuple[list[FileEntry], list[tuple[pa.Table, tuple[int, int], int | None]]]:
     """The files that lose rows, and per run of consecutive such files the kept rows, the run's range and its newest time."""
     files = cleanable.files
     losing = np.zeros(len(files), dtype=bool)
@@ -216,7 +227,9 @@ def _runs(cleanable: CleanableRows, keep: np.ndarray) -> tuple[list[FileEntry], 
         if start is not None:
             run = files[start:position]
             in_run = (cleanable.file_index >= start) & (cleanable.file_index < position) & keep
-            added.append((cleanable.rows.filter(pa.array(in_run)), (run[0].min_offset, run[-1].max_offset), newest_modification(run)))
+            added.append(
+                (cleanable.rows.filter(pa.array(in_run)), (run[0].min_offset, run[-1].max_offset), newest_modification(run))
+            )
             removed.extend(run)
             start = None
     return removed, added

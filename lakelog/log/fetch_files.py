@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import collections
+import logging
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor

@@ -10,8 +10,8 @@ file, CorruptRecord.
 
 from __future__ import annotations
 
-import logging
 import bisect
+import logging
 
 import pyarrow as pa
 import pyarrow.compute as pc

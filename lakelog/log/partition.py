@@ -29,11 +29,11 @@ from lakelog.errors import (
     PolicyViolation,
 )
 from lakelog.log import producer_state
+from lakelog.log.fetch_files import AbortedRows, contiguous, read_ahead
 from lakelog.log.producer_index import ProducerIndex
 from lakelog.log.producer_state import ProducerEntry, Verdict
 from lakelog.log.records import BatchHeader, ControlType, conform_payload, last_sequence, stamp
 from lakelog.log.topic_config import TopicConfig
-from lakelog.log.fetch_files import AbortedRows, contiguous, read_ahead
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.log.verification import TransactionVerification, verify_batch
 from lakelog.store import FileEntry, Table
@@ -295,16 +295,27 @@ class PartitionLog:
         except CommitConflict as conflict:
             taken = getattr(conflict, "decided_on", self.version) + 1
             if not backoff.wait():
-                message = f"{self.topic}-{self.partition}: lost version {taken} past the deadline, after {backoff.retries} retries"
+                message = (
+                    f"{self.topic}-{self.partition}: lost version {taken} past the deadline, after {backoff.retries} retries"
+                )
                 log.warning("%s; giving up", message)
                 raise KafkaTimeout(message) from None
-            log.debug("%s-%d: lost version %d to another writer; retry %d decides again on the latest snapshot",
-                      self.topic, self.partition, taken, backoff.retries)
+            log.debug(
+                "%s-%d: lost version %d to another writer; retry %d decides again on the latest snapshot",
+                self.topic,
+                self.partition,
+                taken,
+                backoff.retries,
+            )
             # Others committed while this writer waited: decide on what they left, not on what it lost to.
             self.refresh()
             return None
         self._leo = (version, new_leo)
-        if self._recorded_start is not None and self._recorded_start[0] == version - 1 and LOG_START_OFFSET_APP_ID not in versions:
+        if (
+            self._recorded_start is not None
+            and self._recorded_start[0] == version - 1
+            and LOG_START_OFFSET_APP_ID not in versions
+        ):
             # This commit did not move the recorded log start: carry it, sparing a txn lookup per append.
             self._recorded_start = (version, self._recorded_start[1])
         self._producer_index.apply(rows, now_ms)
@@ -328,16 +339,12 @@ class PartitionLog:
                 raise
         return self._decide(count, header, now_ms, transaction)
 
-    def _decide(
-        self, count: int, header: BatchHeader, now_ms: int, transaction: TransactionVerification | None
-    ) -> _Decision:
+    def _decide(self, count: int, header: BatchHeader, now_ms: int, transaction: TransactionVerification | None) -> _Decision:
         leo = self.log_end_offset()
         current = None
         if header.is_idempotent:
             current = self.live_producer_entry(header.producer_id, now_ms)
-            verdict = producer_state.check_batch(
-                current, header, count, now_ms, self.config.producer_id_expiration_ms
-            )
+            verdict = producer_state.check_batch(current, header, count, now_ms, self.config.producer_id_expiration_ms)
             if verdict is Verdict.MAYBE_DUPLICATE:
                 assert current is not None
                 original = self._find_batch(header, count)
@@ -351,8 +358,7 @@ class PartitionLog:
             )
         if header.expected_offset is not None and header.expected_offset != leo:
             raise OffsetMismatch(
-                f"{self.topic}-{self.partition}: expected offset {header.expected_offset} "
-                f"is not the log end offset {leo}",
+                f"{self.topic}-{self.partition}: expected offset {header.expected_offset} is not the log end offset {leo}",
                 expected_offset=header.expected_offset,
                 log_end_offset=leo,
             )
@@ -367,9 +373,7 @@ class PartitionLog:
         if last < first:  # the batch wrapped past 2^31-1 (S3.1)
             in_range = (pc.field("sequence") >= first) | (pc.field("sequence") <= last)
         predicate = (
-            (pc.field("producer_id") == header.producer_id)
-            & (pc.field("producer_epoch") == header.producer_epoch)
-            & in_range
+            (pc.field("producer_id") == header.producer_id) & (pc.field("producer_epoch") == header.producer_epoch) & in_range
         )
         found = []
         for entry in self.table.files():
@@ -417,9 +421,7 @@ class PartitionLog:
         if max_records < 1 or max_bytes < 1:
             raise OffsetOutOfRange(f"fetch budgets must be positive, got {max_records} records, {max_bytes} bytes")
         if isolation_level not in ISOLATION_LEVELS:
-            raise InvalidRequest(
-                f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}"
-            )
+            raise InvalidRequest(f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}")
         if start_offset > self.log_end_offset() or start_offset < self.log_start_offset():
             self.refresh()
         read_committed = isolation_level == READ_COMMITTED

@@ -65,7 +65,9 @@ def allocate_producer_id(root: str, client_id: str = "", *, retry: RetryPolicy =
                 table.rewrite(app_versions={NEXT_ID_APP_ID: producer_id + 1})
             except CommitConflict:
                 backoff.wait()
-                log.debug("%s: producer id %d went to another process; retry %d takes the next", table.uri, producer_id, backoff.retries)
+                log.debug(
+                    "%s: producer id %d went to another process; retry %d takes the next", table.uri, producer_id, backoff.retries
+                )
                 table.refresh()
                 continue
             log.debug("%s: producer id %d allocated to %r", table.uri, producer_id, client_id)
@@ -109,5 +111,10 @@ def _maintain(table: Table) -> None:
     except Exception as error:  # noqa: BLE001 - the allocation stands; the next checkpoint tries again
         log.warning("%s: log maintenance failed: %r", table.uri, error)
         return
-    log.debug("%s: maintained at version %d (%d log files deleted, %.1f ms)", table.uri, table.version, deleted,
-              (time.monotonic() - started) * 1e3)
+    log.debug(
+        "%s: maintained at version %d (%d log files deleted, %.1f ms)",
+        table.uri,
+        table.version,
+        deleted,
+        (time.monotonic() - started) * 1e3,
+    )

@@ -58,9 +58,7 @@ class ProducerIndex:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def entry(
-        self, table: Table, producer_id: int, end_offset: int, log_start: Callable[[], int]
-    ) -> ProducerEntry | None:
+    def entry(self, table: Table, producer_id: int, end_offset: int, log_start: Callable[[], int]) -> ProducerEntry | None:
         """The entry of `producer_id` at the table's snapshot in hand (its LEO is `end_offset`), expired or not."""
         self.catch_up(table, end_offset)
         found = self._entries.get(producer_id)
@@ -169,9 +167,7 @@ class ProducerIndex:
             if entry.min_offset >= end_offset or not entry.min_producer_id <= producer_id <= entry.max_producer_id:
                 continue
             predicate = (
-                (pc.field("producer_id") == producer_id)
-                & (pc.field("offset") < end_offset)
-                & (pc.field("offset") >= log_start)
+                (pc.field("producer_id") == producer_id) & (pc.field("offset") < end_offset) & (pc.field("offset") >= log_start)
             )
             rows = table.read_file(entry, STATE_COLUMNS, predicate)
             if rows.num_rows:

@@ -22,8 +22,8 @@ producer is idle from when it last wrote, whatever its records' times.
 
 from __future__ import annotations
 
-import logging
 import enum
+import logging
 from dataclasses import dataclass
 
 import numpy as np

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import enum
+import logging
 from dataclasses import dataclass
 
 import numpy as np

@@ -132,7 +132,12 @@ def enforce_retention(log_: PartitionLog, now_ms: int, *, backoff: Backoff | Non
         if trim is not None:
             log.info(
                 "%s-%d: retention removed %d file(s), %d bytes; log start offset %d (version %d)",
-                log_.topic, log_.partition, trim.files_removed, trim.bytes_removed, trim.log_start_offset, trim.version,
+                log_.topic,
+                log_.partition,
+                trim.files_removed,
+                trim.bytes_removed,
+                trim.log_start_offset,
+                trim.version,
             )
             return trim
 
@@ -150,7 +155,9 @@ def delete_records(log_: PartitionLog, offset: int, *, backoff: Backoff | None =
     if not isinstance(offset, int) or isinstance(offset, bool):
         raise InvalidRequest(f"offset must be an integer, not {offset!r}")
     if not log_.config.deletes:
-        raise PolicyViolation(f"{log_.topic} has cleanup.policy={log_.config.values['cleanup.policy']}: records cannot be deleted")
+        raise PolicyViolation(
+            f"{log_.topic} has cleanup.policy={log_.config.values['cleanup.policy']}: records cannot be deleted"
+        )
     backoff = DEFAULT_POLICY.start(TRIM_TIMEOUT_S) if backoff is None else backoff
     while True:
         log_.refresh()
@@ -179,7 +186,11 @@ def delete_records(log_: PartitionLog, offset: int, *, backoff: Backoff | None =
         if trim is not None:
             log.info(
                 "%s-%d: delete_records moved the log start offset to %d, removing %d file(s) (version %d)",
-                log_.topic, log_.partition, trim.log_start_offset, trim.files_removed, trim.version,
+                log_.topic,
+                log_.partition,
+                trim.log_start_offset,
+                trim.files_removed,
+                trim.version,
             )
             return trim.log_start_offset
 

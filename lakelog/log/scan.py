@@ -19,8 +19,8 @@ too, for readers that filter the files themselves (Spark's Parquet reader).
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 

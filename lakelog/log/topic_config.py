@@ -32,7 +32,7 @@ class TopicConfig:
 
     @classmethod
     def from_table_configuration(cls, configuration: Mapping[str, str | None]) -> TopicConfig:
-        stored = {key[len(PREFIX):]: value for key, value in configuration.items() if key.startswith(PREFIX)}
+        stored = {key[len(PREFIX) :]: value for key, value in configuration.items() if key.startswith(PREFIX)}
         return cls.load(stored)
 
     def table_configuration(self) -> dict[str, str]:

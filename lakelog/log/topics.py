@@ -30,7 +30,9 @@ def partition_path(root: str | Location, topic: str, partition: int) -> Location
     return topic_path(root, topic) / str(partition)
 
 
-def create_topic(root: str, topic: str, num_partitions: int | None = None, config: Mapping[str, Any] | None = None) -> TopicConfig:
+def create_topic(
+    root: str, topic: str, num_partitions: int | None = None, config: Mapping[str, Any] | None = None
+) -> TopicConfig:
     """Create a topic's partition tables; TopicAlreadyExists if partition 0 exists.
 
     Partition 0 is created first, by put-if-absent, and decides the race; the
@@ -93,9 +95,7 @@ def open_partition(root: str, topic: str, partition: int, clock: Clock = wall_cl
         table = None
     config = TopicConfig.from_table_configuration(table.configuration) if table is not None else topic_config(root, topic)
     if not 0 <= partition < config.num_partitions:
-        raise UnknownTopicOrPartition(
-            f"topic {topic} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=topic
-        )
+        raise UnknownTopicOrPartition(f"topic {topic} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=topic)
     if table is None:
         _complete_partitions(root, topic, config)
         table = Table.open(location)
@@ -135,9 +135,7 @@ def open_internal_partition(
     first = _open_or_create(folder / "0", TopicConfig.load({**(config or {}), "num.partitions": num_partitions}))
     config = TopicConfig.from_table_configuration(first.configuration)
     if not 0 <= partition < config.num_partitions:
-        raise UnknownTopicOrPartition(
-            f"{log_name} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=log_name
-        )
+        raise UnknownTopicOrPartition(f"{log_name} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=log_name)
     table = first if partition == 0 else _open_or_create(folder / str(partition), config)
     return PartitionLog(table, log_name, partition, config, clock)
 
@@ -163,4 +161,3 @@ def existing_internal_partitions(root: str, log_name: str) -> list[int]:
     """Partitions of an internal log that have a table (partitions are created on first use)."""
     folder = internal_log_path(root, log_name)
     return sorted(int(entry.name) for entry in folder.children() if entry.name.isdigit() and Table.exists(entry))
-

@@ -38,8 +38,8 @@ ever removed (S9.2): no transaction is open across the floor.
 
 from __future__ import annotations
 
-import logging
 import bisect
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -151,8 +151,10 @@ class TransactionIndex:
         offsets = headers.column("offset")
         first, last = offsets[0].as_py(), offsets[-1].as_py()
         dense = last == first + headers.num_rows - 1
-        if first < self.position or (end_offset is None and (first != self.position or not dense)) or (
-            end_offset is not None and last >= end_offset
+        if (
+            first < self.position
+            or (end_offset is None and (first != self.position or not dense))
+            or (end_offset is not None and last >= end_offset)
         ):
             raise CorruptRecord(
                 f"transaction index at offset {self.position} was given rows {first}-{last} "
@@ -231,8 +233,10 @@ class TransactionIndex:
             except (ValueError, KeyError, TypeError):
                 continue
             markers = [txn.marker_offset for txn in aborted]
-            if markers != sorted(markers) or any(not 0 <= first < position for first in opened.values()) or (
-                markers and markers[-1] >= position
+            if (
+                markers != sorted(markers)
+                or any(not 0 <= first < position for first in opened.values())
+                or (markers and markers[-1] >= position)
             ):
                 continue
             self._open, self._aborted, self._marker_offsets = opened, aborted, markers

@@ -27,10 +27,16 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     setting = quality.add_parser("set", parents=[common], help="attach (or replace) a topic's expectation suite")
     setting.add_argument("topic")
     setting.add_argument("--suite", required=True, metavar="FILE", help="a GX expectation suite as JSON ('-': stdin)")
-    setting.add_argument("--mode", choices=("enforce", "warn", "dead-letter"), help="what a failure does (default: "
-                         "the suite's meta.lakelog.mode, else enforce)")
-    setting.add_argument("--parse", metavar="MODULE:FUNCTION", help="validate this function's output instead of the "
-                         "Kafka columns and value.<field>")
+    setting.add_argument(
+        "--mode",
+        choices=("enforce", "warn", "dead-letter"),
+        help="what a failure does (default: the suite's meta.lakelog.mode, else enforce)",
+    )
+    setting.add_argument(
+        "--parse",
+        metavar="MODULE:FUNCTION",
+        help="validate this function's output instead of the Kafka columns and value.<field>",
+    )
     setting.set_defaults(handler=_set)
     show = quality.add_parser("show", parents=[common], help="print a topic's suite (GX JSON)")
     show.add_argument("topic")
@@ -57,8 +63,7 @@ def _set(args: argparse.Namespace) -> int:
     except OSError as error:
         raise InvalidRequest(f"cannot read the suite file {args.suite}: {error.strerror or error}") from None
     suite = write_suite(args.root, args.topic, text, mode=args.mode, parse=args.parse)
-    _line(f"topic {args.topic} is gated by suite {suite.name} ({len(suite.expectations)} expectation(s), "
-          f"mode {suite.mode})")
+    _line(f"topic {args.topic} is gated by suite {suite.name} ({len(suite.expectations)} expectation(s), mode {suite.mode})")
     return 0
 
 
@@ -96,14 +101,20 @@ def _report(args: argparse.Namespace) -> int:
             continue
         verdict = "passed" if row["success"] else "FAILED"
         unit = row["transactional_id"] or row["load_unit"] or "-"
-        _line(f"{row['validated_at']}  {row['validation_id']}  {verdict}  suite={row['suite_name']}  "
-              f"mode={row['mode']}  rows={row['row_count']}  unit={unit}  producer={row['producer_id']}/"
-              f"{row['producer_epoch']}  outcome={row['outcome']}")
+        _line(
+            f"{row['validated_at']}  {row['validation_id']}  {verdict}  suite={row['suite_name']}  "
+            f"mode={row['mode']}  rows={row['row_count']}  unit={unit}  producer={row['producer_id']}/"
+            f"{row['producer_epoch']}  outcome={row['outcome']}"
+        )
         for failure in row["failed_expectations"]:
             column = f" {failure['column']}" if failure.get("column") else ""
-            detail = (f"error: {failure['error']}" if failure.get("error") else
-                      f"{failure.get('unexpected_count')} unexpected, e.g. {failure.get('unexpected_values')}"
-                      if failure.get("unexpected_count") is not None else f"observed {failure.get('observed_value')}")
+            detail = (
+                f"error: {failure['error']}"
+                if failure.get("error")
+                else f"{failure.get('unexpected_count')} unexpected, e.g. {failure.get('unexpected_values')}"
+                if failure.get("unexpected_count") is not None
+                else f"observed {failure.get('observed_value')}"
+            )
             _line(f"    {failure['type']}{column}: {detail}")
     if not rows and not args.json:
         _line(f"no validation results for topic {args.topic}", sys.stderr)

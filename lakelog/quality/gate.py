@@ -109,8 +109,14 @@ def judge(suite: Suite, topic: str, rows: pa.Table, value_fields: FieldColumns |
     result = validate(suite, rows, value_fields)
     verdict = Verdict(topic, suite, result, new_validation_id(), suite.mode)
     # validate() logged the verdict's details; this line names the id its result row will carry.
-    logger.info("validation %s of %d rows of %s: %s (mode %s)", verdict.validation_id, result.row_count, topic,
-                "passed" if result.success else "failed", suite.mode)
+    logger.info(
+        "validation %s of %d rows of %s: %s (mode %s)",
+        verdict.validation_id,
+        result.row_count,
+        topic,
+        "passed" if result.success else "failed",
+        suite.mode,
+    )
     return verdict
 
 

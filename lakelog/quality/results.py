@@ -155,8 +155,14 @@ def record_result(root: str | Location, result: ValidationResult, **row: Any) ->
     payload = result_payload(result, validation_id=validation_id, **row)
     log = open_results_log(root)
     appended = log.append(payload)
-    logger.info("recorded validation %s of topic %s (success=%s) at offset %d of %s",
-                validation_id, result.topic, result.success, appended.base_offset, RESULTS_LOG)
+    logger.info(
+        "recorded validation %s of topic %s (success=%s) at offset %d of %s",
+        validation_id,
+        result.topic,
+        result.success,
+        appended.base_offset,
+        RESULTS_LOG,
+    )
     return validation_id
 
 
@@ -192,8 +198,7 @@ def _decode(value: bytes | None) -> dict[str, Any]:
         if not isinstance(row, dict):
             raise ValueError("not an object")
     except (ValueError, UnicodeDecodeError) as error:
-        raise CorruptRecord(f"a {RESULTS_LOG} record is not a JSON result row: {error}",
-                            reason="not a result") from None
+        raise CorruptRecord(f"a {RESULTS_LOG} record is not a JSON result row: {error}", reason="not a result") from None
     return row
 
 
@@ -227,8 +232,10 @@ def outcome(root: str | Location, row: dict[str, Any]) -> str:
     opened_at = log.open_transactions().get(producer_id)
     if opened_at is not None and opened_at <= offset:
         return "open"
-    if any(item.producer_id == producer_id and item.first_offset <= offset < item.marker_offset
-           for item in log.aborted_transactions(offset, offset + 1)):
+    if any(
+        item.producer_id == producer_id and item.first_offset <= offset < item.marker_offset
+        for item in log.aborted_transactions(offset, offset + 1)
+    ):
         return "aborted"
     return "committed"
 

@@ -80,8 +80,14 @@ class StagedRows:
 
     def judge(self) -> Verdict:
         """The suite's verdict on the whole unit, under a new validation id (GX is imported on the first one)."""
-        logger.debug("judging %d rows of %s kept in %d batches (columns %s; fields %s)", len(self), self.topic,
-                     len(self._tables), ", ".join(self._payload_columns) or "none", ", ".join(self._fields) or "none")
+        logger.debug(
+            "judging %d rows of %s kept in %d batches (columns %s; fields %s)",
+            len(self),
+            self.topic,
+            len(self._tables),
+            ", ".join(self._payload_columns) or "none",
+            ", ".join(self._fields) or "none",
+        )
         return judge(self.suite, self.topic, self.rows(), self.value_fields())
 
     def _kept(self, payload: pa.Table, partition: int, base_offset: int | None) -> pa.Table:
@@ -91,8 +97,9 @@ class StagedRows:
             columns["topic"] = pa.repeat(pa.scalar(self.topic, pa.string()), count)
         columns["partition"] = pa.repeat(pa.scalar(partition, pa.int32()), count)
         if self._with_offsets:
-            columns["offset"] = (pa.nulls(count, pa.int64()) if base_offset is None
-                                 else pa.arange(base_offset, base_offset + count))
+            columns["offset"] = (
+                pa.nulls(count, pa.int64()) if base_offset is None else pa.arange(base_offset, base_offset + count)
+            )
         return pa.table(columns)
 
 

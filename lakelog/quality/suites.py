@@ -79,10 +79,10 @@ def parse_suite(text: str | bytes, topic: str, *, mode: str | None = None, parse
     except (ValueError, UnicodeDecodeError) as error:
         raise InvalidRequest(f"the suite for topic {topic} is not JSON: {error}", topic=topic) from None
     if not isinstance(document, dict) or not isinstance(document.get("name"), str) or not document.get("name"):
-        raise InvalidRequest(f"the suite for topic {topic} is not a GX expectation suite: it needs a \"name\"", topic=topic)
+        raise InvalidRequest(f'the suite for topic {topic} is not a GX expectation suite: it needs a "name"', topic=topic)
     if not isinstance(document.get("expectations"), list):
         raise InvalidRequest(
-            f"the suite {document['name']} for topic {topic} is not a GX expectation suite: \"expectations\" must be a list",
+            f'the suite {document["name"]} for topic {topic} is not a GX expectation suite: "expectations" must be a list',
             topic=topic,
         )
     meta = document.get("meta") if isinstance(document.get("meta"), dict) else {}
@@ -108,8 +108,9 @@ def parse_suite(text: str | bytes, topic: str, *, mode: str | None = None, parse
     return _suite(topic, document)
 
 
-def write_suite(root: str | Location, topic: str, text: str | bytes, *, mode: str | None = None,
-                parse: str | None = None) -> Suite:
+def write_suite(
+    root: str | Location, topic: str, text: str | bytes, *, mode: str | None = None, parse: str | None = None
+) -> Suite:
     """Attach (or replace) `topic`'s suite: checked first, then stored as one object; nothing is stored if refused."""
     root = check_root(root)
     topic_config(root, topic)  # UnknownTopicOrPartition: a gate on a topic that does not exist
@@ -122,8 +123,9 @@ def write_suite(root: str | Location, topic: str, text: str | bytes, *, mode: st
         ensure_dlq_topic(root, topic)  # before the suite: a gate never meets a dead-letter suite without its topic
     location = suite_location(root, topic)
     location.io.write(location.uri, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
-    logger.info("topic %s is gated by suite %s (mode %s, %d expectations)", topic, suite.name, suite.mode,
-                len(suite.expectations))
+    logger.info(
+        "topic %s is gated by suite %s (mode %s, %d expectations)", topic, suite.name, suite.mode, len(suite.expectations)
+    )
     return _suite(topic, document)
 
 
@@ -144,13 +146,15 @@ def read_suite(root: str | Location, topic: str) -> Suite | None:
     except (ValueError, UnicodeDecodeError, KeyError, TypeError):
         raise CorruptRecord(
             f"the quality suite {location.uri} is incomplete or not lakelog's (set it again with lakelog quality set)",
-            topic=topic, uri=location.uri,
+            topic=topic,
+            uri=location.uri,
         ) from None
     if _digest(document) != stored_digest:
         raise CorruptRecord(
             f"the quality suite {location.uri} does not match its digest: it was cut short or edited in place "
             f"(set it again with lakelog quality set)",
-            topic=topic, uri=location.uri,
+            topic=topic,
+            uri=location.uri,
         )
     return _suite(topic, document)
 
@@ -165,8 +169,13 @@ def delete_suite(root: str | Location, topic: str) -> None:
 
 def _suite(topic: str, document: dict[str, Any]) -> Suite:
     settings = document["meta"]["lakelog"]
-    return Suite(topic=topic, name=document["name"], document=document, mode=settings.get("mode", DEFAULT_MODE),
-                 parse=settings.get("parse"))
+    return Suite(
+        topic=topic,
+        name=document["name"],
+        document=document,
+        mode=settings.get("mode", DEFAULT_MODE),
+        parse=settings.get("parse"),
+    )
 
 
 def _digest(document: dict[str, Any]) -> str:
@@ -185,12 +194,15 @@ def _gx_document(topic: str, document: dict[str, Any]) -> dict[str, Any]:
     configurations = []
     for index, expectation in enumerate(document["expectations"]):
         if not isinstance(expectation, dict) or not isinstance(expectation.get("type"), str):
-            raise InvalidRequest(f"the suite {document['name']} for topic {topic}: expectation {index} has no \"type\"",
-                                 topic=topic)
+            raise InvalidRequest(
+                f'the suite {document["name"]} for topic {topic}: expectation {index} has no "type"', topic=topic
+            )
         try:
             configuration = ExpectationConfiguration(
-                type=expectation["type"], kwargs=dict(expectation.get("kwargs") or {}),
-                meta=expectation.get("meta"), notes=expectation.get("notes"),
+                type=expectation["type"],
+                kwargs=dict(expectation.get("kwargs") or {}),
+                meta=expectation.get("meta"),
+                notes=expectation.get("notes"),
             )
             configuration.to_domain_obj()  # GX's own check: the type exists and its kwargs fit it
         except Exception as error:  # noqa: BLE001 - GX raises many kinds; the user gets one line
@@ -203,13 +215,15 @@ def _gx_document(topic: str, document: dict[str, Any]) -> dict[str, Any]:
             ) from None
         configurations.append(configuration)
     try:
-        suite = ExpectationSuite(name=document["name"], expectations=configurations,
-                                 meta={key: value for key, value in (document.get("meta") or {}).items()},
-                                 notes=document.get("notes"))
+        suite = ExpectationSuite(
+            name=document["name"],
+            expectations=configurations,
+            meta={key: value for key, value in (document.get("meta") or {}).items()},
+            notes=document.get("notes"),
+        )
         rendered = suite.to_json_dict()
     except Exception as error:  # noqa: BLE001
-        raise InvalidRequest(f"the suite for topic {topic} is not a valid GX expectation suite: {error}",
-                             topic=topic) from None
+        raise InvalidRequest(f"the suite for topic {topic} is not a valid GX expectation suite: {error}", topic=topic) from None
     rendered.pop("id", None)
     return json.loads(json.dumps(rendered, default=str))
 
@@ -224,13 +238,14 @@ def _check_columns(topic: str, document: dict[str, Any]) -> None:
                 f"the suite {document['name']} for topic {topic}: expectation {index} ({expectation['type']}) names "
                 f"column {column!r}, which does not exist (columns: {', '.join(KAFKA_COLUMNS)}, value.<field>; "
                 f"or name a parse function)",
-                topic=topic, column=column,
+                topic=topic,
+                column=column,
             )
 
 
 def _check_parse_name(topic: str, name: Any) -> None:
     if not isinstance(name, str) or name.count(":") != 1 or not all(name.split(":")):
-        raise InvalidConfig(f"the suite for topic {topic}: parse must be \"module:function\", not {name!r}", key="parse")
+        raise InvalidConfig(f'the suite for topic {topic}: parse must be "module:function", not {name!r}', key="parse")
 
 
 __all__ = [

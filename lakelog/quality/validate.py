@@ -39,25 +39,27 @@ _TEXT_COLUMNS = ("key", "value")
 # Expectations on text whose verdict and result are the same on Arrow-backed and on Python-object columns (checked
 # one by one in tests/quality/test_validate.py). A text column another expectation names (the type checks see
 # "string" where they saw "str", column pairs compare pd.NA) holds Python objects.
-ARROW_STRING_EXPECTATIONS = frozenset({
-    "expect_column_values_to_not_be_null",
-    "expect_column_values_to_be_null",
-    "expect_column_values_to_be_in_set",
-    "expect_column_values_to_not_be_in_set",
-    "expect_column_values_to_be_unique",
-    "expect_column_values_to_match_regex",
-    "expect_column_values_to_not_match_regex",
-    "expect_column_value_lengths_to_be_between",
-    "expect_column_value_lengths_to_equal",
-    "expect_column_distinct_values_to_be_in_set",
-    "expect_column_distinct_values_to_contain_set",
-    "expect_column_distinct_values_to_equal_set",
-    "expect_column_unique_value_count_to_be_between",
-    "expect_column_proportion_of_unique_values_to_be_between",
-    "expect_column_most_common_value_to_be_in_set",
-    "expect_compound_columns_to_be_unique",
-    "expect_select_column_values_to_be_unique_within_record",
-})
+ARROW_STRING_EXPECTATIONS = frozenset(
+    {
+        "expect_column_values_to_not_be_null",
+        "expect_column_values_to_be_null",
+        "expect_column_values_to_be_in_set",
+        "expect_column_values_to_not_be_in_set",
+        "expect_column_values_to_be_unique",
+        "expect_column_values_to_match_regex",
+        "expect_column_values_to_not_match_regex",
+        "expect_column_value_lengths_to_be_between",
+        "expect_column_value_lengths_to_equal",
+        "expect_column_distinct_values_to_be_in_set",
+        "expect_column_distinct_values_to_contain_set",
+        "expect_column_distinct_values_to_equal_set",
+        "expect_column_unique_value_count_to_be_between",
+        "expect_column_proportion_of_unique_values_to_be_between",
+        "expect_column_most_common_value_to_be_in_set",
+        "expect_compound_columns_to_be_unique",
+        "expect_select_column_values_to_be_unique_within_record",
+    }
+)
 # Parsed `value.<field>` columns by field: Arrow, or Python values where the values needed a row-by-row parse.
 FieldColumns = dict[str, "pa.ChunkedArray | list[Any]"]
 _gx_lock = threading.Lock()
@@ -105,8 +107,9 @@ class ValidationResult:
     def violation(self, validation_id: str | None = None) -> PolicyViolation:
         """The PolicyViolation an enforcing gate raises for this failed result: it names the failed expectations
         and carries `result` (this), `gx_result` (GX's JSON) and `validation_id` (its row in quality/results)."""
-        return PolicyViolation(self.describe(), result=self, gx_result=self.gx_result, validation_id=validation_id,
-                               topic=self.topic)
+        return PolicyViolation(
+            self.describe(), result=self, gx_result=self.gx_result, validation_id=validation_id, topic=self.topic
+        )
 
     def describe(self) -> str:
         if self.success:
@@ -183,7 +186,8 @@ def validation_frame(suite: Suite, rows: pa.Table, value_fields: FieldColumns | 
                 raise InvalidRequest(
                     f"suite {suite.name} of topic {suite.topic}: expectation {index} ({item['type']}) names column "
                     f"{column!r}, which the rows do not have (they have: {', '.join(map(str, frame.columns)) or 'none'})",
-                    topic=suite.topic, column=column,
+                    topic=suite.topic,
+                    column=column,
                 )
     return frame
 
@@ -197,8 +201,7 @@ def _parsed(suite: Suite, rows: pa.Table) -> Any:
         output = function(rows)
     except Exception as error:  # noqa: BLE001 - the user's function; the caller gets one clear error
         raise InvalidConfig(
-            f"suite {suite.name} of topic {suite.topic}: parse function {suite.parse} failed: "
-            f"{type(error).__name__}: {error}",
+            f"suite {suite.name} of topic {suite.topic}: parse function {suite.parse} failed: {type(error).__name__}: {error}",
             key="parse",
         ) from None
     if isinstance(output, pa.Table):
@@ -231,7 +234,7 @@ def value_field_names(suite: Suite) -> list[str]:
     """The JSON fields of the value the suite names (`value.amount_cents` -> `amount_cents`); none with a parse."""
     if suite.parse:
         return []
-    return [column[len("value."):] for column in suite_columns(suite) if column.startswith("value.")]
+    return [column[len("value.") :] for column in suite_columns(suite) if column.startswith("value.")]
 
 
 def json_field_columns(values: pa.ChunkedArray | pa.Array, fields: list[str]) -> FieldColumns:
@@ -273,13 +276,14 @@ def merge_field_columns(parts: list[FieldColumns], fields: list[str]) -> FieldCo
         if not any(isinstance(column, list) for column in columns):
             try:
                 merged[field_name] = pa.concat_tables(
-                    [pa.table({"f": column}) for column in columns], promote_options="permissive").column("f")
+                    [pa.table({"f": column}) for column in columns], promote_options="permissive"
+                ).column("f")
                 continue
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
-                logger.debug("value.%s: its batches' types do not unify (%s); validated as Python values", field_name,
-                             error)
-        merged[field_name] = [value for column in columns
-                              for value in (column if isinstance(column, list) else column.to_pylist())]
+                logger.debug("value.%s: its batches' types do not unify (%s); validated as Python values", field_name, error)
+        merged[field_name] = [
+            value for column in columns for value in (column if isinstance(column, list) else column.to_pylist())
+        ]
     return merged
 
 
@@ -297,8 +301,9 @@ def _json_fields_arrow(values: pa.ChunkedArray, fields: list[str]) -> FieldColum
         text_schema = _timestamps_as_text(table.schema)
         if text_schema != table.schema:
             # Arrow reads ISO-looking strings as timestamps; the row-by-row path (and the user) sees their text.
-            table = pajson.read_json(pa.BufferReader(body), read_options=read_options,
-                                     parse_options=pajson.ParseOptions(explicit_schema=text_schema))
+            table = pajson.read_json(
+                pa.BufferReader(body), read_options=read_options, parse_options=pajson.ParseOptions(explicit_schema=text_schema)
+            )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     if table.num_rows != count:
@@ -316,12 +321,12 @@ def _json_fields_arrow(values: pa.ChunkedArray, fields: list[str]) -> FieldColum
 
 def _timestamps_as_text(schema: pa.Schema) -> pa.Schema:
     """`schema` with every timestamp (also inside structs and lists) read as the string it was in the JSON."""
+
     def text(data_type: pa.DataType) -> pa.DataType:
         if pa.types.is_timestamp(data_type):
             return pa.string()
         if pa.types.is_struct(data_type):
-            return pa.struct([data_type.field(i).with_type(text(data_type.field(i).type))
-                              for i in range(data_type.num_fields)])
+            return pa.struct([data_type.field(i).with_type(text(data_type.field(i).type)) for i in range(data_type.num_fields)])
         if pa.types.is_list(data_type):
             return pa.list_(data_type.value_field.with_type(text(data_type.value_type)))
         return data_type
@@ -351,21 +356,21 @@ def _one_object_per_line(values: pa.ChunkedArray) -> pa.Buffer | None:
         return None
     offset_type = np.dtype(np.int64 if pa.types.is_large_binary(array.type) else np.int32)
     _, offsets_buffer, data_buffer = array.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=len(array) + 1,
-                            offset=array.offset * offset_type.itemsize)
+    offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=len(array) + 1, offset=array.offset * offset_type.itemsize)
     starts, ends = offsets[:-1], offsets[1:]
     if data_buffer is None or bool((ends <= starts).any()):
         return None
     data = np.frombuffer(data_buffer, dtype=np.uint8)
     if bool((data[starts] != ord("{")).any()) or bool((data[ends - 1] != ord("}")).any()):
         return None
-    if re.search(b"\n", memoryview(data_buffer)[offsets[0]:offsets[-1]]):
+    if re.search(b"\n", memoryview(data_buffer)[offsets[0] : offsets[-1]]):
         return None  # a value holds a newline (pretty-printed JSON); re scans the buffer in place, numpy's == made
         # a 1-byte-per-byte temporary (0.06 vs 0.36 s at 1 M rows)
     lines = pc.binary_join_element_wise(array, pa.scalar(b"", array.type), pa.scalar(b"\n", array.type))
     _, line_offsets_buffer, line_data = lines.buffers()
-    line_offsets = np.frombuffer(line_offsets_buffer, dtype=offset_type, count=len(lines) + 1,
-                                 offset=lines.offset * offset_type.itemsize)
+    line_offsets = np.frombuffer(
+        line_offsets_buffer, dtype=offset_type, count=len(lines) + 1, offset=lines.offset * offset_type.itemsize
+    )
     return line_data.slice(int(line_offsets[0]), int(line_offsets[-1] - line_offsets[0]))
 
 
@@ -374,8 +379,12 @@ def _arrow_text_columns(suite: Suite) -> frozenset[str]:
     null and uniqueness checks run on Arrow's buffers, 3x faster at 1 M rows): those that only expectations of
     ARROW_STRING_EXPECTATIONS name. The others hold Python str objects."""
     named = {column for item in suite.expectations for column in expectation_columns(item)}
-    held_back = {column for item in suite.expectations if item["type"] not in ARROW_STRING_EXPECTATIONS
-                 for column in expectation_columns(item)}
+    held_back = {
+        column
+        for item in suite.expectations
+        if item["type"] not in ARROW_STRING_EXPECTATIONS
+        for column in expectation_columns(item)
+    }
     return frozenset(named - held_back)
 
 
@@ -503,6 +512,16 @@ def _failure_dict(failure: FailedExpectation) -> dict[str, Any]:
 
 
 __all__ = [
-    "ARROW_STRING_EXPECTATIONS", "UNEXPECTED_SAMPLE", "FailedExpectation", "FieldColumns", "ValidationResult",
-    "field_values", "json_field_columns", "merge_field_columns", "suite_columns", "validate", "validation_frame", "value_field_names",
+    "ARROW_STRING_EXPECTATIONS",
+    "UNEXPECTED_SAMPLE",
+    "FailedExpectation",
+    "FieldColumns",
+    "ValidationResult",
+    "field_values",
+    "json_field_columns",
+    "merge_field_columns",
+    "suite_columns",
+    "validate",
+    "validation_frame",
+    "value_field_names",
 ]

@@ -1,8 +1,8 @@
 """Storage: Delta table access (the only package that calls deltalake) and file IO by URI scheme."""
 
 from lakelog.store.fileio import FileIO, FileStatus, Location, load_file_io
-from lakelog.store.root import check_root
 from lakelog.store.pinned import PinnedSnapshot
+from lakelog.store.root import check_root
 from lakelog.store.table import REOPEN_EVERY_COMMITS, FileEntry, Table, TableNotFoundError
 
 __all__ = [

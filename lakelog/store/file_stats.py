@@ -6,8 +6,8 @@ Written from the rows in hand (`file_statistics`) or from a Parquet footer
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -168,7 +168,7 @@ class FileIO:
             found = self.filesystem.get_file_info(selector)
         base = uri.rstrip("/")
         prefix = self.path(uri).rstrip("/")
-        entries = [self._status(base + entry.path[len(prefix):], entry) for entry in found]
+        entries = [self._status(base + entry.path[len(prefix) :], entry) for entry in found]
         return sorted(entries, key=lambda entry: entry.uri)
 
     def glob(self, pattern: str) -> list[str]:
@@ -184,9 +184,7 @@ class FileIO:
         base = "/".join(parts[:fixed]) or "/"
         matcher = re.compile(_glob_regex(pattern))
         recursive = fixed < len(parts) - 1 or "**" in pattern
-        return [
-            entry.uri for entry in self.list(base, recursive=recursive) if not entry.is_dir and matcher.fullmatch(entry.uri)
-        ]
+        return [entry.uri for entry in self.list(base, recursive=recursive) if not entry.is_dir and matcher.fullmatch(entry.uri)]
 
     def delete(self, uri: str) -> bool:
         """Delete one file; False if it was not there."""
@@ -386,11 +384,9 @@ def storage_key(raw_key: Any) -> str:
     """The canonical name of a storage option (`AWS_ENDPOINT_URL`, `aws_endpoint_url` -> `endpoint_url`)."""
     key = str(raw_key).strip().lower()
     if key not in S3_KEYS and key.startswith("aws_"):
-        key = key[len("aws_"):]
+        key = key[len("aws_") :]
     if key not in S3_KEYS:
-        raise InvalidConfig(
-            f"unknown storage option {raw_key!r}; known: {', '.join(S3_KEYS)}", key=f"lakelog.storage.{raw_key}"
-        )
+        raise InvalidConfig(f"unknown storage option {raw_key!r}; known: {', '.join(S3_KEYS)}", key=f"lakelog.storage.{raw_key}")
     return key
 
 
@@ -417,7 +413,9 @@ def parse_duration_s(key: str, text: str) -> float:
     """'30s', '500ms', '2min', '1h' or a number of seconds, in seconds."""
     match = _DURATION.match(str(text))
     if not match:
-        raise InvalidConfig(f"storage option {key} takes a duration such as 30s or 500ms, not {text!r}", key=f"lakelog.storage.{key}")
+        raise InvalidConfig(
+            f"storage option {key} takes a duration such as 30s or 500ms, not {text!r}", key=f"lakelog.storage.{key}"
+        )
     value, unit = float(match.group(1)), match.group(2) or "s"
     return value * {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
 
@@ -474,14 +472,15 @@ class Location:
         scheme, rest = match.group(1).lower(), match.group(2)
         if scheme not in SCHEMES:
             raise InvalidConfig(
-                f"{what} {value} has the unknown scheme {scheme!r}; a root is a local path, file:///path "
-                f"or s3://bucket/prefix",
+                f"{what} {value} has the unknown scheme {scheme!r}; a root is a local path, file:///path or s3://bucket/prefix",
                 key=what,
             )
         if SCHEMES[scheme] == LOCAL:
             parsed = urllib.parse.urlsplit(value)
             if parsed.netloc not in ("", "localhost"):
-                raise InvalidConfig(f"{what} {value} names host {parsed.netloc!r}; file:// URIs are local: file:///path", key=what)
+                raise InvalidConfig(
+                    f"{what} {value} names host {parsed.netloc!r}; file:// URIs are local: file:///path", key=what
+                )
             return cls(os.path.abspath(urllib.parse.unquote(parsed.path)), load_file_io(LOCAL))
         bucket, _, prefix = rest.partition("/")
         if not bucket:

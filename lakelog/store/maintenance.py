@@ -65,9 +65,9 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
 from lakelog.errors import CommitConflict, KafkaStorageError
-from lakelog.store.fileio import one_line
 from lakelog.store import table as table_module
 from lakelog.store.file_stats import file_statistics
+from lakelog.store.fileio import one_line
 from lakelog.store.table import FileEntry, Table, is_checkpoint_version, load_handle
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,11 @@ def _warn_failed(table: Table, version: int, step: str, error: BaseException) ->
     """One WARNING per failed maintenance step, naming the table and the version whose commit ran it."""
     log.warning(
         "%s: %s after version %d failed (the commit stands; the step is due again later): %s: %s",
-        table.uri, step, version, type(error).__name__, one_line(error),
+        table.uri,
+        step,
+        version,
+        type(error).__name__,
+        one_line(error),
     )
 
 
@@ -283,9 +287,10 @@ def plan_compaction(files: list[FileEntry], fan_in: int = 10, target_file_bytes:
         window_start = start
         while window_start + fan_in <= upto + 1:
             window = ordered[window_start : window_start + fan_in]
-            if all(entry.size_bytes < target_file_bytes for entry in window) and sum(
-                entry.size_bytes for entry in window
-            ) <= target_file_bytes:
+            if (
+                all(entry.size_bytes < target_file_bytes for entry in window)
+                and sum(entry.size_bytes for entry in window) <= target_file_bytes
+            ):
                 merges.append(window)
             window_start += fan_in
         start = upto + 1
@@ -358,13 +363,17 @@ def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
     if rows.num_rows > 1 and not pc.all(pc.greater(offsets[1:], offsets[:-1])).as_py():
         rows = rows.sort_by("offset")
     first = merge.sources[0].min_offset
-    merge.path = f"part-compact-{first:020d}-{uuid.uuid4().hex}.{compression if compression != 'none' else 'uncompressed'}.parquet"
+    merge.path = (
+        f"part-compact-{first:020d}-{uuid.uuid4().hex}.{compression if compression != 'none' else 'uncompressed'}.parquet"
+    )
     codec = "NONE" if compression == "none" else compression
     merge.size = table.io.write_parquet(rows, table.child_uri(merge.path), compression=codec)
     merge.written = True
     merge.records = rows.num_rows
     # The sources' whole range, not the rows' own: a key-compacted source claims offsets it no longer holds (S9.3).
-    merge.stats = file_statistics(rows, (min(entry.min_offset for entry in merge.sources), max(entry.max_offset for entry in merge.sources)))
+    merge.stats = file_statistics(
+        rows, (min(entry.min_offset for entry in merge.sources), max(entry.max_offset for entry in merge.sources))
+    )
 
 
 def _commit_merges(table: Table, merges: list[_Merge], decided_on: int, now_ms: int) -> None:
@@ -423,9 +432,7 @@ def cleanup_log(table: Table, *, keep_checkpoints: int = 2, retention_s: float |
         match = _LOG_FILE.match(info.name)
         if not info.is_dir and match is not None:
             by_version.setdefault(int(match.group(1)), []).append(info)
-    checkpoints = sorted(
-        version for version, files in by_version.items() if any(".checkpoint." in info.name for info in files)
-    )
+    checkpoints = sorted(version for version, files in by_version.items() if any(".checkpoint." in info.name for info in files))
     if len(checkpoints) < keep_checkpoints:
         return 0
     keep_from = checkpoints[-keep_checkpoints]
@@ -445,7 +452,9 @@ def cleanup_log(table: Table, *, keep_checkpoints: int = 2, retention_s: float |
             if table.io.delete(info.uri):
                 deleted += 1
     if deleted:
-        log.info("%s: deleted %d log file(s) behind checkpoint %d and older than %.0f s", table.uri, deleted, keep_from, retention_s)
+        log.info(
+            "%s: deleted %d log file(s) behind checkpoint %d and older than %.0f s", table.uri, deleted, keep_from, retention_s
+        )
     return deleted
 
 

@@ -57,9 +57,7 @@ def check_root(root: Any, storage_options: Mapping[str, Any] | None = None) -> L
                 started = time.monotonic()
                 verify_conditional_put(location)
                 _verified[key] = time.monotonic() - started
-                log.info(
-                    "the store of %s honours conditional puts (checked in %.0f ms)", location.uri, _verified[key] * 1000
-                )
+                log.info("the store of %s honours conditional puts (checked in %.0f ms)", location.uri, _verified[key] * 1000)
     return location
 
 
@@ -95,8 +93,11 @@ def verify_conditional_put(location: Location) -> None:
         first = client.request("PUT", key, b"lakelog probe", {"If-None-Match": "*"})
         if first.status == 403 and first.code == "AccessDenied":
             # Valid keys that may not write here: a reader (a Spark job, lakelog sql) needs no commit.
-            log.warning("%s: the credentials may not write under the root, so its conditional puts were not checked; "
-                        "any commit there will fail", location.uri)
+            log.warning(
+                "%s: the credentials may not write under the root, so its conditional puts were not checked; "
+                "any commit there will fail",
+                location.uri,
+            )
             return
         if first.status not in (200, 201):
             raise root_error(location, RuntimeError(first.describe()))
@@ -157,8 +158,14 @@ class S3Client:
         parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         timeout = parse_duration_s("timeout", settings["timeout"]) if settings.get("timeout") else 30.0
         return cls(
-            parsed.scheme, parsed.netloc, location.bucket or "", region, settings["access_key_id"],
-            settings["secret_access_key"], settings.get("session_token"), timeout,
+            parsed.scheme,
+            parsed.netloc,
+            location.bucket or "",
+            region,
+            settings["access_key_id"],
+            settings["secret_access_key"],
+            settings.get("session_token"),
+            timeout,
         )
 
     def request(self, method: str, key: str, body: bytes, headers: Mapping[str, str]) -> Response:
@@ -202,15 +209,27 @@ def root_error(location: Location, error: BaseException) -> KafkaException:
     text = one_line(error)
     where = location.io.settings.get("endpoint_url") or "the default AWS endpoint"
     if "NoSuchBucket" in text or "NO_SUCH_BUCKET" in text:
-        return InvalidConfig(f"lakelog.root {location.uri}: bucket {location.bucket} does not exist at {where}", key="lakelog.root")
-    if any(word in text for word in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403 Forbidden", "ExpiredToken", "InvalidToken")):
+        return InvalidConfig(
+            f"lakelog.root {location.uri}: bucket {location.bucket} does not exist at {where}", key="lakelog.root"
+        )
+    if any(
+        word in text for word in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403 Forbidden", "ExpiredToken", "InvalidToken")
+    ):
         return SaslAuthenticationFailed(f"lakelog.root {location.uri}: {where} refused the credentials ({_reason(text)})")
     return KafkaStorageError(f"lakelog.root {location.uri}: cannot reach {where}: {_reason(text)}", uri=location.uri)
 
 
 def _reason(text: str) -> str:
     """The innermost useful part of a nested engine message."""
-    for word in ("Connection refused", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "timed out", "dns error"):
+    for word in (
+        "Connection refused",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "AccessDenied",
+        "ExpiredToken",
+        "timed out",
+        "dns error",
+    ):
         if word in text:
             return word
     return text[-300:]

@@ -93,8 +93,14 @@ def read_snapshots(table: Table, folder: str, at_most: int, format_version: int 
             if snapshot is None or snapshot["table_id"] != table_id or snapshot["position"] != position:
                 continue
             if snapshot.get("format", UNVERSIONED_FORMAT) != format_version:
-                log.info("%s: snapshot %s/%d is of format %r, not %d; skipped",
-                         table.uri, folder, position, snapshot.get("format", UNVERSIONED_FORMAT), format_version)
+                log.info(
+                    "%s: snapshot %s/%d is of format %r, not %d; skipped",
+                    table.uri,
+                    folder,
+                    position,
+                    snapshot.get("format", UNVERSIONED_FORMAT),
+                    format_version,
+                )
                 continue
             yield position, snapshot["body"]
         except (ValueError, KeyError, TypeError, AttributeError):

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 
 from lakelog.errors import CommitConflict, CorruptRecord, KafkaException, KafkaStorageError
 from lakelog.store.file_stats import file_statistics, footer_statistics
@@ -139,8 +139,9 @@ class Table:
             if latest.metadata().id == self.table_id:
                 return True
         except (DeltaError, OSError) as error:
-            raise KafkaStorageError(f"creating {self.uri}: version 0 was written but the log cannot be read: {one_line(error)}",
-                                    uri=self.uri) from error
+            raise KafkaStorageError(
+                f"creating {self.uri}: version 0 was written but the log cannot be read: {one_line(error)}", uri=self.uri
+            ) from error
         stray = self.child_uri(f"_delta_log/{0:020d}.json")
         log.warning("%s: the create put version 0 into a hole of an existing table's log; removing it", self.uri)
         try:
@@ -431,7 +432,9 @@ class Table:
         version = decided_on + 1
         try:
             self._handle.alter.set_table_properties(
-                dict(configuration), raise_if_not_exists=False, commit_properties=properties,
+                dict(configuration),
+                raise_if_not_exists=False,
+                commit_properties=properties,
                 post_commithook_properties=NO_POST_COMMIT_HOOKS,
             )
         except (CommitFailedError, DeltaError, OSError) as error:
@@ -477,8 +480,9 @@ class Table:
         except (CommitFailedError, DeltaError, OSError) as error:
             if not self._landed(decided_on, commit_id, error, added):
                 if owned:
-                    log.debug("%s: version %d went to another writer; deleting this writer's %d file(s)",
-                              self.uri, version, len(owned))
+                    log.debug(
+                        "%s: version %d went to another writer; deleting this writer's %d file(s)", self.uri, version, len(owned)
+                    )
                 for path in owned:
                     _remove_quietly(self, path)
                 raise CommitConflict(
@@ -486,7 +490,9 @@ class Table:
                     decided_on=decided_on,
                     current_version=self.version,
                 ) from error
-            log.warning("%s: commit of version %d reported %s, but the log holds it: committed", self.uri, version, one_line(error))
+            log.warning(
+                "%s: commit of version %d reported %s, but the log holds it: committed", self.uri, version, one_line(error)
+            )
         self._check_not_in_the_past(version, commit_id, added, owned)
         self._commits_on_handle += 1
         self.refresh()
@@ -514,12 +520,22 @@ class Table:
             if self.io.info(before) is not None:
                 return
         except KafkaStorageError as failure:
-            raise KafkaStorageError(f"version {version} of {self.uri} was written but its place in the log is unknown: {failure}",
-                                    uri=self.uri, decided_on=version - 1) from failure
-        if self._in_latest_snapshot(version, added, f"version {version} of {self.uri} was written but its place in the log is unknown"):
+            raise KafkaStorageError(
+                f"version {version} of {self.uri} was written but its place in the log is unknown: {failure}",
+                uri=self.uri,
+                decided_on=version - 1,
+            ) from failure
+        if self._in_latest_snapshot(
+            version, added, f"version {version} of {self.uri} was written but its place in the log is unknown"
+        ):
             return
-        log.warning("%s: the put of version %d refilled a commit file log cleanup had deleted (the writer decided on a snapshot "
-                    "older than the kept log): a lost race; removing it and this writer's %d file(s)", self.uri, version, len(owned))
+        log.warning(
+            "%s: the put of version %d refilled a commit file log cleanup had deleted (the writer decided on a snapshot "
+            "older than the kept log): a lost race; removing it and this writer's %d file(s)",
+            self.uri,
+            version,
+            len(owned),
+        )
         stray = self.child_uri(f"_delta_log/{version:020d}.json")
         try:
             if commit_id in self.io.read(stray).decode("utf-8", "replace"):
@@ -528,8 +544,11 @@ class Table:
             log.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
         for path in owned:
             _remove_quietly(self, path)
-        raise CommitConflict(f"version {version} of {self.uri} was taken by another writer long ago", decided_on=version - 1,
-                             current_version=self.version)
+        raise CommitConflict(
+            f"version {version} of {self.uri} was taken by another writer long ago",
+            decided_on=version - 1,
+            current_version=self.version,
+        )
 
     def _in_latest_snapshot(self, version: int, added: list[str], unknown: str) -> bool:
         """Whether a commit of `version` that added the files `added` is in the log, read on the latest snapshot.
@@ -547,7 +566,9 @@ class Table:
             self._handle = load_handle(self.location)
             self._commits_on_handle = 0
             if self.version < version:
-                raise KafkaStorageError(f"{unknown}: the latest snapshot is version {self.version}", uri=self.uri, decided_on=version - 1)
+                raise KafkaStorageError(
+                    f"{unknown}: the latest snapshot is version {self.version}", uri=self.uri, decided_on=version - 1
+                )
             if not added:
                 raise KafkaStorageError(f"{unknown}: the commit added no file to look for", uri=self.uri, decided_on=version - 1)
             active = set(pa.table(self._handle.get_add_actions(flatten=True)).column("path").to_pylist())

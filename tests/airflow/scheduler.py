@@ -115,7 +115,11 @@ class Airflow:
         (self.cli_settings / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
         with open(self.output, "ab") as out:
             self.process = subprocess.Popen(
-                [AIRFLOW, "standalone"], env=self.env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
+                [AIRFLOW, "standalone"],
+                env=self.env,
+                cwd=self.home,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         self.wait(lambda: all(self.dag_parsed(dag_id) for dag_id in dag_ids), timeout_s, f"DAGs {dag_ids} to be parsed")
@@ -219,7 +223,9 @@ class Airflow:
         rows = self.query(
             "SELECT run_id, state, run_type, data_interval_start, logical_date FROM dag_run WHERE dag_id = ?", dag_id
         )
-        return {row[0]: {"state": row[1], "run_type": row[2], "data_interval_start": row[3], "logical_date": row[4]} for row in rows}
+        return {
+            row[0]: {"state": row[1], "run_type": row[2], "data_interval_start": row[3], "logical_date": row[4]} for row in rows
+        }
 
     def task_instances(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT run_id, task_id, map_index, state, try_number, pid, id FROM task_instance WHERE dag_id = ?"

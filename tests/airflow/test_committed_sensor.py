@@ -199,8 +199,9 @@ def test_S4_7_S5_1_sensor_wakes_when_the_sweep_dag_aborts_a_hanging_transaction(
 
     timed_out = time.monotonic() + 2.5
     airflow.wait(
-        lambda: time.monotonic() > timed_out
-        and all(checks(task_id, triggerer=task_id != "wait_poke") >= 3 for task_id in SENSORS),
+        lambda: (
+            time.monotonic() > timed_out and all(checks(task_id, triggerer=task_id != "wait_poke") >= 3 for task_id in SENSORS)
+        ),
         300,
         "each sensor to check three times",
     )
@@ -230,10 +231,14 @@ def test_S4_7_S5_1_sensor_wakes_when_the_sweep_dag_aborts_a_hanging_transaction(
     # A missing topic: each sensor fails at its first try (no retry), with one clear line.
     airflow.trigger("lakelog_test_sensor", "missing", conf={"topic": "absent"})
     airflow.wait(
-        lambda: list(states(airflow, "missing").values()) == ["failed"] * len(SENSORS), 300, "the sensors on a missing topic to fail"
+        lambda: list(states(airflow, "missing").values()) == ["failed"] * len(SENSORS),
+        300,
+        "the sensors on a missing topic to fail",
     )
     for ti in airflow.task_instances("lakelog_test_sensor", "missing"):
         assert ti["try_number"] == 1, ti
     for task_id in SENSORS:
-        logs = "\n".join(log for path, log in airflow.task_logs("lakelog_test_sensor", task_id).items() if "run_id=missing" in path)
+        logs = "\n".join(
+            log for path, log in airflow.task_logs("lakelog_test_sensor", task_id).items() if "run_id=missing" in path
+        )
         assert "UNKNOWN_TOPIC_OR_PART: topic absent does not exist" in logs, logs

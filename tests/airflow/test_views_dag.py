@@ -42,9 +42,7 @@ def airflow(args: list[str], home: Path, dags: Path, env: dict[str, str]) -> sub
         **env,
     }
     airflow_cli = Path(sys.executable).with_name("airflow")
-    return subprocess.run(
-        [str(airflow_cli), *args], env=environment, capture_output=True, text=True, timeout=600, cwd=home
-    )
+    return subprocess.run([str(airflow_cli), *args], env=environment, capture_output=True, text=True, timeout=600, cwd=home)
 
 
 def make_topic(root: str, topic: str) -> None:
@@ -164,11 +162,7 @@ def test_on_kill_stops_the_whole_spark_submit_process_group(tmp_path):
     fails saying the job was killed."""
     pid_file = tmp_path / "driver.pid"
     application = tmp_path / "sleeper.py"
-    application.write_text(
-        "import os, sys, time\n"
-        "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
-        "time.sleep(300)\n"
-    )
+    application.write_text("import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(300)\n")
     hook = SparkSubmitHook(lakelog_conn_id=None)
     failure: list[BaseException] = []
 

@@ -155,11 +155,7 @@ def duplicates(analysis: Analysis) -> list[dict]:
         for offset, values in log.items():
             for value in values:
                 offsets[(key, value)].append(offset)
-    return [
-        {"key": key, "value": value, "offsets": sorted(found)}
-        for (key, value), found in offsets.items()
-        if len(found) > 1
-    ]
+    return [{"key": key, "value": value, "offsets": sorted(found)} for (key, value), found in offsets.items() if len(found) > 1]
 
 
 def lost_writes(analysis: Analysis) -> list[dict]:
@@ -182,8 +178,16 @@ def lost_writes(analysis: Analysis) -> list[dict]:
         if write.outcome != COMMITTED or index is None or write.key not in bound:
             continue
         if index <= bound[write.key] and write.value not in read_values[write.key]:
-            lost.append({"key": write.key, "offset": write.offset, "value": write.value, "index": index,
-                         "max_read_index": bound[write.key], "writer": write.process})
+            lost.append(
+                {
+                    "key": write.key,
+                    "offset": write.offset,
+                    "value": write.value,
+                    "index": index,
+                    "max_read_index": bound[write.key],
+                    "writer": write.process,
+                }
+            )
     return lost
 
 
@@ -193,8 +197,16 @@ def aborted_reads(analysis: Analysis) -> list[dict]:
     for read in analysis.reads:
         write = writer_of(analysis, read.key, read.offset, read.value)
         if read.isolation == READ_COMMITTED and write is not None and write.outcome == ABORTED:
-            found.append({"key": read.key, "offset": read.offset, "value": read.value, "reader": read.process,
-                          "writer": write.process, "txn": write.txn})
+            found.append(
+                {
+                    "key": read.key,
+                    "offset": read.offset,
+                    "value": read.value,
+                    "reader": read.process,
+                    "writer": write.process,
+                    "txn": write.txn,
+                }
+            )
     return found
 
 
@@ -210,8 +222,17 @@ def precommitted_reads(analysis: Analysis) -> list[dict]:
         own = read.process == write.process and read.txn == write.txn
         early = write.commit_invoked is None or read.time < write.commit_invoked
         if own or early:
-            found.append({"key": read.key, "offset": read.offset, "value": read.value, "reader": read.process,
-                          "writer": write.process, "txn": write.txn, "own": own})
+            found.append(
+                {
+                    "key": read.key,
+                    "offset": read.offset,
+                    "value": read.value,
+                    "reader": read.process,
+                    "writer": write.process,
+                    "txn": write.txn,
+                    "own": own,
+                }
+            )
     return found
 
 
@@ -241,7 +262,7 @@ def poll_order(analysis: Analysis) -> tuple[list[dict], list[dict]]:
                         if step < 1:
                             nonmonotonic.append(example)
                         elif step > 1:
-                            skipped = [sorted(v) for v in analysis.by_index[key][before[0] + 1:index]]
+                            skipped = [sorted(v) for v in analysis.by_index[key][before[0] + 1 : index]]
                             skips.append({**example, "skipped": skipped[:5]})
                     last[op.process][key] = (index, value)
     return nonmonotonic, skips
@@ -258,8 +279,7 @@ def nonmonotonic_sends(analysis: Analysis) -> list[dict]:
         for key, offset, value in op.value:
             before = last.get((op.process, key))
             if before is not None and offset <= before[0]:
-                found.append({"process": op.process, "key": key, "offsets": [before[0], offset],
-                              "values": [before[1], value]})
+                found.append({"process": op.process, "key": key, "offsets": [before[0], offset], "values": [before[1], value]})
             last[(op.process, key)] = (offset, value)
     return found
 
@@ -289,4 +309,3 @@ def table(counts: dict[str, int]) -> str:
     """Anomaly counts per class, one row each."""
     width = max(len(name) for name in ANOMALIES)
     return "\n".join([f"{'anomaly':<{width}}  count"] + [f"{name:<{width}}  {counts.get(name, 0):>5}" for name in ANOMALIES])
-

@@ -35,8 +35,9 @@ class RecordingConsumer(Consumer):
     the first one read per partition instead of the messages' own (another planted bug).
     """
 
-    def __init__(self, conf: dict[str, Any], history: HistoryWriter, claims: str | None = None,
-                 count_offsets: bool = False) -> None:
+    def __init__(
+        self, conf: dict[str, Any], history: HistoryWriter, claims: str | None = None, count_offsets: bool = False
+    ) -> None:
         super().__init__(conf)
         self.history = history
         self.claims = claims or self.config["isolation.level"]
@@ -75,6 +76,7 @@ class RecordingConsumer(Consumer):
                 self._moved(partitions)
                 if callback is not None:
                     callback(consumer, partitions)
+
             return call
 
         # on_lost stays unset when the caller left it so: the consumer then calls on_revoke.
@@ -183,10 +185,11 @@ def worker_environment() -> dict[str, str]:
 
 def start_recorded_worker(command: list[str], history_dir: str) -> subprocess.Popen:
     """Start a worker from the pipeline's own command line (`worker_command`), recorded in `history_dir`."""
-    arguments = command[command.index("pipelines.consume_transform_produce") + 1:]
+    arguments = command[command.index("pipelines.consume_transform_produce") + 1 :]
     return subprocess.Popen(
         [sys.executable, "-m", "chaos.client", "--history-dir", history_dir, *arguments],
-        stdout=subprocess.DEVNULL, env=worker_environment(),
+        stdout=subprocess.DEVNULL,
+        env=worker_environment(),
     )
 
 

@@ -82,8 +82,14 @@ def run_job_chaos(workdir: Path, rng: random.Random, config: JobChaos = JobChaos
     create_topic(root, OUTPUT, config.partitions, None)
     generate_input(root, INPUT, config.records, config.partitions, HistoryWriter(history_dir, "generator"))
     job = Job(
-        root, INPUT, OUTPUT, GROUP, batch_records=config.batch_records, session_timeout_ms=config.session_timeout_ms,
-        heartbeat_interval_ms=config.heartbeat_interval_ms, transaction_timeout_ms=config.transaction_timeout_ms,
+        root,
+        INPUT,
+        OUTPUT,
+        GROUP,
+        batch_records=config.batch_records,
+        session_timeout_ms=config.session_timeout_ms,
+        heartbeat_interval_ms=config.heartbeat_interval_ms,
+        transaction_timeout_ms=config.transaction_timeout_ms,
         events_dir=str(events_dir),
     )
     supervisor = ChaosSupervisor(job, config.workers, str(history_dir))
@@ -114,8 +120,17 @@ def run_job_chaos(workdir: Path, rng: random.Random, config: JobChaos = JobChaos
     supervisor.settle_output()
     output = read_committed_output(root, config.partitions, HistoryWriter(history_dir, "final-reader"))
     return JobChaosRun(
-        config, root, events_dir, seconds, nemesis.counts, worker_events(events_dir), supervisor.report,
-        supervisor.committed(), end_offsets(root, INPUT), output, read_history(history_dir),
+        config,
+        root,
+        events_dir,
+        seconds,
+        nemesis.counts,
+        worker_events(events_dir),
+        supervisor.report,
+        supervisor.committed(),
+        end_offsets(root, INPUT),
+        output,
+        read_history(history_dir),
     )
 
 

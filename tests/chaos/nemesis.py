@@ -23,8 +23,9 @@ class Nemesis:
     (S7.2). Plain pauses are any length up to three sessions.
     """
 
-    def __init__(self, supervisor: Supervisor, rng: random.Random, events_dir: Path, session_timeout_ms: int,
-                 transaction_timeout_ms: int) -> None:
+    def __init__(
+        self, supervisor: Supervisor, rng: random.Random, events_dir: Path, session_timeout_ms: int, transaction_timeout_ms: int
+    ) -> None:
         self.supervisor = supervisor
         self.session_timeout_ms = session_timeout_ms
         self.transaction_timeout_ms = transaction_timeout_ms

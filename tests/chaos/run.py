@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--transactions", type=int, default=12, help="transactions per workload round")
     parser.add_argument("--plant", choices=sorted(BUGS), help="run only the workload, with this planted bug")
-    parser.add_argument("--seed", type=int, default=int(os.environ.get("LAKELOG_TEST_SEED", random.SystemRandom().randrange(2**32))))
+    parser.add_argument(
+        "--seed", type=int, default=int(os.environ.get("LAKELOG_TEST_SEED", random.SystemRandom().randrange(2**32)))
+    )
     parser.add_argument("--keep", help="keep each round's root and history under this folder")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
@@ -58,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             (workdir / "root").mkdir()
             (workdir / "history").mkdir()
-            run_workload(str(workdir / "root"), str(workdir / "history"),
-                         plan_transactions(rng, args.transactions), args.plant)
+            run_workload(str(workdir / "root"), str(workdir / "history"), plan_transactions(rng, args.transactions), args.plant)
             history = read_history(workdir / "history")
             line = f"workload: {args.transactions} transactions, planted bug: {args.plant or 'none'}"
         anomalies = found(check(history))

@@ -160,8 +160,10 @@ def model_histories(draw):
             end = draw(st.sampled_from(["commit", "abort"]))
             h.op(producer, INVOKE, end, txn=txn)
             for key in set(keys):
-                logs[key] = [(v, "committed" if end == "commit" else "aborted") if v in {w[2] for w in writes} else (v, s)
-                             for v, s in logs[key]]
+                logs[key] = [
+                    (v, "committed" if end == "commit" else "aborted") if v in {w[2] for w in writes} else (v, s)
+                    for v, s in logs[key]
+                ]
                 logs[key].append(("marker", "marker"))
             h.op(producer, OK, end, txn=txn)
         else:

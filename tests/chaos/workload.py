@@ -28,8 +28,7 @@ BUGS = {
     "read-uncommitted": "the reader reads read_uncommitted while it claims read_committed (aborted-read)",
     "read-uncommitted-open": "the same reader, polling while a transaction is open (precommitted-read)",
     "seek-back": "the reader seeks back to the start without recording it (nonmonotonic-poll)",
-    "two-producers-out-of-order": "a client sends two batches through two producers, the later one first "
-                                  "(nonmonotonic-send)",
+    "two-producers-out-of-order": "a client sends two batches through two producers, the later one first (nonmonotonic-send)",
     "seek-forward": "the reader seeks past one readable record without recording it (poll-skip)",
     "counted-offsets": "the monitor numbers records by counting, not by their offsets (inconsistent-offsets)",
 }
@@ -48,9 +47,9 @@ def run_workload(root: str, history_dir: str, plan: list[PlannedTransaction], bu
     producer.init_transactions()
     uncommitted = bug in ("read-uncommitted", "read-uncommitted-open")
     reader = RecordingConsumer(
-        {"lakelog.root": root,
-         "isolation.level": "read_uncommitted" if uncommitted else "read_committed"},
-        HistoryWriter(history_dir, "reader-0"), claims="read_committed",
+        {"lakelog.root": root, "isolation.level": "read_uncommitted" if uncommitted else "read_committed"},
+        HistoryWriter(history_dir, "reader-0"),
+        claims="read_committed",
     )
     reader.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     for number, planned in enumerate(plan):
@@ -91,7 +90,8 @@ def run_workload(root: str, history_dir: str, plan: list[PlannedTransaction], bu
     for name, isolation in (("reader-final", "read_committed"), ("monitor", "read_uncommitted")):
         with RecordingConsumer(
             {"lakelog.root": root, "isolation.level": isolation},
-            HistoryWriter(history_dir, name), count_offsets=name == "monitor" and bug == "counted-offsets",
+            HistoryWriter(history_dir, name),
+            count_offsets=name == "monitor" and bug == "counted-offsets",
         ) as consumer:
             consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
             drain(consumer)
@@ -124,8 +124,14 @@ def plain_sends(root: str, history_dir: str, out_of_order: bool) -> None:
     delivered: list[list[list]] = [[], []]
     for number, (producer, batch) in enumerate(zip(producers, batches)):
         for value in batch:
-            producer.produce(TOPIC, value, partition=1, on_delivery=lambda error, message, n=number: delivered[n].append(
-                [key_of(message.topic(), message.partition()), message.offset(), text(message.value())]))
+            producer.produce(
+                TOPIC,
+                value,
+                partition=1,
+                on_delivery=lambda error, message, n=number: delivered[n].append(
+                    [key_of(message.topic(), message.partition()), message.offset(), text(message.value())]
+                ),
+            )
     producers[1].flush()
     producers[0].flush()
     history(OK, "send", delivered[0] + delivered[1])

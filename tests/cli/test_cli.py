@@ -56,8 +56,17 @@ def test_topics_create_list_and_describe(lakelog, lake):
     ok(lakelog("init", "--root", lake))
     out = ok(
         lakelog(
-            "topics", "create", "orders", "--partitions", "3",
-            "--config", "check.expected.offsets=true", "--config", "compression.type=zstd", "--root", lake,
+            "topics",
+            "create",
+            "orders",
+            "--partitions",
+            "3",
+            "--config",
+            "check.expected.offsets=true",
+            "--config",
+            "compression.type=zstd",
+            "--root",
+            lake,
         )
     )
     assert "orders" in out and "3 partition" in out
@@ -127,7 +136,9 @@ def test_consume_offset_max_messages_from_end_and_partitions(lakelog, lake):
     producer.flush()
 
     def offsets(*args):
-        return [(m["partition"], m["offset"], m["value"]) for m in json_lines(ok(lakelog("consume", "multi", "--root", lake, *args)))]
+        return [
+            (m["partition"], m["offset"], m["value"]) for m in json_lines(ok(lakelog("consume", "multi", "--root", lake, *args)))
+        ]
 
     assert sorted(offsets()) == [(0, 0, "m0"), (0, 1, "m2"), (0, 2, "m4"), (1, 0, "m1"), (1, 1, "m3"), (1, 2, "m5")]
     assert offsets("--partition", "1") == [(1, 0, "m1"), (1, 1, "m3"), (1, 2, "m5")]
@@ -255,7 +266,11 @@ BAD_INPUT = {
     "bad topic name": (["topics", "create", "bad name!", "--root", "{root}"], None, "bad name!"),
     "dot topic name": (["topics", "create", "..", "--root", "{root}"], None, ".."),
     "unknown config key": (["topics", "create", "u", "--config", "no.such.key=1", "--root", "{root}"], None, "no.such.key"),
-    "bad config value": (["topics", "create", "u", "--config", "num.partitions=many", "--root", "{root}"], None, "num.partitions"),
+    "bad config value": (
+        ["topics", "create", "u", "--config", "num.partitions=many", "--root", "{root}"],
+        None,
+        "num.partitions",
+    ),
     "config without =": (["topics", "create", "u", "--config", "check.expected.offsets", "--root", "{root}"], None, "KEY=VALUE"),
     "zero partitions": (["topics", "create", "u", "--partitions", "0", "--root", "{root}"], None, "partitions"),
     "existing topic": (["topics", "create", "t", "--root", "{root}"], None, "exists"),
@@ -269,7 +284,11 @@ BAD_INPUT = {
     "unknown topic (describe)": (["topics", "describe", "nosuch", "--root", "{root}"], None, "nosuch"),
     "unknown topic (load)": (["load", "nosuch", "{good}", "--no-progress", "--root", "{root}"], None, "nosuch"),
     "unknown partition (consume)": (["consume", "t", "--partition", "3", "--root", "{root}"], None, "3"),
-    "--offset with two partitions": (["consume", "t", "--partition", "0", "--partition", "1", "--offset", "0", "--root", "{root}"], None, "--offset"),
+    "--offset with two partitions": (
+        ["consume", "t", "--partition", "0", "--partition", "1", "--offset", "0", "--root", "{root}"],
+        None,
+        "--offset",
+    ),
     "missing load source": (["load", "t", "{root}/missing.csv", "--no-progress", "--root", "{root}"], None, "missing.csv"),
     "non-integer partition": (["produce", "t", "--partition", "zero", "--root", "{root}"], '"x"\n', "zero"),
 }

@@ -44,8 +44,22 @@ def test_S8_2_coordinator_sweep_skips_the_steps_it_is_told_to(lakelog, lake):
         producer.flush()
     before = open_partition(lake, "prices", 0).version
 
-    report = json.loads(ok(lakelog("coordinator", "sweep", "--root", lake, "--skip", "log-cleaner",
-                                   "--skip", "internal-compaction", "--skip", "groups")))
+    report = json.loads(
+        ok(
+            lakelog(
+                "coordinator",
+                "sweep",
+                "--root",
+                lake,
+                "--skip",
+                "log-cleaner",
+                "--skip",
+                "internal-compaction",
+                "--skip",
+                "groups",
+            )
+        )
+    )
     assert "aborted_timed_out" in report
     assert not {"log_cleaner", "internal_compaction", "members_expired"} & set(report)
     assert open_partition(lake, "prices", 0).version == before  # nothing compacted

@@ -57,11 +57,27 @@ def test_groups_list_and_describe_show_state_epochs_and_members(lakelog, lake, o
     ]
     assert [row["Group"] for row in table(ok(lakelog("groups", "list", "--state", "empty", "--root", lake)))] == ["old"]
     summary, members = ok(lakelog("groups", "describe", "--group", "etl", "--root", lake)).split("\n\n")
-    assert table(summary) == [{"Group": "etl", "State": "STABLE", "Assignor": "uniform", "GroupEpoch": "1",
-                               "TargetAssignmentEpoch": "1", "Members": "1"}]
-    assert table(members) == [{"MemberId": member_id, "GroupInstanceId": "-", "MemberEpoch": "1",
-                               "RevocationEpoch": "0", "Assignment": "orders-0,orders-1",
-                               "TargetAssignment": "orders-0,orders-1", "PendingRevocation": "-"}]
+    assert table(summary) == [
+        {
+            "Group": "etl",
+            "State": "STABLE",
+            "Assignor": "uniform",
+            "GroupEpoch": "1",
+            "TargetAssignmentEpoch": "1",
+            "Members": "1",
+        }
+    ]
+    assert table(members) == [
+        {
+            "MemberId": member_id,
+            "GroupInstanceId": "-",
+            "MemberEpoch": "1",
+            "RevocationEpoch": "0",
+            "Assignment": "orders-0,orders-1",
+            "TargetAssignment": "orders-0,orders-1",
+            "PendingRevocation": "-",
+        }
+    ]
     described = json.loads(ok(lakelog("groups", "describe", "--group", "etl", "--json", "--root", lake)))
     assert described["state"] == "STABLE" and described["members"][0]["assignment"] == ["orders-0", "orders-1"]
 
@@ -70,8 +86,9 @@ def test_groups_offsets_shows_lag_against_the_high_watermark_and_the_last_stable
     member_id = join(lake, "etl", orders)
     GroupCoordinator(lake).commit_offsets("etl", member_id, 1, {(orders, 0): (2, ""), (orders, 1): (4, "")})
     rows = table(ok(lakelog("groups", "offsets", "--group", "etl", "--root", lake)))
-    assert [(r["Partition"], r["CurrentOffset"], r["LogEndOffset"], r["LastStableOffset"], r["Lag"], r["LagLso"])
-            for r in rows] == [("0", "2", "5", "5", "3", "3"), ("1", "4", "6", "5", "2", "1")]
+    assert [
+        (r["Partition"], r["CurrentOffset"], r["LogEndOffset"], r["LastStableOffset"], r["Lag"], r["LagLso"]) for r in rows
+    ] == [("0", "2", "5", "5", "3", "3"), ("1", "4", "6", "5", "2", "1")]
     assert {r["MemberId"] for r in rows} == {member_id} and {r["PendingOffset"] for r in rows} == {"-"}
     as_json = json.loads(ok(lakelog("groups", "offsets", "--group", "etl", "--json", "--root", lake)))
     assert [(r["lag"], r["lag_lso"]) for r in as_json] == [(3, 3), (2, 1)]
@@ -83,16 +100,17 @@ def test_groups_reset_offsets_is_a_dry_run_unless_executed_and_only_for_an_empty
     dry = lakelog("groups", "reset-offsets", "--group", "etl", "--all-topics", "--shift-by", "-2", "--root", lake)
     assert [(r["Partition"], r["NewOffset"]) for r in table(ok(dry))] == [("0", "1"), ("1", "0")]  # clamped at 0
     assert "dry run" in dry.stderr and table_fingerprint(lake) == before
-    ok(lakelog("groups", "reset-offsets", "--group", "etl", "--topic", "orders:1", "--to-latest", "--execute",
-               "--root", lake))
-    ok(lakelog("groups", "reset-offsets", "--group", "etl", "--topic", "orders:0", "--to-offset", "99", "--execute",
-               "--root", lake))
+    ok(lakelog("groups", "reset-offsets", "--group", "etl", "--topic", "orders:1", "--to-latest", "--execute", "--root", lake))
+    ok(
+        lakelog(
+            "groups", "reset-offsets", "--group", "etl", "--topic", "orders:0", "--to-offset", "99", "--execute", "--root", lake
+        )
+    )
     rows = table(ok(lakelog("groups", "offsets", "--group", "etl", "--root", lake)))
     assert [(r["CurrentOffset"], r["Lag"]) for r in rows] == [("5", "0"), ("6", "0")]
     join(lake, "etl", orders)
     before = table_fingerprint(lake)
-    refused = lakelog("groups", "reset-offsets", "--group", "etl", "--all-topics", "--to-earliest", "--execute",
-                      "--root", lake)
+    refused = lakelog("groups", "reset-offsets", "--group", "etl", "--all-topics", "--to-earliest", "--execute", "--root", lake)
     assert refused.returncode == 2 and "NON_EMPTY_GROUP" in refused.stderr and refused.stderr.count("\n") == 1
     assert table_fingerprint(lake) == before
 

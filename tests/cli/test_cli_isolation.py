@@ -27,7 +27,13 @@ def test_describe_and_consume_by_isolation_level(lakelog, lake):
     text = ok(lakelog("topics", "describe", "txns", "--root", lake))
     header, row = text.splitlines()[-2:]
     assert header.split() == [
-        "Partition", "LogStartOffset", "HighWatermark", "LastStableOffset", "LogEndOffset", "Files", "Version",
+        "Partition",
+        "LogStartOffset",
+        "HighWatermark",
+        "LastStableOffset",
+        "LogEndOffset",
+        "Files",
+        "Version",
     ]
     assert row.split()[:5] == ["0", "0", "5", "4", "5"]
     [partition] = json.loads(ok(lakelog("topics", "describe", "txns", "--json", "--root", lake)))["partitions"]

@@ -41,7 +41,16 @@ def test_sql_reads_each_topic_in_read_committed(lakelog, lake):
         {"partition": 1, "offset": 0, "value": "w0"},
         {"partition": 1, "offset": 1, "value": "/w=="},
     ]
-    out = ok(lakelog("sql", "SELECT topic, count(*) AS n, max(timestampType) AS t FROM orders GROUP BY topic", "--root", lake, "--format", "csv"))
+    out = ok(
+        lakelog(
+            "sql",
+            "SELECT topic, count(*) AS n, max(timestampType) AS t FROM orders GROUP BY topic",
+            "--root",
+            lake,
+            "--format",
+            "csv",
+        )
+    )
     assert list(csv.reader(io.StringIO(out))) == [["topic", "n", "t"], ["orders", "5", "0"]]
     table = ok(lakelog("sql", "SELECT count(*) AS n FROM orders", "--root", lake))
     assert "n" in table and "5" in table

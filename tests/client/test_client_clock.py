@@ -43,9 +43,7 @@ def test_S4_7_S8_1_a_transaction_times_out_on_its_producers_clock(lake, orders):
     clock reports it hanging, and a sweep on it aborts it, once past transaction.timeout.ms; the zombie
     producer is fenced (S4.1)."""
     clock = FakeClock()
-    producer = Producer(
-        {"lakelog.root": lake, "transactional.id": "t", "transaction.timeout.ms": TIMEOUT_MS}, clock=clock
-    )
+    producer = Producer({"lakelog.root": lake, "transactional.id": "t", "transaction.timeout.ms": TIMEOUT_MS}, clock=clock)
     producer.init_transactions()
     producer.begin_transaction()
     producer.produce(orders, "open")

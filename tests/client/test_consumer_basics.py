@@ -24,7 +24,6 @@ from lakelog.errors import (
     OffsetOutOfRange,
 )
 from lakelog.log import open_partition
-
 from tests.client.clients import NEVER_LINGER_MS, consumer, producer, read_all
 
 
@@ -279,7 +278,9 @@ def test_a_corrupt_data_file_fails_the_consumer_and_the_cli_with_one_line_naming
         assert Path(middle.path).name in str(raised.value)
     cli = subprocess.run(
         [sys.executable, "-m", "lakelog.cli", "consume", topic, "--root", lake, "--partition", "0", "--offset", "1"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert cli.returncode == 1  # a failure, not bad input: exit 1 (exit 2 is for bad input)
     assert len(cli.stderr.strip().splitlines()) == 1 and Path(middle.path).name in cli.stderr

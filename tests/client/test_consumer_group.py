@@ -15,7 +15,6 @@ from helpers import FakeClock, table_fingerprint
 from lakelog import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from lakelog.coordinator.group import GroupMetadata, Heartbeat
 from lakelog.coordinator.group_coordinator import GroupCoordinator
-from lakelog.log.partition import wall_clock_ms
 from lakelog.errors import (
     FencedInstanceId,
     InvalidConfig,
@@ -24,6 +23,7 @@ from lakelog.errors import (
     UnknownMemberId,
     UnstableOffsetCommit,
 )
+from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location
 
 pytestmark = pytest.mark.roots("local", "s3")
@@ -194,7 +194,8 @@ def test_S6_1_store_offsets_needs_auto_store_off_and_an_assigned_partition(lake,
 def test_S6_1_auto_commit_commits_stored_offsets_on_its_interval(lake, four):
     reports: list = []
     c = group_consumer(
-        lake, **{"enable.auto.commit": True, "auto.commit.interval.ms": 200},
+        lake,
+        **{"enable.auto.commit": True, "auto.commit.interval.ms": 200},
         on_commit=lambda error, partitions: reports.append((error, sorted((p.partition, p.offset) for p in partitions))),
     )
     c.subscribe([four])
@@ -447,8 +448,12 @@ def test_consumer_group_metadata_outside_a_subscription_commits_as_no_member(lak
 def test_group_calls_refuse_bad_input_and_write_nothing(lake, four):
     before = table_fingerprint(lake)
     with Consumer({"lakelog.root": lake}) as no_group:
-        for call in (lambda: no_group.subscribe([four]), lambda: no_group.commit(offsets=[TopicPartition(four, 0, 1)]),
-                     lambda: no_group.committed([TopicPartition(four, 0)]), no_group.consumer_group_metadata):
+        for call in (
+            lambda: no_group.subscribe([four]),
+            lambda: no_group.commit(offsets=[TopicPartition(four, 0, 1)]),
+            lambda: no_group.committed([TopicPartition(four, 0)]),
+            no_group.consumer_group_metadata,
+        ):
             with pytest.raises(InvalidConfig, match="group.id"):
                 call()
     with pytest.raises(InvalidConfig, match="group.instance.id"):

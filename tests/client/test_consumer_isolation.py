@@ -91,7 +91,14 @@ def test_S5_2_read_uncommitted_consumer_gets_every_data_row_below_the_hw(lake, h
     with consumer(lake, **{"isolation.level": "read_uncommitted"}) as c:
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         assert data(drain(c)) == [
-            (0, b"n0"), (1, b"a1"), (2, b"b2"), (4, b"b4"), (5, b"n5"), (7, b"n7"), (8, b"c8"), (9, b"n9"),
+            (0, b"n0"),
+            (1, b"a1"),
+            (2, b"b2"),
+            (4, b"b4"),
+            (5, b"n5"),
+            (7, b"n7"),
+            (8, b"c8"),
+            (9, b"n9"),
         ]
 
 

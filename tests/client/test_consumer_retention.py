@@ -37,8 +37,9 @@ def sitting(root, topic):
         name = topic({"retention.ms": 1000})
         append(root, name, 3, at_ms=0)
         append(root, name, 3, at_ms=0, start=3)
-        consumer = Consumer({"lakelog.root": root, "auto.offset.reset": policy, "max.poll.records": 3,
-                             "max.partition.fetch.bytes": 1})
+        consumer = Consumer(
+            {"lakelog.root": root, "auto.offset.reset": policy, "max.poll.records": 3, "max.partition.fetch.bytes": 1}
+        )
         consumer.assign([TopicPartition(name, 0, OFFSET_BEGINNING)])
         assert [consumer.poll(0).offset() for _ in range(3)] == [0, 1, 2]
         log = open_partition(root, name, 0)

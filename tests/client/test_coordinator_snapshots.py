@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from lakelog import Consumer, Producer, TopicPartition
-from lakelog.coordinator import state_log
 from lakelog.coordinator import group as group_handlers
+from lakelog.coordinator import state_log
 from lakelog.coordinator import transaction as txn
 from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
 from lakelog.coordinator.internal_compaction import compact_internal_logs
@@ -41,8 +41,15 @@ def traffic(lake: str, topic: str, transactions: int) -> None:
     """
     assert TransactionCoordinator(lake, broker_config=BROKER).num_partitions == 1
     assert GroupCoordinator(lake, broker_config=BROKER).num_partitions == 1
-    consumer = Consumer({"lakelog.root": lake, "group.id": GROUP, "enable.auto.commit": False,
-                         "heartbeat.interval.ms": 10, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "lakelog.root": lake,
+            "group.id": GROUP,
+            "enable.auto.commit": False,
+            "heartbeat.interval.ms": 10,
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.subscribe([topic])
     while not consumer.assignment():
         consumer.consume(10, 0.02)
@@ -64,12 +71,18 @@ def replayed_from_zero(lake: str, internal: str):
     """The state of partition 0 of an internal log replayed from offset 0, with snapshots off."""
     log = open_internal_partition(lake, internal, 0, 1)
     if internal == TRANSACTION_STATE_LOG:
-        coordinator_log = CoordinatorLog(log, {}, TransactionMetadata.from_row, txn.replay,
-                                         lambda record: record.transactional_id)
+        coordinator_log = CoordinatorLog(
+            log, {}, TransactionMetadata.from_row, txn.replay, lambda record: record.transactional_id
+        )
     else:
-        coordinator_log = CoordinatorLog(log, group_handlers.GroupState(), group_handlers.from_row,
-                                         group_handlers.replay, group_handlers.record_key,
-                                         apply_marker=group_handlers.replay_marker)
+        coordinator_log = CoordinatorLog(
+            log,
+            group_handlers.GroupState(),
+            group_handlers.from_row,
+            group_handlers.replay,
+            group_handlers.record_key,
+            apply_marker=group_handlers.replay_marker,
+        )
     return coordinator_log.catch_up()
 
 
@@ -85,9 +98,7 @@ def cold_log(lake: str, internal: str) -> CoordinatorLog:
 
 
 @pytest.mark.parametrize("internal", [TRANSACTION_STATE_LOG, CONSUMER_OFFSETS_LOG])
-def test_S8_2_a_cold_coordinator_starts_from_the_newest_snapshot_and_reads_only_the_records_after_it(
-    lake, make_topic, internal
-):
+def test_S8_2_a_cold_coordinator_starts_from_the_newest_snapshot_and_reads_only_the_records_after_it(lake, make_topic, internal):
     topic = make_topic()
     traffic(lake, topic, transactions=12)
     full = replayed_from_zero(lake, internal)
@@ -116,10 +127,14 @@ def test_S8_2_snapshots_that_are_garbage_or_of_another_table_are_skipped(lake, m
     written = newest.read_bytes()
     assert b'"format":1,' in written and b',"v":1}' in written
     # Garbage, another table's, another format's (issue 12 item 4), or holding a record of a newer version.
-    for garbage in (b"{not json", b'{"table_id": 1}', b"[]",
-                    written.replace(b'"body":[', b'"body":[{"transactional_id":5},'),
-                    written.replace(b'"format":1,', b'"format":2,'),
-                    written.replace(b',"v":1}', b',"v":2}', 1)):
+    for garbage in (
+        b"{not json",
+        b'{"table_id": 1}',
+        b"[]",
+        written.replace(b'"body":[', b'"body":[{"transactional_id":5},'),
+        written.replace(b'"format":1,', b'"format":2,'),
+        written.replace(b',"v":1}', b',"v":2}', 1),
+    ):
         newest.write_bytes(garbage)
         cold = cold_log(lake, TRANSACTION_STATE_LOG)
         assert cold.state == full

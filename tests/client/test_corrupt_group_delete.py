@@ -119,8 +119,15 @@ def test_discard_corrupt_deletes_the_group_and_it_starts_again_empty(corrupt, ca
     assert committed(cold, "good") == {TP: 3, TP1: 5}
 
     # A new consumer of that group id joins, finds no committed offset, commits and reads it back.
-    consumer = Consumer({"lakelog.root": lake, "group.id": "bad", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "heartbeat.interval.ms": 50})
+    consumer = Consumer(
+        {
+            "lakelog.root": lake,
+            "group.id": "bad",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "heartbeat.interval.ms": 50,
+        }
+    )
     try:
         consumer.subscribe(["orders"])
         deadline = time.monotonic() + 60
@@ -163,8 +170,7 @@ def test_discard_corrupt_refuses_a_healthy_or_missing_group_and_writes_nothing(c
     assert code == EXIT_BAD_INPUT and out == ""
     assert "group 'good' is served, not set aside by a corrupt record" in err
     # One healthy group among corrupt ones: all are checked before any is deleted.
-    code, _, err = cli(capsys, "groups", "delete", "--group", "bad", "--group", "good", "--discard-corrupt",
-                       "--root", lake)
+    code, _, err = cli(capsys, "groups", "delete", "--group", "bad", "--group", "good", "--discard-corrupt", "--root", lake)
     assert code == EXIT_BAD_INPUT and "'good'" in err
     assert table_fingerprint(offsets_table(lake)) == before
 

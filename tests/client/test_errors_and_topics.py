@@ -4,7 +4,6 @@ Delta tables. Split out of test_producer_consumer.py.
 
 from __future__ import annotations
 
-
 import pytest
 from helpers import table_fingerprint
 
@@ -26,7 +25,6 @@ from lakelog.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-
 from tests.client.clients import NEVER_LINGER_MS, producer
 
 
@@ -154,8 +152,7 @@ def test_describe_topics_gives_offsets_files_versions_and_config(lake, make_topi
     description = futures[topic].result()
     assert description.name == topic
     assert [
-        (d.id, d.log_start_offset, d.high_watermark, d.log_end_offset, d.files, d.table_version)
-        for d in description.partitions
+        (d.id, d.log_start_offset, d.high_watermark, d.log_end_offset, d.files, d.table_version) for d in description.partitions
     ] == [(0, 0, 10, 10, 3, 3), (1, 0, 0, 0, 0, 0)]
     assert description.config["num.partitions"] == 2
     assert description.config["check.expected.offsets"] is True

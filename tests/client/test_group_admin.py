@@ -51,13 +51,16 @@ def test_list_and_describe_consumer_groups_with_states_members_and_epochs(lake, 
     GroupCoordinator(lake).commit_offsets("idle", "", -1, {(topic, 0): (3, "")})
     listed = admin.list_consumer_groups().result()
     assert sorted((g.group_id, g.state) for g in listed.valid) == [
-        ("idle", ConsumerGroupState.EMPTY), ("live", ConsumerGroupState.STABLE),
+        ("idle", ConsumerGroupState.EMPTY),
+        ("live", ConsumerGroupState.STABLE),
     ]
     only_empty = admin.list_consumer_groups(states=[ConsumerGroupState.EMPTY]).result()
     assert [g.group_id for g in only_empty.valid] == ["idle"]
     description = admin.describe_consumer_groups(["live"])["live"].result()
     assert (description.state, description.partition_assignor, description.group_epoch) == (
-        ConsumerGroupState.STABLE, "uniform", 1,
+        ConsumerGroupState.STABLE,
+        "uniform",
+        1,
     )
     [member] = description.members
     assert (member.member_id, member.member_epoch, member.revocation_epoch) == (member_id, 1, 0)
@@ -88,7 +91,8 @@ def test_S7_3_list_consumer_group_offsets_with_require_stable_refuses_pending_on
         admin.list_consumer_group_offsets(asked, require_stable=True)["g"].result()
     producer.commit_transaction()
     assert offsets(admin.list_consumer_group_offsets(asked, require_stable=True)["g"].result()) == {
-        (topic, 0): 2, (topic, 1): 4,
+        (topic, 0): 2,
+        (topic, 1): 4,
     }
 
 
@@ -96,7 +100,8 @@ def test_alter_consumer_group_offsets_only_while_the_group_is_empty(lake, admin,
     request = [ConsumerGroupTopicPartitions("g", [TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 1)])]
     assert offsets(admin.alter_consumer_group_offsets(request)["g"].result()) == {(topic, 0): 5, (topic, 1): 1}
     assert offsets(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("g")])["g"].result()) == {
-        (topic, 0): 5, (topic, 1): 1,
+        (topic, 0): 5,
+        (topic, 1): 1,
     }
     join(lake, "g", topic)
     before = table_fingerprint(lake)

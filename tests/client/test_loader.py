@@ -126,8 +126,11 @@ def test_S9_4_a_loads_record_lives_in_its_rows_and_goes_with_them(lake, make_top
     assert log.table.app_version(f"lakelog.load.{load_id}.rows") is None
     headers = log.fetch(0, max_records=100).rows.column("headers").to_pylist()
     records = {offset: json.loads(h[0]["value"]) for offset, h in enumerate(headers) if h}
-    assert records == {19: {"load": load_id, "start": 0, "rows": 20}, 39: {"load": load_id, "start": 0, "rows": 40},
-                       49: {"load": load_id, "start": 0, "rows": 50}}
+    assert records == {
+        19: {"load": load_id, "start": 0, "rows": 20},
+        39: {"load": load_id, "start": 0, "rows": 40},
+        49: {"load": load_id, "start": 0, "rows": 50},
+    }
     assert all(h[0]["key"] == LOAD_HEADER for h in headers if h)
     before = table_fingerprint(f"{lake}/topics/{topic}")
     again = load(lake, topic, source, batch_records=20, progress=False)
@@ -148,8 +151,11 @@ def test_S9_4_a_load_begun_by_an_older_loader_resumes_from_its_txn_ids(lake, mak
     load_id = default_load_id(source)
     log = open_partition(lake, topic, 0)
     older = pa.table({"value": [json.dumps(row).encode() for row in ROWS[:21]]})
-    log.append(older, BatchHeader(expected_offset=0),
-               app_versions={f"lakelog.load.{load_id}.start": 0, f"lakelog.load.{load_id}.rows": 21})
+    log.append(
+        older,
+        BatchHeader(expected_offset=0),
+        app_versions={f"lakelog.load.{load_id}.start": 0, f"lakelog.load.{load_id}.rows": 21},
+    )
     result = load(lake, topic, source, batch_records=10, progress=False)
     assert (result.start_offset, result.resumed_from_row, result.appended_by_this_run) == (0, 21, 29)
     assert load(lake, topic, source, batch_records=10, progress=False).appended_by_this_run == 0

@@ -28,8 +28,14 @@ GROUP = "g"
 
 def group_consumer(lake: str, clock=wall_clock_ms, **conf) -> Consumer:
     return Consumer(
-        {"lakelog.root": lake, "group.id": GROUP, "heartbeat.interval.ms": 50, "enable.auto.commit": False,
-         "auto.offset.reset": "earliest", **conf},
+        {
+            "lakelog.root": lake,
+            "group.id": GROUP,
+            "heartbeat.interval.ms": 50,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            **conf,
+        },
         clock=clock,
     )
 
@@ -109,9 +115,7 @@ def test_S7_2_a_removed_members_offsets_are_refused_though_its_producer_epoch_is
     assert committed(lake, topic, 1) == {0: None}
 
 
-def test_S7_2_a_stale_generation_is_illegal_generation_for_a_transaction_and_stale_epoch_for_a_commit(
-    lake, make_topic
-):
+def test_S7_2_a_stale_generation_is_illegal_generation_for_a_transaction_and_stale_epoch_for_a_commit(lake, make_topic):
     """After a revocation bumped the member 1 -> 2, metadata taken at epoch 1 is a zombie's (S6.4)."""
     topic = make_topic(partitions=2)
     first, second, old = split_between_two(lake, topic)
@@ -136,9 +140,7 @@ def test_S7_2_a_stale_generation_is_illegal_generation_for_a_transaction_and_sta
 # -- KAFKA-19779 -----------------------------------------------------------------------------------
 
 
-def test_S6_4_kafka_19779_epoch_bumped_without_revocation_accepts_the_old_epoch_then_a_revocation_fences_it(
-    lake, make_topic
-):
+def test_S6_4_kafka_19779_epoch_bumped_without_revocation_accepts_the_old_epoch_then_a_revocation_fences_it(lake, make_topic):
     topic, other = make_topic(partitions=4, name="orders"), make_topic(partitions=1, name="other")
     coordinator = GroupCoordinator(lake)
     precise = GroupCoordinator(lake, broker_config={"group.consumer.partition.revocation.epochs.enable": True})

@@ -33,7 +33,6 @@ from lakelog.errors import (
 )
 from lakelog.log import BatchHeader, open_partition, payload_table
 from lakelog.store import Table
-
 from tests.client.clients import NEVER_LINGER_MS, leo, producer, read_all, version
 
 

@@ -232,8 +232,12 @@ def test_the_cli_sweep_runs_the_sink_records_step_unless_skipped(root, make_topi
     others = ["--skip", "transactions", "--skip", "groups", "--skip", "log-cleaner", "--skip", "internal-compaction"]
 
     def sweep(*extra: str) -> dict:
-        done = subprocess.run([sys.executable, "-m", "lakelog.cli", "coordinator", "sweep", "--root", root, *others, *extra],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "lakelog.cli", "coordinator", "sweep", "--root", root, *others, *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 

@@ -67,7 +67,7 @@ def test_S2_4_a_unit_loads_once_and_a_repeat_appends_nothing_and_says_where_it_i
     assert not again.loaded
     assert (again.rows, dict(again.offsets)) == (300, dict(first.offsets))
     assert table_fingerprint(lake) == before  # not even an epoch bump (S8.3)
-    assert committed_ids(lake, topic) == Counter({i: 1 for i in ids})
+    assert committed_ids(lake, topic) == Counter(dict.fromkeys(ids, 1))
     # Keyed rows land where the Producer would put them: every key in one partition.
     where = {}
     for partition in range(PARTITIONS):
@@ -158,7 +158,9 @@ def test_S2_1_a_batch_record_that_loses_its_offset_decides_again_or_times_out(
     topic = make_topic(partitions=1)
     mine = "sink-mine"
     home = partition_for_transactional_id(mine, SINK_BATCHES_PARTITIONS)
-    other = next(f"sink-{i}" for i in range(10_000) if partition_for_transactional_id(f"sink-{i}", SINK_BATCHES_PARTITIONS) == home)
+    other = next(
+        f"sink-{i}" for i in range(10_000) if partition_for_transactional_id(f"sink-{i}", SINK_BATCHES_PARTITIONS) == home
+    )
     monkeypatch.setattr(batch_writer, "RECORD_TIMEOUT_S", record_timeout_s)
     writer, rival = TransactionalBatchWriter(lake, mine), TransactionalBatchWriter(lake, other)
 
@@ -195,12 +197,28 @@ def test_S8_3_bad_input_is_refused_before_anything_is_written(lake, make_topic, 
     sources.io.write((sources / "rows.txt").uri, b"1\n")
     before = table_fingerprint(lake)
     calls = {
-        "no file matches": (lambda: load_unit(lake, topic, (sources / "nothing-*.parquet").uri, "u"), InvalidRequest, "matches no file"),
-        "not parquet": (lambda: load_unit(lake, topic, (sources / "bad.parquet").uri, "u"), InvalidRequest, "cannot be read as parquet"),
+        "no file matches": (
+            lambda: load_unit(lake, topic, (sources / "nothing-*.parquet").uri, "u"),
+            InvalidRequest,
+            "matches no file",
+        ),
+        "not parquet": (
+            lambda: load_unit(lake, topic, (sources / "bad.parquet").uri, "u"),
+            InvalidRequest,
+            "cannot be read as parquet",
+        ),
         "missing topic": (lambda: load_unit(lake, "absent", good, "u"), UnknownTopicOrPartition, "does not exist"),
         "missing key column": (lambda: load_unit(lake, topic, good, "u", key_column="nope"), InvalidRequest, "key column 'nope'"),
-        "not JSON lines": (lambda: load_unit(lake, topic, (sources / "bad.jsonl").uri, "u"), InvalidRequest, "cannot be read as jsonl"),
-        "unknown format": (lambda: load_unit(lake, topic, (sources / "rows.txt").uri, "u"), InvalidRequest, "cannot tell the format"),
+        "not JSON lines": (
+            lambda: load_unit(lake, topic, (sources / "bad.jsonl").uri, "u"),
+            InvalidRequest,
+            "cannot be read as jsonl",
+        ),
+        "unknown format": (
+            lambda: load_unit(lake, topic, (sources / "rows.txt").uri, "u"),
+            InvalidRequest,
+            "cannot tell the format",
+        ),
     }
     call, error, words = calls[case]
     with pytest.raises(error, match=words) as raised:
@@ -239,7 +257,7 @@ def test_S4_1_two_processes_racing_on_one_unit_load_it_once(lake, make_topic, so
         # Every racer was fenced by a later one: the unit is not loaded yet, and the next attempt loads it.
         assert committed == Counter()
         assert load_unit(lake, topic, source, "raced", key_column="id").loaded
-    assert committed_ids(lake, topic) == Counter({i: 1 for i in ids})
+    assert committed_ids(lake, topic) == Counter(dict.fromkeys(ids, 1))
 
 
 def _load_and_get_killed(root: str, topic: str, source: str) -> None:
@@ -267,7 +285,7 @@ def test_S4_2_a_process_killed_mid_load_leaves_nothing_visible_and_the_rerun_loa
     assert written == 60  # three batches of 20 reached the log, uncommitted
     assert committed_ids(lake, topic) == Counter()
     assert load_unit(lake, topic, source, "killed").loaded
-    assert committed_ids(lake, topic) == Counter({i: 1 for i in ids})
+    assert committed_ids(lake, topic) == Counter(dict.fromkeys(ids, 1))
     # The dead attempt's rows stay in the log as an aborted transaction (S4.2), never read as committed.
     data = 0
     for partition in range(PARTITIONS):

@@ -126,7 +126,9 @@ def test_describe_configs_gives_a_topics_stored_config_and_the_roots_defaults(ro
     futures = admin.describe_configs([resource, broker, ConfigResource(ResourceType.TOPIC, "missing")])
     entries = futures[resource].result()
     assert (entries["retention.ms"].value, entries["retention.ms"].source, entries["retention.ms"].is_default) == (
-        "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG, False,
+        "1000",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        False,
     )
     assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == ("delete", ConfigSource.DEFAULT_CONFIG)
     assert entries["num.partitions"].is_read_only
@@ -139,15 +141,23 @@ def test_describe_configs_gives_a_topics_stored_config_and_the_roots_defaults(ro
 @pytest.mark.roots("local", "s3")
 def test_incremental_alter_configs_set_delete_append_subtract_reach_every_partition(root, admin, topic):
     name = topic(partitions=3, config={"retention.ms": 1000})
-    resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
-        ConfigEntry("retention.bytes", "4096", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
-    ])
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        name,
+        incremental_configs=[
+            ConfigEntry("retention.bytes", "4096", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+        ],
+    )
     assert admin.incremental_alter_configs([resource])[resource].result() is None
     for partition in range(3):
         stored = configs(root, name, partition)
-        assert (stored["retention.bytes"], stored["retention.ms"], stored["cleanup.policy"]) == (4096, 604800000, "compact,delete")
+        assert (stored["retention.bytes"], stored["retention.ms"], stored["cleanup.policy"]) == (
+            4096,
+            604800000,
+            "compact,delete",
+        )
     subtract = ConfigResource(ResourceType.TOPIC, name)
     subtract.add_incremental_config(ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT))
     admin.incremental_alter_configs([subtract])[subtract].result()
@@ -156,7 +166,9 @@ def test_incremental_alter_configs_set_delete_append_subtract_reach_every_partit
 
 
 def _incremental(name: str, key: str, value: str | None, operation=AlterConfigOpType.SET) -> ConfigResource:
-    return ConfigResource(ResourceType.TOPIC, name, incremental_configs=[ConfigEntry(key, value, incremental_operation=operation)])
+    return ConfigResource(
+        ResourceType.TOPIC, name, incremental_configs=[ConfigEntry(key, value, incremental_operation=operation)]
+    )
 
 
 @pytest.mark.parametrize(
@@ -186,7 +198,10 @@ def test_alter_configs_replaces_the_whole_config_keeping_the_partition_count(roo
     assert futures[resource].result() is None
     stored = configs(root, name, 1)
     assert (stored["retention.bytes"], stored["retention.ms"], stored["segment.files"], stored["num.partitions"]) == (
-        2048, 604800000, 200, 2,
+        2048,
+        604800000,
+        200,
+        2,
     )
     before = table_fingerprint(root)
     checked = ConfigResource(ResourceType.TOPIC, name, set_config={"retention.ms": "1"})
@@ -284,7 +299,11 @@ def test_list_consumer_groups_with_an_empty_set_lists_every_group(root, admin, t
     with pytest.raises(TypeError):
         admin.list_consumer_groups(states={"EMPTY"})
     description = admin.describe_consumer_groups(["live"])["live"].result()
-    assert (description.coordinator.id, description.type, description.authorized_operations) == (0, ConsumerGroupType.CONSUMER, None)
+    assert (description.coordinator.id, description.type, description.authorized_operations) == (
+        0,
+        ConsumerGroupType.CONSUMER,
+        None,
+    )
     [member] = description.members
     assert member.assignment.topic_partitions == [TopicPartition(name, 0)] and member.client_id == ""
     # confluent's classic-protocol state names run in handlers, as KIP-848's nearest states.
@@ -395,10 +414,14 @@ def test_options_and_requests_are_checked_before_any_future_as_confluents(admin)
         admin.incremental_alter_configs([_incremental("t", "retention.ms", "1", operation="SET")])
     with pytest.raises(ValueError):
         admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "t")])
-    twice = ConfigResource(ResourceType.TOPIC, "t", incremental_configs=[
-        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
-    ])
+    twice = ConfigResource(
+        ResourceType.TOPIC,
+        "t",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
     with pytest.raises(KafkaException):
         admin.incremental_alter_configs([twice])
     with pytest.raises(ValueError):

@@ -341,7 +341,7 @@ def test_a_producer_with_acks_below_all_still_delivers_every_message_committed(r
     producer = Producer({"lakelog.root": root, "acks": acks, "on_delivery": lambda e, m: reports.append((e, m))})
     producer.produce("t", value=b"x")
     assert producer.flush(10) == 0
-    (error, message), = reports
+    ((error, message),) = reports
     assert error is None and message.offset() == 0
 
 

@@ -242,8 +242,11 @@ def test_max_poll_interval_exceeded_leaves_the_group_reports_max_poll_exceeded_t
         # It has left: the coordinator no longer holds it, so its partitions are free for others.
         assert first_member not in GroupCoordinator(root).describe(GROUP).members
         c.poll(0.1)
-        assert events == [("assign", [(name, 0), (name, 1)]), ("lost", [(name, 0), (name, 1)]),
-                          ("assign", [(name, 0), (name, 1)])]
+        assert events == [
+            ("assign", [(name, 0), (name, 1)]),
+            ("lost", [(name, 0), (name, 1)]),
+            ("assign", [(name, 0), (name, 1)]),
+        ]
         assert c.memberid() not in (None, first_member)
         assert owned(c) == {(name, 0), (name, 1)}
 
@@ -287,7 +290,6 @@ def test_assigning_a_missing_topic_is_accepted_reported_once_and_read_once_it_ex
         # A partition past an existing topic's count is refused at once, as before.
         with pytest.raises(UnknownTopicOrPartition):
             c.incremental_assign([TopicPartition("later", 5, 0)])
-
 
 
 def test_a_missing_subscribed_topic_is_reported_by_poll_once_and_assigned_once_created(root, topic):
@@ -346,7 +348,12 @@ def test_bad_arguments_raise_confluents_type_and_value_errors_and_a_closed_consu
     with pytest.raises(ValueError):
         c.consume(2_000_000, 0)
     c.close()
-    for call in (lambda: c.list_topics(), c.memberid, lambda: c.pause([TopicPartition(name, 0)]),
-                 lambda: c.resume([TopicPartition(name, 0)]), lambda: c.offsets_for_times([TopicPartition(name, 0, 0)])):
+    for call in (
+        lambda: c.list_topics(),
+        c.memberid,
+        lambda: c.pause([TopicPartition(name, 0)]),
+        lambda: c.resume([TopicPartition(name, 0)]),
+        lambda: c.offsets_for_times([TopicPartition(name, 0, 0)]),
+    ):
         with pytest.raises(RuntimeError, match="Consumer closed"):
             call()

@@ -42,8 +42,18 @@ def test_positional_arguments_in_confluents_order():
 
 def test_keyword_arguments():
     error = KafkaError(KafkaError._MSG_TIMED_OUT)
-    message = Message(topic="t", partition=1, offset=2, key=b"k", value=b"vv", headers=[], error=error,
-                      timestamp=(0, 4), latency=5.67, leader_epoch=3)
+    message = Message(
+        topic="t",
+        partition=1,
+        offset=2,
+        key=b"k",
+        value=b"vv",
+        headers=[],
+        error=error,
+        timestamp=(0, 4),
+        latency=5.67,
+        leader_epoch=3,
+    )
     assert (message.partition(), message.offset(), len(message), message.error()) == (1, 2, 2, error)
 
 
@@ -56,7 +66,11 @@ def test_setters_replace_each_field():
     message.set_headers([("h", None)])
     message.set_error(error)
     assert (message.topic(), message.value(), message.key(), message.headers(), message.error()) == (
-        "t", b"value", b"k", [("h", None)], error,
+        "t",
+        b"value",
+        b"k",
+        [("h", None)],
+        error,
     )
     assert len(message) == 5
 

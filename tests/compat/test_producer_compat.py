@@ -112,9 +112,7 @@ def test_close_aborts_an_open_transaction_so_readers_are_not_held(root, topic):
     p.flush()
     p.produce(name, "queued", partition=0)
     assert p.close() is True
-    assert [(m.value(), e and e.code()) for e, m in reports] == [
-        (b"written", None), (b"queued", KafkaError._PURGE_QUEUE)
-    ]
+    assert [(m.value(), e and e.code()) for e, m in reports] == [(b"written", None), (b"queued", KafkaError._PURGE_QUEUE)]
     log = open_partition(root, name, 0)
     assert log.last_stable_offset() == log.high_watermark() == 2  # the row and the abort marker
     assert committed_values(root, name) == []
@@ -220,9 +218,7 @@ def test_a_missing_topic_makes_the_transaction_abort_only(root, topic):
     assert raised.value.args[0].txn_requires_abort()
     p.abort_transaction()
     assert committed_values(root, name) == []
-    assert {(m.topic(), e and e.code()) for e, m in reports} == {
-        ("missing", KafkaError.UNKNOWN_TOPIC_OR_PART), (name, None)
-    }
+    assert {(m.topic(), e and e.code()) for e, m in reports} == {("missing", KafkaError.UNKNOWN_TOPIC_OR_PART), (name, None)}
 
 
 def test_a_missing_topic_is_created_when_the_producer_and_the_root_allow_it(root):
@@ -290,7 +286,8 @@ def test_purge_reports_queued_messages_with_purge_queue_and_writes_nothing(root,
     assert reports == []  # reports wait for poll()/flush(), as confluent's
     assert p.poll(0) == 2
     assert [(e.code(), m.value(), m.offset()) for e, m in reports] == [
-        (KafkaError._PURGE_QUEUE, b"a", None), (KafkaError._PURGE_QUEUE, b"b", None)
+        (KafkaError._PURGE_QUEUE, b"a", None),
+        (KafkaError._PURGE_QUEUE, b"b", None),
     ]
     assert p.flush() == 0
     assert table_fingerprint(root) == before  # S8.3

@@ -195,7 +195,7 @@ def test_transactions_on_the_main_thread_while_a_poll_thread_runs(root, topic):
     # In each transaction its messages are in produce order.
     for t in range(transactions):
         prefix = f"t{t}-".encode()
-        assert [int(v[len(prefix):]) for v in values if v.startswith(prefix)] == list(range(per_transaction))
+        assert [int(v[len(prefix) :]) for v in values if v.startswith(prefix)] == list(range(per_transaction))
 
 
 def test_a_delivery_callback_may_produce_again_while_other_threads_produce(root, topic):
@@ -208,8 +208,9 @@ def test_a_delivery_callback_may_produce_again_while_other_threads_produce(root,
 
     def on_delivery(error, message) -> None:
         assert error is None
-        p.produce(replies, b"re:" + message.value(),
-                  on_delivery=lambda error, message: reply_reports.append((error, message.value())))
+        p.produce(
+            replies, b"re:" + message.value(), on_delivery=lambda error, message: reply_reports.append((error, message.value()))
+        )
 
     threads = Threads()
     poller = Poller(threads, p, 0.05)
@@ -223,9 +224,7 @@ def test_a_delivery_callback_may_produce_again_while_other_threads_produce(root,
     p.close()
 
     assert sorted(reply_reports) == sorted((None, f"re:m{i}".encode()) for i in range(count))
-    assert sorted(m.value() for m in read_all(root, replies, timeout=60.0)) == sorted(
-        f"re:m{i}".encode() for i in range(count)
-    )
+    assert sorted(m.value() for m in read_all(root, replies, timeout=60.0)) == sorted(f"re:m{i}".encode() for i in range(count))
 
 
 def test_flush_goes_on_while_callbacks_produce_until_its_timeout(root, topic):

@@ -139,8 +139,10 @@ def test_the_plain_clients_still_refuse_serializer_keys(root):
 
 @pytest.mark.parametrize(
     "field, raised, code",
-    [("key", KeySerializationError, KafkaError._KEY_SERIALIZATION),
-     ("value", ValueSerializationError, KafkaError._VALUE_SERIALIZATION)],
+    [
+        ("key", KeySerializationError, KafkaError._KEY_SERIALIZATION),
+        ("value", ValueSerializationError, KafkaError._VALUE_SERIALIZATION),
+    ],
 )
 def test_S8_3_a_failing_serializer_raises_before_anything_is_queued(root, topic, field, raised, code):
     name = topic()

@@ -146,8 +146,15 @@ def test_header_that_is_not_a_batch_header_refused(log, header):
 
 @pytest.mark.parametrize(
     "arguments",
-    [{"start_offset": "0"}, {"start_offset": 0.0}, {"start_offset": None}, {"start_offset": True},
-     {"start_offset": 0, "max_records": "5"}, {"start_offset": 0, "max_bytes": 1.5}, {"start_offset": 0, "max_records": -1}],
+    [
+        {"start_offset": "0"},
+        {"start_offset": 0.0},
+        {"start_offset": None},
+        {"start_offset": True},
+        {"start_offset": 0, "max_records": "5"},
+        {"start_offset": 0, "max_bytes": 1.5},
+        {"start_offset": 0, "max_records": -1},
+    ],
 )
 def test_fetch_bad_arguments_refused(log, arguments):
     with unchanged(log.table.uri), pytest.raises(OffsetOutOfRange):

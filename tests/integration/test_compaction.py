@@ -9,9 +9,9 @@ import pytest
 
 from lakelog.errors import OutOfOrderSequence
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, BatchHeader, ControlType, PartitionLog, open_partition, payload_table
-from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.compaction import compact_partition
 from lakelog.log.scan import LATEST, plan_scan
+from lakelog.log.verification import _UNVERIFIED
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -106,7 +106,9 @@ def test_S9_3_S5_1_aborted_rows_go_committed_stay_and_an_open_transaction_is_not
     epochs = {1: 0, 2: 0, 3: 0}
 
     def txn(pid: int, sequence: int, *pairs):
-        return log.append(keyed(*pairs), BatchHeader(pid, epochs[pid], sequence, is_transactional=True), transaction=_UNVERIFIED).base_offset
+        return log.append(
+            keyed(*pairs), BatchHeader(pid, epochs[pid], sequence, is_transactional=True), transaction=_UNVERIFIED
+        ).base_offset
 
     def end(pid: int, control: ControlType):
         epochs[pid] += 1
@@ -243,7 +245,11 @@ def test_S9_4_S9_3_an_expired_producers_last_batch_and_marker_go_and_its_verdict
     assert compact_partition(log, clock()) is not None
     cold = open_partition(root, name, 0, clock=clock)
     kept = rows(cold)
-    assert [(key, value) for _, key, value, control in kept if control is None] == [(b"a", b"new"), (b"b", b"new"), (b"c", b"dirty")]
+    assert [(key, value) for _, key, value, control in kept if control is None] == [
+        (b"a", b"new"),
+        (b"b", b"new"),
+        (b"c", b"dirty"),
+    ]
     assert [control for *_, control in kept if control is not None] == []  # producer 7's marker went with it
     assert cold.producer_entry(7) is None and cold.producer_entry(42) is None
     with pytest.raises(UnknownProducerId):

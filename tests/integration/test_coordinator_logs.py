@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-
 from helpers import FakeClock
+
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.errors import ProducerFenced
@@ -48,7 +48,9 @@ def test_S4_1_a_fence_is_an_info_line_and_so_is_the_refusal_of_the_fenced_produc
     lines = info_lines(caplog)
     # The zombie's open transaction is aborted (S4.2), then the id is initialised at the next epoch.
     assert any("transactional.id 'etl': PrepareAbort" in line for line in lines), lines
-    assert any("transactional.id 'etl': initialised" in line and "earlier epoch is fenced (S4.1)" in line for line in lines), lines
+    assert any("transactional.id 'etl': initialised" in line and "earlier epoch is fenced (S4.1)" in line for line in lines), (
+        lines
+    )
     caplog.clear()
     with pytest.raises(ProducerFenced):
         zombie.commit_transaction()
@@ -66,8 +68,10 @@ def test_S4_7_the_sweeps_abort_is_an_info_line(lake, caplog):
     caplog.set_level(logging.INFO, logger=COORDINATOR)
     assert TransactionCoordinator(lake, clock=clock).sweep().aborted_timed_out == ["etl"]
     lines = info_lines(caplog)
-    assert any("sweep: transactional.id 'etl' past transaction.timeout.ms: aborting, its producer fenced (S4.7)" in line
-               for line in lines), lines
+    assert any(
+        "sweep: transactional.id 'etl' past transaction.timeout.ms: aborting, its producer fenced (S4.7)" in line
+        for line in lines
+    ), lines
     assert any("transactional.id 'etl': PrepareAbort" in line for line in lines), lines
     assert any("transactional.id 'etl': CompleteAbort" in line for line in lines), lines
 

@@ -26,8 +26,8 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
-from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.transactions import TransactionIndex
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import Location
 from lakelog.store.maintenance import compact, vacuum
 from lakelog.store.sidecar import SIDECAR_DIR
@@ -163,8 +163,15 @@ def test_S5_2_read_committed_never_returns_open_or_aborted_rows_or_markers(root,
     w.plain("n8")  # 8: not transactional, but above the LSO
     assert read(log, READ_COMMITTED) == [(0, "n0"), (1, "committed1"), (2, "committed2")]
     assert read(log, READ_UNCOMMITTED) == [
-        (0, "n0"), (1, "committed1"), (2, "committed2"), (3, "aborted3"), (4, "COMMIT"),
-        (5, "aborted5"), (6, "ABORT"), (7, "open7"), (8, "n8"),
+        (0, "n0"),
+        (1, "committed1"),
+        (2, "committed2"),
+        (3, "aborted3"),
+        (4, "COMMIT"),
+        (5, "aborted5"),
+        (6, "ABORT"),
+        (7, "open7"),
+        (8, "n8"),
     ]
     w.marker(3, COMMIT)  # 9
     committed = [(0, "n0"), (1, "committed1"), (2, "committed2"), (7, "open7"), (8, "n8")]

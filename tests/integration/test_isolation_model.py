@@ -28,8 +28,8 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
-from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.transactions import TransactionIndex
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.store.maintenance import compact
 
 PRODUCERS = (1, 2, 3)
@@ -112,8 +112,8 @@ def test_S5_random_histories_match_the_reference_model(root, history, max_record
     writer = open_partition(root, topic, 0)
     incremental = open_partition(root, topic, 0)
     model = Model()
-    epochs = {producer_id: 0 for producer_id in PRODUCERS}
-    sequences = {producer_id: 0 for producer_id in PRODUCERS}
+    epochs = dict.fromkeys(PRODUCERS, 0)
+    sequences = dict.fromkeys(PRODUCERS, 0)
     lso_seen = [0]
     snapshotting = TransactionIndex(snapshot_every_offsets=3)
     for step, (kind, producer_id, argument) in enumerate(history):

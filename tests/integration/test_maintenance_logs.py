@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-
 from helpers import table_fingerprint
+
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store.maintenance import MaintenancePolicy, maintain
 

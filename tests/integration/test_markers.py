@@ -24,7 +24,11 @@ def test_S4_6_marker_fences_the_transactions_epoch_and_resets_sequences(root, to
     assert (marker.base_offset, marker.duplicate) == (2, False)
     row = log.fetch(2).rows.to_pylist()[0]
     assert (row["control"], row["producer_id"], row["producer_epoch"], row["sequence"], row["is_transactional"]) == (
-        "COMMIT", 5, 4, -1, True,
+        "COMMIT",
+        5,
+        4,
+        -1,
+        True,
     )
     before = table_fingerprint(log.table.uri)
     with pytest.raises(ProducerFenced):  # the zombie's next sequence, at the old epoch

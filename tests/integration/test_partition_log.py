@@ -19,8 +19,8 @@ from lakelog.errors import (
     UnknownProducerId,
 )
 from lakelog.log import BatchHeader, ControlType, PartitionLog, allocate_producer_id, open_partition, payload_table
-from lakelog.log.producer_state import ProducerEntry
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID
+from lakelog.log.producer_state import ProducerEntry
 from lakelog.log.records import MAX_SEQUENCE, PARTITION_SCHEMA, conform_payload, stamp
 from lakelog.store import Location
 
@@ -509,7 +509,9 @@ def test_S3_4_older_epoch_refused_newer_epoch_starts_at_zero(root, topic):
     log.append(numbered("e1-", 2), BatchHeader(producer_id=6, producer_epoch=1, base_sequence=0))
     error = refuses(log, InvalidProducerEpoch, batch(b"old"), BatchHeader(producer_id=6, producer_epoch=0, base_sequence=0))
     assert error.producer_epoch == 1
-    refuses(log, ProducerFenced, batch(b"old"), BatchHeader(producer_id=6, producer_epoch=0, base_sequence=2, is_transactional=True))
+    refuses(
+        log, ProducerFenced, batch(b"old"), BatchHeader(producer_id=6, producer_epoch=0, base_sequence=2, is_transactional=True)
+    )
     error = refuses(log, OutOfOrderSequence, batch(b"new"), BatchHeader(producer_id=6, producer_epoch=2, base_sequence=2))
     assert error.expected_sequence == 0
     assert log.append(batch(b"new"), BatchHeader(producer_id=6, producer_epoch=2, base_sequence=0)).base_offset == 2

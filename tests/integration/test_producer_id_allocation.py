@@ -29,8 +29,6 @@ TOPIC = "orders"
 TIMEOUT_MS = 60_000
 
 
-
-
 @pytest.fixture
 def lake(root):
     AdminClient({"lakelog.root": root}).create_topics([NewTopic(TOPIC, num_partitions=2)])
@@ -108,8 +106,7 @@ def test_S8_3_a_race_lost_after_the_allocation_reuses_the_id(lake):
     partitions = TransactionCoordinator(lake).num_partitions
     home = partition_for_transactional_id("app", partitions)
     neighbour = next(
-        name for name in (f"other-{n}" for n in itertools.count())
-        if partition_for_transactional_id(name, partitions) == home
+        name for name in (f"other-{n}" for n in itertools.count()) if partition_for_transactional_id(name, partitions) == home
     )
     other = TransactionCoordinator(lake)
     ids_before = next_producer_id(lake)

@@ -19,8 +19,8 @@ from hypothesis.stateful import RuleBasedStateMachine, rule
 from lakelog.errors import KafkaException, OutOfOrderSequence
 from lakelog.log import BatchHeader, ControlType, create_topic, open_partition, payload_table
 from lakelog.log.producer_state import ProducerEntry, Verdict, check_batch
-from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.records import NO_SEQUENCE, last_sequence, next_sequence
+from lakelog.log.verification import _UNVERIFIED
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +46,13 @@ class ProducerStateMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    @rule(pid=st.sampled_from(PRODUCERS), handle=st.sampled_from([0, 1]), count=st.integers(1, 3),
-          base=st.sampled_from(["next", "zero", "retry", "gap"]), epoch_step=st.sampled_from([0, 0, 0, 1, -1]))
+    @rule(
+        pid=st.sampled_from(PRODUCERS),
+        handle=st.sampled_from([0, 1]),
+        count=st.integers(1, 3),
+        base=st.sampled_from(["next", "zero", "retry", "gap"]),
+        epoch_step=st.sampled_from([0, 0, 0, 1, -1]),
+    )
     def append(self, pid, handle, count, base, epoch_step):
         known = self.model.get(pid)
         epoch = max(0, (known.producer_epoch if known else 0) + epoch_step)

@@ -20,9 +20,9 @@ from helpers import table_fingerprint
 
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
 from lakelog.log import BatchHeader, ControlType, PartitionLog, open_partition, payload_table
-from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, LOG_START_OFFSET_APP_ID
 from lakelog.log.records import conform_payload, stamp
+from lakelog.log.verification import _UNVERIFIED
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -223,8 +223,9 @@ def test_S9_4_new_producer_id_decided_without_reading_data(root, topic):
     other = open_partition(root, name, 0)
     reads = count_reads(other)
     refused(other, OutOfOrderSequence, BatchHeader(4, 1, 5))  # a new epoch must start at 0: no batch search
-    assert len(reads) == 1 and all(entry.min_producer_id <= 4 <= entry.max_producer_id
-                                   for entry in other.table.files() if entry.path in reads)
+    assert len(reads) == 1 and all(
+        entry.min_producer_id <= 4 <= entry.max_producer_id for entry in other.table.files() if entry.path in reads
+    )
 
 
 def test_S9_4_producer_whose_rows_are_gone_is_unknown(root, topic):

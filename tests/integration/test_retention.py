@@ -9,10 +9,10 @@ from helpers import table_fingerprint
 
 from lakelog.errors import OffsetOutOfRange, PolicyViolation
 from lakelog.log import READ_COMMITTED, BatchHeader, ControlType, open_partition, payload_table
-from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.retention import delete_records, enforce_retention
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import TransactionIndex
+from lakelog.log.verification import _UNVERIFIED
 from lakelog.store.retry import RetryPolicy
 
 DAY_MS = 86_400_000

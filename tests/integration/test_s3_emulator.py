@@ -221,8 +221,9 @@ def test_wrong_keys_are_refused_in_authenticated_mode(s3_auth, uri):
         (unknown, "InvalidAccessKeyId", "INVALID_ACCESS_KEY_ID"),
         (wrong_secret, "SignatureDoesNotMatch", "SIGNATURE_DOES_NOT_MATCH"),
     ]:
-        bad = s3_auth.storage_options(aws_access_key_id=credentials.access_key_id,
-                                      aws_secret_access_key=credentials.secret_access_key)
+        bad = s3_auth.storage_options(
+            aws_access_key_id=credentials.access_key_id, aws_secret_access_key=credentials.secret_access_key
+        )
         with pytest.raises(OSError, match=rf"(?s)403 Forbidden.*<Code>{code}</Code>"):
             DeltaTable(uri, storage_options=bad)
         with pytest.raises(OSError, match=rf"(?s)403 Forbidden.*<Code>{code}</Code>"):

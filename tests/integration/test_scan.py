@@ -8,8 +8,8 @@ import pytest
 
 from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, BatchHeader, ControlType, create_topic, open_partition, payload_table
-from lakelog.log.verification import _UNVERIFIED
 from lakelog.log.scan import EARLIEST, LATEST, parse_offsets_json, plan_scan
+from lakelog.log.verification import _UNVERIFIED
 
 pytestmark = pytest.mark.roots("local", "s3")
 

@@ -35,7 +35,11 @@ def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) 
     environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "lakelog.cli", *args],
-        capture_output=True, text=True, env=environment, cwd=cwd or REPO, timeout=120,
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=cwd or REPO,
+        timeout=120,
     )
 
 
@@ -125,8 +129,11 @@ def test_S12_1_wrong_credentials_are_refused_and_create_nothing(authenticated):
         check_root(f"s3://{BUCKET}/lake-api", options)
     assert every_object(authenticated) == before
     # The right keys, given as explicit options that override the environment (which has none here).
-    right = {"access_key_id": authenticated.credentials.access_key_id,
-             "secret_access_key": authenticated.credentials.secret_access_key, **_endpoint(authenticated)}
+    right = {
+        "access_key_id": authenticated.credentials.access_key_id,
+        "secret_access_key": authenticated.credentials.secret_access_key,
+        **_endpoint(authenticated),
+    }
     storage = {f"lakelog.storage.{key}": value for key, value in right.items()}
     AdminClient({"lakelog.root": f"s3://{BUCKET}/lake-api", **storage}).create_topics([NewTopic("t", 1)])["t"].result()
     producer = Producer({"lakelog.root": f"s3://{BUCKET}/lake-api", **storage})
@@ -145,8 +152,15 @@ def test_S12_2_a_store_that_ignores_conditional_puts_is_refused_when_opened(s3):
         before = every_object(s3)
         with pytest.raises(InvalidConfig, match="conditional put"):
             check_root("s3://lakelog-tests/unsafe", options)
-        result = cli("topics", "create", "t", "--root", "s3://lakelog-tests/unsafe", "--storage-option",
-                     f"endpoint_url={proxy.endpoint_url}")
+        result = cli(
+            "topics",
+            "create",
+            "t",
+            "--root",
+            "s3://lakelog-tests/unsafe",
+            "--storage-option",
+            f"endpoint_url={proxy.endpoint_url}",
+        )
         refused(result, 2, "INVALID_CONFIG", "If-None-Match")
         assert every_object(s3) == before
     # The same store without the proxy is accepted: the refusal was the store's behaviour, not the root.
@@ -294,7 +308,9 @@ def test_S12_3_a_commit_still_in_flight_is_neither_failed_nor_retried_blindly(th
         # The commit PUT is held until the retry's own commit PUT arrives (or 8 s pass), then both go in order.
         gate = proxy.gate(COMMIT_FILE, parties=2, timeout=8.0)
         delivered = []
-        producer.produce("t", value=b"held", partition=0, on_delivery=lambda error, message: delivered.append((error, message.offset())))
+        producer.produce(
+            "t", value=b"held", partition=0, on_delivery=lambda error, message: delivered.append((error, message.offset()))
+        )
         producer.flush()
     finally:
         logging.getLogger("lakelog.client.producer").removeHandler(handler)
@@ -314,8 +330,14 @@ def test_S12_1_the_cli_works_on_an_s3_root_and_loads_a_source_from_s3(s3_root):
     import pyarrow as pa
 
     def ok(*args: str, stdin: str | None = None) -> str:
-        result = subprocess.run([sys.executable, "-m", "lakelog.cli", *args, "--root", s3_root], input=stdin,
-                                capture_output=True, text=True, cwd=REPO, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-m", "lakelog.cli", *args, "--root", s3_root],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr
         return result.stdout
 
@@ -331,6 +353,6 @@ def test_S12_1_the_cli_works_on_an_s3_root_and_loads_a_source_from_s3(s3_root):
     assert '"appended_by_this_run": 0' in again  # S2.4: the same source again appends nothing
     consumed = ok("consume", "orders").splitlines()
     assert len(consumed) == 27 and sum('"value": "hello"' in line for line in consumed) == 1
-    assert "3" in ok("sql", "SELECT count(*) FROM orders WHERE partition = 0 AND \"offset\" < 3", "--format", "csv")
+    assert "3" in ok("sql", 'SELECT count(*) FROM orders WHERE partition = 0 AND "offset" < 3', "--format", "csv")
     assert ok("transactions", "list").splitlines()[0].startswith("TransactionalId")
     assert '"aborted_timed_out": []' in ok("coordinator", "sweep")

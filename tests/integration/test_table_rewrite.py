@@ -12,13 +12,13 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from helpers import table_fingerprint
+
 from lakelog.errors import CommitConflict
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store import Table
-from lakelog.store.maintenance import compact
 from lakelog.store.file_stats import file_statistics
+from lakelog.store.maintenance import compact
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -39,7 +39,12 @@ def test_S9_1_S9_3_a_rewrite_removes_and_adds_files_as_the_next_version_and_a_ne
     rows = pa.concat_tables([table.read_file(first), table.read_file(second)])
     # Key compaction keeps the last record per key: offsets 0 and 1 are overwritten by 3 and 4 (keys a, b).
     kept = rows.filter(pc.is_in(rows.column("offset"), pa.array([2, 3, 4, 5], pa.int64())))
-    version = table.rewrite([first, second], [(kept, (first.min_offset, second.max_offset))], app_versions={"lakelog.test": 7}, metadata={"lakelog.operation": "test"})
+    version = table.rewrite(
+        [first, second],
+        [(kept, (first.min_offset, second.max_offset))],
+        app_versions={"lakelog.test": 7},
+        metadata={"lakelog.operation": "test"},
+    )
     assert version == before + 1 == table.version
     assert table.app_version("lakelog.test") == 7
     files = table.files()

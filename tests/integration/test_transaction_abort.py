@@ -105,7 +105,9 @@ def test_S4_8_abort_of_an_observed_transaction_is_refused_once_its_producer_id_m
     assert table_fingerprint(lake) == fingerprints[0]
     error = refused.value
     assert (error.producer_id, error.producer_epoch, error.start_offset) == (
-        observed.producer_id, observed.producer_epoch, observed.start_offset,
+        observed.producer_id,
+        observed.producer_epoch,
+        observed.start_offset,
     )
     assert (error.current_producer_epoch, error.current_start_offset) == (now_epoch, now_start)
     live.commit_transaction()
@@ -142,7 +144,9 @@ def test_S4_8_abort_holds_when_only_other_producers_wrote_meanwhile(lake, hangin
     assert committed_values(lake, 1) == [b"other"]
     marker = log.fetch(2).rows.to_pylist()[0]
     assert (marker["control"], marker["producer_id"], marker["producer_epoch"]) == (
-        "ABORT", observed.producer_id, observed.producer_epoch + 1,
+        "ABORT",
+        observed.producer_id,
+        observed.producer_epoch + 1,
     )
 
 

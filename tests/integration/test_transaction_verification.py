@@ -116,8 +116,9 @@ def test_S4_4_a_lost_race_verifies_again(lake):
 
     counting = Counting(coordinator, race)
     log = open_partition(lake, TOPIC, 0)
-    landed = log.append(one(b"mine"), BatchHeader(pid, epoch, 0, is_transactional=True),
-                        transaction=TransactionVerification(TID, counting))
+    landed = log.append(
+        one(b"mine"), BatchHeader(pid, epoch, 0, is_transactional=True), transaction=TransactionVerification(TID, counting)
+    )
     assert counting.calls == 2 and landed.base_offset == 1
 
 
@@ -195,8 +196,15 @@ def test_S4_4_offsets_without_a_transactional_id_are_refused(lake):
 
 def member_of_the_group(lake: str) -> tuple[Consumer, GroupMetadata]:
     """A consumer that joined GROUP (the consumer protocol) and owns both partitions, and its group metadata."""
-    consumer = Consumer({"lakelog.root": lake, "group.id": GROUP, "enable.auto.commit": False,
-                         "heartbeat.interval.ms": 60_000, "session.timeout.ms": 600_000})
+    consumer = Consumer(
+        {
+            "lakelog.root": lake,
+            "group.id": GROUP,
+            "enable.auto.commit": False,
+            "heartbeat.interval.ms": 60_000,
+            "session.timeout.ms": 600_000,
+        }
+    )
     consumer.subscribe([TOPIC])
     deadline = time.monotonic() + 60  # a deadline, not a wait
     while len(consumer.assignment()) < 2:

@@ -42,8 +42,6 @@ pytestmark = pytest.mark.roots("local", "s3")
 TOPIC = "orders"
 
 
-
-
 @pytest.fixture
 def lake(root):
     AdminClient({"lakelog.root": root}).create_topics([NewTopic(TOPIC, num_partitions=3)])
@@ -209,7 +207,13 @@ def test_S4_3_every_transition_is_a_record_and_illegal_ones_are_refused(lake):
     # The producer's abort leaves CompleteAbort to its next transaction, or to the sweep (S4.5).
     assert TransactionCoordinator(lake).sweep().rolled_forward == ["app"]
     assert [state for tid, state in state_records(lake) if tid == "app"] == [
-        "Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing", "PrepareAbort", "CompleteAbort",
+        "Empty",
+        "Ongoing",
+        "PrepareCommit",
+        "CompleteCommit",
+        "Ongoing",
+        "PrepareAbort",
+        "CompleteAbort",
     ]
     coordinator = TransactionCoordinator(lake)
     before = table_fingerprint(lake)

@@ -38,8 +38,13 @@ class Venv:
     def run(self, *command: str | Path, stdin: str | None = None, timeout: float = 300) -> str:
         """Run a command in `work` with the venv's environment; its stdout, or fail with its stderr."""
         result = subprocess.run(
-            [str(part) for part in command], cwd=self.work, env=self.env, input=stdin,
-            capture_output=True, text=True, timeout=timeout,
+            [str(part) for part in command],
+            cwd=self.work,
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         assert result.returncode == 0, f"{command[0]} exited {result.returncode}:\n{result.stderr[-4000:]}"
         return result.stdout
@@ -72,8 +77,9 @@ def venv(tmp_path_factory) -> Iterator[Venv]:
     bare = {key: value for key, value in os.environ.items() if key not in LEAKS}
 
     def run(*command: str | Path, timeout: float = 600, check: bool = True) -> bool:
-        result = subprocess.run([str(part) for part in command], cwd=folder, env=bare, capture_output=True,
-                                text=True, timeout=timeout)
+        result = subprocess.run(
+            [str(part) for part in command], cwd=folder, env=bare, capture_output=True, text=True, timeout=timeout
+        )
         assert not check or result.returncode == 0, f"{command[:3]} exited {result.returncode}:\n{result.stderr[-4000:]}"
         return result.returncode == 0
 
@@ -86,8 +92,15 @@ def venv(tmp_path_factory) -> Iterator[Venv]:
 
     run(uv, "venv", "--python", sys.executable, folder / "venv")
     venv_bin = folder / "venv" / "bin"
-    install = ["pip", "install", "--python", venv_bin / "python",
-               "-c", CHECKOUT / "constraints.txt", f"lakelog[spark] @ {wheel.as_uri()}"]
+    install = [
+        "pip",
+        "install",
+        "--python",
+        venv_bin / "python",
+        "-c",
+        CHECKOUT / "constraints.txt",
+        f"lakelog[spark] @ {wheel.as_uri()}",
+    ]
     # Offline first: the index serves pyspark's sdist without cache validators, so online uv rebuilds it each time (30 s).
     if not run(uv, *install, "--offline", check=False):
         run(uv, *install)
@@ -153,11 +166,27 @@ def test_transaction_through_the_api_imports_from_site_packages(venv):
 def test_spark_sql_reads_a_topic_through_pyspark_lakelog(venv):
     lakelog = lakelog_command(venv)
     venv.run(lakelog, "topics", "create", "clicks", "--partitions", "3", "--root", "spark")
-    venv.run(lakelog, "produce", "clicks", "--root", "spark",
-             stdin="".join(json.dumps({"key": f"u{n}", "value": "click"}) + "\n" for n in range(7)))
+    venv.run(
+        lakelog,
+        "produce",
+        "clicks",
+        "--root",
+        "spark",
+        stdin="".join(json.dumps({"key": f"u{n}", "value": "click"}) + "\n" for n in range(7)),
+    )
     venv.run(lakelog, "spark-sql-init", "--root", "spark", "--output", "init.sql")
     out = venv.run(
-        venv.bin / "spark-sql", "--master", "local[1]", "--driver-memory", "1g", "--conf", "spark.ui.enabled=false",
-        "-i", "init.sql", "-e", "SELECT count(*) FROM clicks", timeout=600,
+        venv.bin / "spark-sql",
+        "--master",
+        "local[1]",
+        "--driver-memory",
+        "1g",
+        "--conf",
+        "spark.ui.enabled=false",
+        "-i",
+        "init.sql",
+        "-e",
+        "SELECT count(*) FROM clicks",
+        timeout=600,
     )
     assert [line.strip() for line in out.splitlines() if line.strip()][-1] == "7"

@@ -58,7 +58,9 @@ def read(consumer: Consumer, count: int, timeout_s: float = 60.0) -> list:
 def produce_transformed(producer: Producer, output: str, messages: list) -> None:
     for message in messages:
         producer.produce(
-            output, value=message.value().upper(), partition=message.partition(),
+            output,
+            value=message.value().upper(),
+            partition=message.partition(),
             headers=[("lakelog.source", f"{message.topic()}:{message.partition()}:{message.offset()}".encode())],
         )
     producer.flush()
@@ -72,8 +74,7 @@ def stall_before_offsets(root: str, group: str, input_topic: str, output: str, c
     consumer.subscribe([input_topic])
     messages = read(consumer, int(count))
     metadata = consumer.consumer_group_metadata()
-    report("polled", member_id=metadata.member_id, member_epoch=metadata.generation_id,
-           offsets=[m.offset() for m in messages])
+    report("polled", member_id=metadata.member_id, member_epoch=metadata.generation_id, offsets=[m.offset() for m in messages])
     producer.begin_transaction()
     produce_transformed(producer, output, messages)
     positions = consumer.position(consumer.assignment())
@@ -127,8 +128,13 @@ def process(root: str, group: str, input_topic: str, output: str, count: str, se
     positions = consumer.position(consumer.assignment())
     producer.send_offsets_to_transaction(positions, metadata)
     producer.commit_transaction()
-    report("committed", member_id=metadata.member_id, member_epoch=metadata.generation_id,
-           offsets=[m.offset() for m in messages], positions={p.partition: p.offset for p in positions})
+    report(
+        "committed",
+        member_id=metadata.member_id,
+        member_epoch=metadata.generation_id,
+        offsets=[m.offset() for m in messages],
+        positions={p.partition: p.offset for p in positions},
+    )
     while not Path(stop_file).exists():
         consumer.consume(10, 0.1)  # heartbeats: stays the partition's owner
     consumer.close()

@@ -57,16 +57,38 @@ def check_exactly_once(lake: str, group: str) -> None:
     for message in messages:
         _, partition, offset = dict(message.headers())[SOURCE_HEADER].decode().split(":")
         index = int(offset) * 4 + int(partition)
-        assert (message.key(), message.value(), message.partition()) == (f"k{index}".encode(), f"R{index}".encode(), int(partition) % 2)
+        assert (message.key(), message.value(), message.partition()) == (
+            f"k{index}".encode(),
+            f"R{index}".encode(),
+            int(partition) % 2,
+        )
     committed = GroupCoordinator(lake).fetch_offsets(group, [("in", p) for p in range(4)])
     assert {tp[1]: record.offset for tp, record in committed.items()} == end_offsets(lake, "in")
 
 
 def test_S7_4_command_line_runs_n_workers_until_the_group_caught_up(lake):
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.consume_transform_produce", "--root", lake, "--input", "in",
-         "--output", "out", "--group", "upper", "--workers", "2", "--batch-records", "500"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pipelines.consume_transform_produce",
+            "--root",
+            lake,
+            "--input",
+            "in",
+            "--output",
+            "out",
+            "--group",
+            "upper",
+            "--workers",
+            "2",
+            "--batch-records",
+            "500",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -93,9 +115,25 @@ def test_a_job_with_a_missing_topic_is_refused_and_writes_nothing(lake):
     with pytest.raises(UnknownTopicOrPartition):
         run_worker(Job(lake, "in", "nowhere", "g"), 0, stop=lambda: True)
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.consume_transform_produce", "--root", lake, "--input", "in",
-         "--output", "in", "--group", "g", "--workers", "2"],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pipelines.consume_transform_produce",
+            "--root",
+            lake,
+            "--input",
+            "in",
+            "--output",
+            "in",
+            "--group",
+            "g",
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
     )
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "must not read what it writes" in result.stderr
     assert table_fingerprint(lake) == before

@@ -24,10 +24,10 @@ import os
 from collections import Counter
 
 import pytest
-
 from chaos.checker import check, found, table
 from chaos.generator import value_of
 from chaos.job import JobChaos, run_job_chaos
+
 from pipelines.consume_transform_produce import SOURCE_HEADER
 
 pytestmark = pytest.mark.slow

@@ -20,9 +20,24 @@ def test_main_job_runs_end_to_end(tmp_path, request, root_kind):
     # The S3 run is smaller: every commit there is a few round trips to one emulator process.
     root, rows, clicks = (request.getfixturevalue("s3_root"), 10_000, 2_000) if root_kind == "s3" else ("demo", 40_000, 20_000)
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.demo", "--root", root, "--rows", str(rows), "--batch-records", "2000",
-         "--clicks", str(clicks)],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=1200,
+        [
+            sys.executable,
+            "-m",
+            "pipelines.demo",
+            "--root",
+            root,
+            "--rows",
+            str(rows),
+            "--batch-records",
+            "2000",
+            "--clicks",
+            str(clicks),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "each source row exactly once, in order" in result.stdout

@@ -84,9 +84,7 @@ def run_processes(jobs: list[tuple], timeout_s: float = 120) -> list[tuple]:
     count = len(jobs)
     barrier = context.Barrier(count)
     reports = context.Queue()
-    processes = [
-        context.Process(target=target, args=(*args, barrier, reports), daemon=True) for target, *args in jobs
-    ]
+    processes = [context.Process(target=target, args=(*args, barrier, reports), daemon=True) for target, *args in jobs]
     for process in processes:
         process.start()
     collected: list[tuple] = []
@@ -253,8 +251,19 @@ def source(tmp_path, rng, scale) -> tuple[Path, list[dict]]:
 
 def start_load(root: str, topic: str, path: Path, batch_records: int = LOAD_BATCH) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "lakelog.cli", "load", topic, str(path), "--batch-records", str(batch_records),
-         "--no-progress", "--root", root],
+        [
+            sys.executable,
+            "-m",
+            "lakelog.cli",
+            "load",
+            topic,
+            str(path),
+            "--batch-records",
+            str(batch_records),
+            "--no-progress",
+            "--root",
+            root,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -55,8 +55,9 @@ while not done:  # until the appenders are through, and once more after
 
 
 def run(code: str, *args: object) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_S9_1_S8_2_retention_and_delete_records_beside_appenders(root):

@@ -76,13 +76,18 @@ def test_S8_2_parallel_sweeps_and_clients_abort_each_timed_out_transaction_once(
     # The check below reads every record of __transaction_state, which the internal compaction (S9.3, tested
     # beside live clients in tests/client/test_coordinator_snapshots.py) would cut to the latest per id.
     sweeps = [
-        subprocess.Popen([sys.executable, "-m", "lakelog.cli", "coordinator", "sweep", "--root", root,
-                          "--skip", "internal-compaction"],
-                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "lakelog.cli", "coordinator", "sweep", "--root", root, "--skip", "internal-compaction"],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(3)
     ]
-    client = subprocess.Popen([sys.executable, "-c", CLIENT, root, *CLIENT_IDS],
-                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, root, *CLIENT_IDS], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     reports = []
     for process in sweeps:
         out, err = process.communicate(timeout=180)

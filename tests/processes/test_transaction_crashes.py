@@ -82,9 +82,7 @@ class Worker:
         self.name = target.__name__
         self.conn, child = CONTEXT.Pipe()
         environment = {key: value for key, value in os.environ.items() if key.startswith("AWS_")}
-        self.process = CONTEXT.Process(
-            target=txn_workers.in_environment, args=(environment, target, child, *args), daemon=True
-        )
+        self.process = CONTEXT.Process(target=txn_workers.in_environment, args=(environment, target, child, *args), daemon=True)
         self.process.start()
         child.close()
         self.reports: list[tuple] = []
@@ -296,9 +294,7 @@ def names_read(read: dict[int, list[tuple[int, bytes]]]) -> dict[str, int]:
 def state_history(root: str, transactional_id: str) -> list[TransactionMetadata]:
     """Every `__transaction_state` record of the id, in the order they were appended."""
     count = TransactionCoordinator(root).num_partitions
-    log = open_internal_partition(
-        root, TRANSACTION_STATE_LOG, partition_for_transactional_id(transactional_id, count), count
-    )
+    log = open_internal_partition(root, TRANSACTION_STATE_LOG, partition_for_transactional_id(transactional_id, count), count)
     records = [TransactionMetadata.from_row(json.loads(row["value"])) for row in read_rows(log) if row["control"] is None]
     return [record for record in records if record.transactional_id == transactional_id]
 
@@ -380,9 +376,7 @@ def crash_while_ending(lake: str, start, records: int, commit: bool, point: str,
     return prepared
 
 
-def check_finished(
-    lake: str, prepared: TransactionMetadata, records: int, successor: bool, racing_sweeps: bool = False
-) -> None:
+def check_finished(lake: str, prepared: TransactionMetadata, records: int, successor: bool, racing_sweeps: bool = False) -> None:
     """t2 is finished as decided, once: one Complete* record, one marker of the decided kind per partition;
     with a `successor` instance, its t3 followed at the next epoch; a read_committed reader reads exactly
     the committed transactions, whole (S4.5, S4.8). The successor's commit leaves its CompleteCommit to
@@ -412,8 +406,7 @@ def check_finished(
         ends_of_t2 = [
             (row["offset"], row["control"])
             for row in rows[partition]
-            if row["control"]
-            and (row["producer_id"], row["producer_epoch"]) == (prepared.producer_id, prepared.producer_epoch)
+            if row["control"] and (row["producer_id"], row["producer_epoch"]) == (prepared.producer_id, prepared.producer_epoch)
         ]
         assert [control for _, control in ends_of_t2] == [decided], f"partition {partition}: markers {ends_of_t2}"
         assert len(transactions) == (3 if successor else 2)
@@ -439,7 +432,9 @@ def crash_point_id(point: str, index: int | None) -> str:
 S3_CRASH_CASES = [
     (commit, point, index, finisher)
     for (point, index), commit, finisher in zip(
-        CRASH_POINTS, [True, False, True, False, True, False], ["init", "sweep", "sweep", "init", "init", "sweep"],
+        CRASH_POINTS,
+        [True, False, True, False, True, False],
+        ["init", "sweep", "sweep", "init", "init", "sweep"],
         strict=True,
     )
 ]
@@ -541,9 +536,7 @@ def test_S4_1_S4_2_after_a_newer_instance_inits_every_call_of_the_older_one_is_f
 
 @pytest.mark.roots("s3")
 @pytest.mark.parametrize("first_call", ["produce_flush_joined", "commit"])
-def test_S4_1_S4_2_after_a_newer_instance_inits_every_call_of_the_older_one_is_fenced_on_s3(
-    lake, rng, start, first_call
-):
+def test_S4_1_S4_2_after_a_newer_instance_inits_every_call_of_the_older_one_is_fenced_on_s3(lake, rng, start, first_call):
     """The test above on an S3 root (S12.1), first meeting the partition's fence (a marker's epoch) or the
     coordinator's; every variant makes all the calls."""
     check_every_call_of_a_zombie_is_fenced(lake, rng, start, first_call)
@@ -587,9 +580,7 @@ def check_every_call_of_a_zombie_is_fenced(lake, rng, start, first_call: str) ->
 
 
 @pytest.mark.parametrize("pause", ["anywhere", "after_add_partitions"])
-def test_S4_7_S4_6_paused_producer_resumed_after_the_sweep_aborted_it_cannot_write_behind_the_abort(
-    lake, rng, start, pause
-):
+def test_S4_7_S4_6_paused_producer_resumed_after_the_sweep_aborted_it_cannot_write_behind_the_abort(lake, rng, start, pause):
     """A producer with transaction.timeout.ms=1000 writes round robin over three partitions, one message per
     flush, and is SIGSTOPped mid-transaction: by the test at a random moment ("anywhere"), or by itself just
     after the coordinator added its next partition to the transaction and before its first write there
@@ -601,9 +592,7 @@ def test_S4_7_S4_6_paused_producer_resumed_after_the_sweep_aborted_it_cannot_wri
     # Round robin: the (k+1)-th write is the first to partition k, for k < 3.
     stop_after = rng.randint(1, 2) if pause == "after_add_partitions" else rng.randint(1, 5)
     pause_at = stop_after + 1 if pause == "after_add_partitions" else None
-    writer = start(
-        txn_workers.produce_until_fenced, lake, TOPIC, TRANSACTIONAL_ID, PARTITIONS, timeout_ms, 200, pause_at
-    )
+    writer = start(txn_workers.produce_until_fenced, lake, TOPIC, TRANSACTIONAL_ID, PARTITIONS, timeout_ms, 200, pause_at)
     writer.wait_for("begun")
     for _ in range(stop_after):
         writer.wait_for("delivered")
@@ -666,9 +655,7 @@ def test_S4_7_S4_6_paused_producer_resumed_after_the_sweep_aborted_it_cannot_wri
         assert len(data) == len([key for key in delivered if key[0] == partition])
 
 
-def test_S4_1_S4_5_a_commit_racing_a_newer_instances_init_is_all_or_nothing_and_its_answer_says_which(
-    lake, rng, start
-):
+def test_S4_1_S4_5_a_commit_racing_a_newer_instances_init_is_all_or_nothing_and_its_answer_says_which(lake, rng, start):
     """Rounds of: a process has written a transaction to three partitions and commits it while a new instance
     of its transactional.id inits, each after a random delay. Either the commit was decided first (the init
     then rolls it forward, S4.2) or the init fenced it first (S4.1); the transaction is committed everywhere
@@ -722,8 +709,13 @@ def test_S4_8_S5_read_committed_reader_beside_committing_and_aborting_writers_se
     reader = start(txn_workers.read_committed, lake, topic, partitions)
     writers = [
         start(
-            txn_workers.write_transactions, lake, topic, f"writer-{w}", partitions,
-            plan[w * transactions : (w + 1) * transactions], rng.randrange(2**32),
+            txn_workers.write_transactions,
+            lake,
+            topic,
+            f"writer-{w}",
+            partitions,
+            plan[w * transactions : (w + 1) * transactions],
+            rng.randrange(2**32),
         )
         for w in range(2)
     ]
@@ -740,7 +732,7 @@ def test_S4_8_S5_read_committed_reader_beside_committing_and_aborting_writers_se
     assert committed and aborted, "the seed chose only one outcome: nothing to tell apart"
 
     rows = {partition: read_rows(open_partition(lake, topic, partition)) for partition in partitions}
-    assert outcomes(rows) == {**{name: "COMMIT" for name in committed}, **{name: "ABORT" for name in aborted}}
+    assert outcomes(rows) == {**dict.fromkeys(committed, "COMMIT"), **dict.fromkeys(aborted, "ABORT")}
     history = reader.reports
     read: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
     eofs_before_the_end = 0

@@ -34,7 +34,6 @@ def test_S11_1_an_ungated_producer_never_imports_great_expectations_nor_creates_
         print("great_expectations imported:", "great_expectations" in sys.modules)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "great_expectations imported: False"

@@ -22,11 +22,11 @@ from lakelog.client.batch_writer import TransactionalBatchWriter
 from lakelog.client.unit_loader import load_unit
 from lakelog.errors import PolicyViolation
 from lakelog.log import READ_UNCOMMITTED, open_partition
-from tests.helpers import topic_rows
 from lakelog.quality import read_results, write_suite
 from lakelog.quality.gate import DLQ_HEADER, dlq_topic
 from lakelog.quality.results import failed_expectations, outcome
 from lakelog.store import Location
+from tests.helpers import topic_rows
 from tests.quality.conftest import ORDERS_SUITE
 
 pytestmark = [pytest.mark.roots("local", "s3"), pytest.mark.usefixtures("gx")]
@@ -43,13 +43,12 @@ def write_orders(root: str, name: str, *, bad: bool) -> str:
     amounts = [i * 10 for i in range(ROWS)]
     if bad:
         amounts[BAD_ROW] = -5
-    rows = pa.table({"id": [f"o{i}" for i in range(ROWS)], "customer": [f"c{i % 97}" for i in range(ROWS)],
-                     "amount_cents": amounts})
+    rows = pa.table(
+        {"id": [f"o{i}" for i in range(ROWS)], "customer": [f"c{i % 97}" for i in range(ROWS)], "amount_cents": amounts}
+    )
     target = folder / name
     folder.io.write_parquet(rows, target.uri)
     return target.uri
-
-
 
 
 def gate(root: str, topic: str, mode: str) -> None:
@@ -107,16 +106,20 @@ def test_S11_2_warn_commits_the_unit_and_records_the_failure_with_it(root, topic
 def test_S11_1_lakelog_load_refuses_a_bad_file_with_one_line_and_loads_it_fixed(root, topic, capsys):
     orders = topic(name="orders", partitions=1)
     gate(root, orders, "enforce")
-    assert cli("load", orders, write_orders(root, "day.parquet", bad=True), "--root", root, "--key-column", "id",
-               "--no-progress") == 2
+    assert (
+        cli("load", orders, write_orders(root, "day.parquet", bad=True), "--root", root, "--key-column", "id", "--no-progress")
+        == 2
+    )
     # Log lines (WARNING) go first; the error is one line, naming Kafka's error code and the expectation.
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("lakelog: POLICY_VIOLATION: suite orders failed") and "value.amount_cents" in last
     assert topic_rows(root, orders) == []
     assert read_results(root, topic=orders).column("success").to_pylist() == [False]
 
-    assert cli("load", orders, write_orders(root, "day.parquet", bad=False), "--root", root, "--key-column", "id",
-               "--no-progress") == 0
+    assert (
+        cli("load", orders, write_orders(root, "day.parquet", bad=False), "--root", root, "--key-column", "id", "--no-progress")
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     assert (printed["total_rows"], printed["appended_by_this_run"]) == (ROWS, ROWS)
     assert len(topic_rows(root, orders)) == ROWS
@@ -168,9 +171,7 @@ def _load_and_die_at(root: str, topic: str, source: str, point: str) -> None:
 @pytest.mark.slow
 @pytest.mark.roots("local")
 @pytest.mark.parametrize("point", ["judged", "decided"])
-def test_S11_3_S4_5_dead_letter_is_exactly_once_when_the_loader_is_killed_between_validating_and_committing(
-    root, topic, point
-):
+def test_S11_3_S4_5_dead_letter_is_exactly_once_when_the_loader_is_killed_between_validating_and_committing(root, topic, point):
     orders = topic(name="orders", partitions=1)
     gate(root, orders, "dead-letter")
     source = write_orders(root, "day.parquet", bad=True)

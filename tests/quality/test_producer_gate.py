@@ -61,8 +61,14 @@ def outcomes(root, name: str, capsys) -> dict[str, str]:
 
 def rows_of(root, name: str) -> list[tuple]:
     table = read_committed(root, name)
-    return sorted(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(),
-                      table.column("key").to_pylist(), table.column("value").to_pylist()))
+    return sorted(
+        zip(
+            table.column("partition").to_pylist(),
+            table.column("offset").to_pylist(),
+            table.column("key").to_pylist(),
+            table.column("value").to_pylist(),
+        )
+    )
 
 
 def test_S11_1_a_bad_row_in_a_10k_row_load_aborts_it_and_the_fixed_load_commits(root, topic, capsys):
@@ -90,13 +96,17 @@ def test_S11_1_a_bad_row_in_a_10k_row_load_aborts_it_and_the_fixed_load_commits(
     assert (result["transactional_id"], result["row_count"]) == ("loader", ROWS)
     [failure] = failed_expectations(result)
     assert (failure["type"], failure["column"], failure["unexpected_values"]) == (
-        "expect_column_values_to_be_between", "value.amount_cents", [-5])
+        "expect_column_values_to_be_between",
+        "value.amount_cents",
+        [-5],
+    )
     assert sum(item["last_offset"] - item["first_offset"] + 1 for item in result["offset_ranges"]) == ROWS
 
     # The same load, fixed: commits; its "passed" row is in the transaction, visible only once it commits (S11.2).
     seen_before_commit = []
     p._gate.fault = lambda point, details: seen_before_commit.append(
-        (point, [row["validation_id"] for row in read_results(root).to_pylist()], details["validation_ids"]))
+        (point, [row["validation_id"] for row in read_results(root).to_pylist()], details["validation_ids"])
+    )
     load(p, name, ROWS)
     p.commit_transaction()
     [(point, visible, [passed_id])] = seen_before_commit
@@ -143,8 +153,9 @@ def test_S11_3_dead_letter_routes_a_failing_unit_to_the_dlq_exactly_once_across_
     assert dead.num_rows == 500 and rows_of(root, name) == []
     [result] = read_results(root, topic=name).to_pylist()
     assert (result["success"], result["mode"]) == (False, "dead-letter")
-    assert {dict((h["key"], h["value"]) for h in headers)[DLQ_HEADER].decode()
-            for headers in dead.column("headers").to_pylist()} == {result["validation_id"]}
+    assert {
+        dict((h["key"], h["value"]) for h in headers)[DLQ_HEADER].decode() for headers in dead.column("headers").to_pylist()
+    } == {result["validation_id"]}
     assert sorted(dead.column("key").to_pylist()) == sorted(f"k{i}".encode() for i in range(500))
     # Delivery reports name the topic the rows went to.
     assert len(reports) == 500 and {message.topic() for error, message in reports if error is None} == {dlq}
@@ -239,8 +250,11 @@ def test_S8_3_a_suite_that_does_not_fit_the_rows_makes_the_transaction_abort_onl
     from lakelog.errors import InvalidRequest
 
     name = topic(name="offsets", partitions=1)
-    suite = {"name": "offsets", "meta": {},
-             "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "offset"}}]}
+    suite = {
+        "name": "offsets",
+        "meta": {},
+        "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "offset"}}],
+    }
     write_suite(root, name, json.dumps(suite), mode="dead-letter")
     p = producer(root)
     load(p, name, 5)

@@ -50,8 +50,9 @@ def test_result_rows_are_written_and_read_back_by_quality_report(root, topic, ca
     failed, passed, ranges = results
     assert ranges == [OffsetRange(0, 0, 9_999), OffsetRange(1, 1, 9_997), OffsetRange(2, 2, 9_998)]
     assert not results_log_exists(root)
-    first = record_result(root, failed, transactional_id="loader-1", producer_id=7, producer_epoch=3,
-                          offset_ranges=ranges, now_ms=1_000)
+    first = record_result(
+        root, failed, transactional_id="loader-1", producer_id=7, producer_epoch=3, offset_ranges=ranges, now_ms=1_000
+    )
     second = record_result(root, passed, load_unit="orders-2026-11-23", now_ms=2_000)
     log = open_results_log(root)
     assert log.log_end_offset() == 2  # one record per result
@@ -68,7 +69,11 @@ def test_result_rows_are_written_and_read_back_by_quality_report(root, topic, ca
     assert json.loads(earlier["statistics"])["unsuccessful_expectations"] == 1
     [failure] = failed_expectations(earlier)
     assert (failure["type"], failure["column"], failure["unexpected_values"], failure["unexpected_offsets"]) == (
-        "expect_column_values_to_be_between", "value.amount_cents", [-5], [BAD_OFFSET])
+        "expect_column_values_to_be_between",
+        "value.amount_cents",
+        [-5],
+        [BAD_OFFSET],
+    )
 
     code, out, err = cli(capsys, "quality", "report", "--topic", name, "--json", "--root", root)
     assert code == 0, err
@@ -96,11 +101,16 @@ def test_sql_and_spark_sql_init_see_quality_results(root, topic, results):
     record_result(root, failed, now_ms=1_000)
     record_result(root, passed, now_ms=2_000)
     answer = sql.query(root, "SELECT mode, success, row_count FROM quality_results ORDER BY validated_at").to_pylist()
-    assert answer == [{"mode": "warn", "success": False, "row_count": 10_000},
-                      {"mode": "enforce", "success": True, "row_count": 10_000}]
+    assert answer == [
+        {"mode": "warn", "success": False, "row_count": 10_000},
+        {"mode": "enforce", "success": True, "row_count": 10_000},
+    ]
     init = catalog.spark_sql_init(root)
     # Read through the lakelog source, which reads the log's read_committed rows decoded.
-    assert f"CREATE OR REPLACE TEMPORARY VIEW `quality_results` USING lakelog OPTIONS (`root` '{root}', `quality` 'results');" in init
+    assert (
+        f"CREATE OR REPLACE TEMPORARY VIEW `quality_results` USING lakelog OPTIONS (`root` '{root}', `quality` 'results');"
+        in init
+    )
     assert catalog.quality_results_path(root).uri == results_location(root).uri
 
 
@@ -115,22 +125,41 @@ def test_report_joins_each_result_with_its_transactions_outcome(root, topic, cap
     log = open_partition(root, name, 0)
     units = {}
     for producer_id, end in ((11, ControlType.COMMIT), (12, ControlType.ABORT), (13, None)):
-        first = log.append(payload_table([b"{}", b"{}"]), BatchHeader(producer_id, 0, 0, is_transactional=True),
-                           transaction=_UNVERIFIED).base_offset
+        first = log.append(
+            payload_table([b"{}", b"{}"]), BatchHeader(producer_id, 0, 0, is_transactional=True), transaction=_UNVERIFIED
+        ).base_offset
         if end is not None:
             log.append_marker(producer_id, 1, end)  # the end of a transaction bumps the epoch (S4.6)
-        units[producer_id] = record_result(root, passed, transactional_id=f"t{producer_id}", producer_id=producer_id,
-                                           producer_epoch=0, offset_ranges=[OffsetRange(0, first, first + 1)],
-                                           now_ms=producer_id)
-    never_written = record_result(root, passed, transactional_id="t14", producer_id=14, producer_epoch=0,
-                                  offset_ranges=[OffsetRange(0, 100, 101)], now_ms=14)
+        units[producer_id] = record_result(
+            root,
+            passed,
+            transactional_id=f"t{producer_id}",
+            producer_id=producer_id,
+            producer_epoch=0,
+            offset_ranges=[OffsetRange(0, first, first + 1)],
+            now_ms=producer_id,
+        )
+    never_written = record_result(
+        root,
+        passed,
+        transactional_id="t14",
+        producer_id=14,
+        producer_epoch=0,
+        offset_ranges=[OffsetRange(0, 100, 101)],
+        now_ms=14,
+    )
     not_transactional = record_result(root, passed, load_unit="u", now_ms=15)
 
     code, out, err = cli(capsys, "quality", "report", "--topic", name, "--json", "--root", root)
     assert code == 0, err
     outcomes = {row["validation_id"]: row["outcome"] for row in map(json.loads, out.splitlines())}
-    assert outcomes == {units[11]: "committed", units[12]: "aborted", units[13]: "open",
-                        never_written: "not written", not_transactional: "-"}
+    assert outcomes == {
+        units[11]: "committed",
+        units[12]: "aborted",
+        units[13]: "open",
+        never_written: "not written",
+        not_transactional: "-",
+    }
 
 
 def test_S11_2_a_result_appended_in_a_transaction_is_read_only_once_it_commits(root, topic, results):
@@ -146,9 +175,11 @@ def test_S11_2_a_result_appended_in_a_transaction_is_read_only_once_it_commits(r
     ids = {}
     for producer_id, end in ((21, ControlType.COMMIT), (22, ControlType.ABORT), (23, None)):
         ids[producer_id] = f"v{producer_id}"
-        log.append(result_payload(passed, validation_id=ids[producer_id], producer_id=producer_id, producer_epoch=0,
-                                  now_ms=producer_id),
-                   BatchHeader(producer_id, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
+        log.append(
+            result_payload(passed, validation_id=ids[producer_id], producer_id=producer_id, producer_epoch=0, now_ms=producer_id),
+            BatchHeader(producer_id, 0, 0, is_transactional=True),
+            transaction=_UNVERIFIED,
+        )
         if producer_id == 21:
             assert [row["validation_id"] for row in read_results(root).to_pylist()] == [outside]  # open: not yet
         if end is not None:

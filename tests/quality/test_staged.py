@@ -20,17 +20,21 @@ from tests.quality.conftest import ORDERS_SUITE
 
 FIELDS = ["a", "b", "c.d"]
 
-scalars = st.one_of(st.none(), st.integers(-(2**40), 2**40), st.floats(-1e9, 1e9, allow_nan=False),
-                    st.text(max_size=4), st.booleans())
+scalars = st.one_of(
+    st.none(), st.integers(-(2**40), 2**40), st.floats(-1e9, 1e9, allow_nan=False), st.text(max_size=4), st.booleans()
+)
 objects = st.dictionaries(st.sampled_from(["a", "b", "x"]), scalars, max_size=3).map(lambda doc: json.dumps(doc).encode())
 # Mostly one-line objects (the Arrow path), sometimes a value that sends its batch row by row.
 values_strategy = st.lists(
     st.one_of(objects, objects, objects, st.sampled_from([b"[1]", b"not json", b'{"a": 1,\n "b": 2}', b""])),
-    min_size=1, max_size=40)
+    min_size=1,
+    max_size=40,
+)
 
 
 def as_lists(columns: dict) -> dict[str, list]:
     """The values the frame gets, a null of a float column (NaN there) as None: NaN is never equal to itself."""
+
     def plain(value):
         return None if isinstance(value, float) and math.isnan(value) else value
 
@@ -51,26 +55,33 @@ def test_S11_1_fields_parsed_batch_by_batch_are_the_fields_of_the_whole_unit(val
 
 
 def test_S11_1_types_are_unified_across_batches_as_the_json_reader_does():
-    parts = [json_field_columns(pa.array([b'{"a": 1, "c": {"d": 1}}'], pa.binary()), ["a", "c"]),
-             json_field_columns(pa.array([b'{"a": 1.5, "c": {"e": "x"}}'], pa.binary()), ["a", "c"]),
-             json_field_columns(pa.array([b'{"b": 2}'], pa.binary()), ["a", "c"])]
+    parts = [
+        json_field_columns(pa.array([b'{"a": 1, "c": {"d": 1}}'], pa.binary()), ["a", "c"]),
+        json_field_columns(pa.array([b'{"a": 1.5, "c": {"e": "x"}}'], pa.binary()), ["a", "c"]),
+        json_field_columns(pa.array([b'{"b": 2}'], pa.binary()), ["a", "c"]),
+    ]
     merged = merge_field_columns(parts, ["a", "c"])
     assert merged["a"].type == pa.float64() and merged["a"].to_pylist() == [1.0, 1.5, None]
     assert merged["c"].type == pa.struct([("d", pa.int64()), ("e", pa.string())])
-    conflicting = [json_field_columns(pa.array([b'{"a": 1}'], pa.binary()), ["a"]),
-                   json_field_columns(pa.array([b'{"a": "x"}'], pa.binary()), ["a"])]
+    conflicting = [
+        json_field_columns(pa.array([b'{"a": 1}'], pa.binary()), ["a"]),
+        json_field_columns(pa.array([b'{"a": "x"}'], pa.binary()), ["a"]),
+    ]
     assert merge_field_columns(conflicting, ["a"]) == {"a": [1, "x"]}
     assert merge_field_columns([], ["a"]) == {"a": []}
 
 
 def payload(values: list[bytes], first_key: int) -> pa.Table:
     count = len(values)
-    return pa.table({
-        "timestamp": pa.array([1_700_000_000_000_000 + i for i in range(count)], pa.timestamp("us", tz="UTC")),
-        "key": pa.array([f"k{first_key + i}".encode() for i in range(count)], pa.binary()),
-        "value": pa.array(values, pa.binary()),
-        "headers": pa.array([[] for _ in range(count)], HEADER_TYPE),
-    }, schema=PAYLOAD_SCHEMA)
+    return pa.table(
+        {
+            "timestamp": pa.array([1_700_000_000_000_000 + i for i in range(count)], pa.timestamp("us", tz="UTC")),
+            "key": pa.array([f"k{first_key + i}".encode() for i in range(count)], pa.binary()),
+            "value": pa.array(values, pa.binary()),
+            "headers": pa.array([[] for _ in range(count)], HEADER_TYPE),
+        },
+        schema=PAYLOAD_SCHEMA,
+    )
 
 
 def test_only_the_columns_the_suite_reads_are_kept():
@@ -91,13 +102,17 @@ def test_S11_1_a_unit_judged_batch_by_batch_gets_the_verdict_of_the_whole_unit()
     suite = parse_suite(json.dumps(ORDERS_SUITE), "orders")
     staged, whole = StagedRows(suite, "orders"), []
     for batch in range(10):
-        values = [json.dumps({"customer": f"c{i}", "amount_cents": -7 if batch * 1000 + i == 4321 else i}).encode()
-                  for i in range(1000)]
+        values = [
+            json.dumps({"customer": f"c{i}", "amount_cents": -7 if batch * 1000 + i == 4321 else i}).encode() for i in range(1000)
+        ]
         rows = payload(values, first_key=batch * 1000 if batch != 9 else 0)  # batch 9 repeats keys k0..k999
         partition, base = batch % 2, (batch // 2) * 1000
         staged.add(rows, partition, base)
-        whole.append(rows.append_column("partition", pa.repeat(pa.scalar(partition, pa.int32()), 1000))
-                     .append_column("offset", pa.arange(base, base + 1000)))
+        whole.append(
+            rows.append_column("partition", pa.repeat(pa.scalar(partition, pa.int32()), 1000)).append_column(
+                "offset", pa.arange(base, base + 1000)
+            )
+        )
     verdict = staged.judge()
     expected = validate(suite, pa.concat_tables(whole))
     assert not verdict.result.success

@@ -58,24 +58,34 @@ def _bad(document: dict) -> str:
 
 BAD_SUITES = {
     "not JSON": ('{"name": "orders", "expectations": [', InvalidRequest, "not JSON"),
-    "no name": (_bad({"expectations": []}), InvalidRequest, "needs a \"name\""),
+    "no name": (_bad({"expectations": []}), InvalidRequest, 'needs a "name"'),
     "unknown expectation": (
         _bad({"name": "s", "expectations": [{"type": "expect_the_moon", "kwargs": {}}]}),
-        InvalidRequest, "expect_the_moon not found",
+        InvalidRequest,
+        "expect_the_moon not found",
     ),
     "kwargs GX refuses": (
         _bad({"name": "s", "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {}}]}),
-        InvalidRequest, "not valid GX",
+        InvalidRequest,
+        "not valid GX",
     ),
     "column that does not exist": (
-        _bad({"name": "s", "expectations": [{"type": "expect_column_values_to_not_be_null",
-                                             "kwargs": {"column": "amount_cents"}}]}),
-        InvalidRequest, "'amount_cents', which does not exist",
+        _bad(
+            {"name": "s", "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "amount_cents"}}]}
+        ),
+        InvalidRequest,
+        "'amount_cents', which does not exist",
     ),
-    "unknown mode": (_bad({"name": "s", "expectations": [], "meta": {"lakelog": {"mode": "maybe"}}}),
-                     InvalidConfig, "not one of enforce, warn, dead-letter"),
-    "parse not module:function": (_bad({"name": "s", "expectations": [], "meta": {"lakelog": {"parse": "nocolon"}}}),
-                                  InvalidConfig, "module:function"),
+    "unknown mode": (
+        _bad({"name": "s", "expectations": [], "meta": {"lakelog": {"mode": "maybe"}}}),
+        InvalidConfig,
+        "not one of enforce, warn, dead-letter",
+    ),
+    "parse not module:function": (
+        _bad({"name": "s", "expectations": [], "meta": {"lakelog": {"parse": "nocolon"}}}),
+        InvalidConfig,
+        "module:function",
+    ),
 }
 
 

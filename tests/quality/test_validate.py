@@ -91,16 +91,18 @@ def test_key_unique_within_the_load_and_row_count():
     values = [json.dumps({"customer": "c", "amount_cents": 1}).encode()] * 4
     result = validate(suite, staged_rows(values, keys=[b"a", b"b", b"a", b"c"]))
     [failure] = result.failures
-    assert (failure.type, failure.column, failure.unexpected_values) == (
-        "expect_column_values_to_be_unique", "key", ["a", "a"])
+    assert (failure.type, failure.column, failure.unexpected_values) == ("expect_column_values_to_be_unique", "key", ["a", "a"])
     empty = validate(suite, staged_rows([]))
     assert [failure.type for failure in empty.failures] == ["expect_table_row_count_to_be_between"]
 
 
 def test_nested_json_fields_are_joined_with_dots():
-    document = {"name": "nested", "expectations": [
-        {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "value.customer.tier", "value_set": ["gold"]}}
-    ]}
+    document = {
+        "name": "nested",
+        "expectations": [
+            {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "value.customer.tier", "value_set": ["gold"]}}
+        ],
+    }
     suite = parse_suite(json.dumps(document), "orders")
     values = [json.dumps({"customer": {"tier": tier}}).encode() for tier in ("gold", "gold", "tin")]
     [failure] = validate(suite, staged_rows(values)).failures
@@ -114,17 +116,22 @@ def amounts(rows: pa.Table) -> pa.Table:
 
 
 def test_a_parse_function_output_is_validated():
-    document = {"name": "csv", "expectations": [
-        {"type": "expect_column_values_to_be_between", "kwargs": {"column": "amount", "min_value": 0}}
-    ]}
+    document = {
+        "name": "csv",
+        "expectations": [{"type": "expect_column_values_to_be_between", "kwargs": {"column": "amount", "min_value": 0}}],
+    }
     # A parse function's columns are not known when the suite is set, so they are not checked then.
     suite = parse_suite(json.dumps(document), "orders", parse=f"{__name__}:amounts")
     result = validate(suite, staged_rows([b"a,1", b"b,-2"]))
     assert [failure.unexpected_values for failure in result.failures] == [[-2]]
 
-    missing = parse_suite(json.dumps({"name": "csv", "expectations": [
-        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "currency"}}]}),
-        "orders", parse=f"{__name__}:amounts")
+    missing = parse_suite(
+        json.dumps(
+            {"name": "csv", "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "currency"}}]}
+        ),
+        "orders",
+        parse=f"{__name__}:amounts",
+    )
     with pytest.raises(InvalidRequest, match="names column 'currency', which the rows do not have"):
         validate(missing, staged_rows([b"a,1"]))
     with pytest.raises(InvalidConfig, match="parse function .* failed: ValueError"):
@@ -133,8 +140,7 @@ def test_a_parse_function_output_is_validated():
 
 def test_a_kafka_column_the_rows_lack_is_a_clear_error():
     """A producer's rows in hand have no offsets yet: a suite on `offset` says so instead of a GX traceback."""
-    document = {"name": "o", "expectations": [
-        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "offset"}}]}
+    document = {"name": "o", "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "offset"}}]}
     suite = parse_suite(json.dumps(document), "orders")
     with pytest.raises(InvalidRequest, match="names column 'offset', which the rows do not have"):
         validate(suite, staged_rows([b"{}"]).drop(["offset"]))
@@ -145,12 +151,12 @@ def test_a_kafka_column_the_rows_lack_is_a_clear_error():
     [
         [b'{"customer": "a", "amount_cents": 1}', b'{"customer": null, "amount_cents": 2}', b'{"customer": "c"}'],
         [b'{"customer": {"tier": "gold"}, "amount_cents": 5}', b'{"amount_cents": -1}'],
-        [b'{"customer": "a", "amount_cents": 1}', b'[1, 2]'],  # not an object: row by row
+        [b'{"customer": "a", "amount_cents": 1}', b"[1, 2]"],  # not an object: row by row
         [b'{"customer": "a",\n "amount_cents": 1}', b'{"customer": "b"}'],  # pretty-printed: row by row
         # Each of these is one top-level object per line only if read value by value: the Arrow path must decline.
         [b'{"customer": {}', b'{"amount_cents": 1}}'],
         [b'{"customer": "a"}{"customer": "b"}', b'{"amount_cents": 1}', b'{"customer": "c"}'],
-        [b'{"customer": "a"}{"customer": "b"}', b'', b'{"customer": "c"}'],
+        [b'{"customer": "a"}{"customer": "b"}', b"", b'{"customer": "c"}'],
         [b' {"customer": "a"}', b'{"customer": "b"} '],
     ],
     ids=["flat", "nested", "not-an-object", "multi-line", "object-split", "two-objects", "two-and-empty", "spaces"],
@@ -177,8 +183,13 @@ def test_arrow_path_reads_chunked_and_sliced_values():
     assert fast["customer"] == ["c0", "c1", "c2", "c3", "c6", "c7", "c8", "c9"]
 
 
-CURRENCY_SUITE = {**ORDERS_SUITE, "expectations": [*ORDERS_SUITE["expectations"], {
-    "type": "expect_column_values_to_be_in_set", "kwargs": {"column": "value.currency", "value_set": ["EUR", "USD"]}}]}
+CURRENCY_SUITE = {
+    **ORDERS_SUITE,
+    "expectations": [
+        *ORDERS_SUITE["expectations"],
+        {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "value.currency", "value_set": ["EUR", "USD"]}},
+    ],
+}
 
 
 def test_the_arrow_path_and_the_row_by_row_path_give_the_same_result():
@@ -203,7 +214,11 @@ def test_the_arrow_path_and_the_row_by_row_path_give_the_same_result():
     assert (compact.success, compact.statistics) == (pretty.success, pretty.statistics)
     assert compact.failures == pretty.failures
     assert {(failure.column, tuple(failure.unexpected_offsets)) for failure in compact.failures} == {
-        ("value.customer", (103,)), ("value.amount_cents", (150,)), ("value.currency", (170,)), ("key", (105, 299))}
+        ("value.customer", (103,)),
+        ("value.amount_cents", (150,)),
+        ("value.currency", (170,)),
+        ("key", (105, 299)),
+    }
 
 
 # One example per expectation of ARROW_STRING_EXPECTATIONS, on the text columns of ARROW_ROWS.
@@ -229,8 +244,7 @@ ARROW_EXAMPLES = {
 
 
 def arrow_rows() -> pa.Table:
-    documents = [{"customer": f"c{i % 7}", "amount_cents": i * 10, "currency": ["EUR", "USD", "GBP"][i % 3]}
-                 for i in range(60)]
+    documents = [{"customer": f"c{i % 7}", "amount_cents": i * 10, "currency": ["EUR", "USD", "GBP"][i % 3]} for i in range(60)]
     documents[3]["customer"] = None
     documents[4]["currency"] = "XXX"
     documents[6]["customer"] = "a very long customer name"
@@ -251,8 +265,9 @@ def test_arrow_backed_text_gives_gx_the_result_python_text_gives(expectation):
 
     from lakelog.quality.validate import validation_frame
 
-    suite = parse_suite(json.dumps({"name": "one", "expectations": [
-        {"type": expectation, "kwargs": ARROW_EXAMPLES[expectation]}]}), "orders")
+    suite = parse_suite(
+        json.dumps({"name": "one", "expectations": [{"type": expectation, "kwargs": ARROW_EXAMPLES[expectation]}]}), "orders"
+    )
     arrow_frame = validation_frame(suite, arrow_rows())
     text = [name for name in arrow_frame.columns if isinstance(arrow_frame[name].dtype, pd.StringDtype)]
     assert text
@@ -264,15 +279,18 @@ def test_arrow_backed_text_gives_gx_the_result_python_text_gives(expectation):
 
 def gx_result(suite, frame) -> dict:
     """GX's result of `suite` on `frame`, as validate() runs it."""
-    from lakelog.quality import validate as _  # noqa: F401 - the module, below
     import importlib
+
+    from lakelog.quality import validate as _  # noqa: F401 - the module, below
 
     module = importlib.import_module("lakelog.quality.validate")
     from great_expectations.core.expectation_suite import ExpectationSuite
     from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
-    gx_suite = ExpectationSuite(name=suite.name, expectations=[
-        ExpectationConfiguration(type=item["type"], kwargs=item["kwargs"]) for item in suite.expectations])
+    gx_suite = ExpectationSuite(
+        name=suite.name,
+        expectations=[ExpectationConfiguration(type=item["type"], kwargs=item["kwargs"]) for item in suite.expectations],
+    )
     with module._gx_lock, module._no_batch_fingerprint():
         outcome = module._validator(frame).validate_expectation_suite(gx_suite)
     [item] = json.loads(json.dumps(outcome.to_json_dict(), default=str))["results"]
@@ -283,16 +301,29 @@ def test_a_type_expectation_sees_python_text():
     """GX's type checks read "str" from Python objects and "string" from Arrow's dtype: their columns stay Python."""
     from lakelog.quality.validate import validation_frame
 
-    suite = parse_suite(json.dumps({"name": "types", "expectations": [
-        {"type": "expect_column_values_to_be_in_type_list", "kwargs": {"column": "value.customer",
-                                                                         "type_list": ["str"]}},
-        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "value.currency"}},
-        {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "key"}},
-    ]}), "orders")
+    suite = parse_suite(
+        json.dumps(
+            {
+                "name": "types",
+                "expectations": [
+                    {
+                        "type": "expect_column_values_to_be_in_type_list",
+                        "kwargs": {"column": "value.customer", "type_list": ["str"]},
+                    },
+                    {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "value.currency"}},
+                    {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "key"}},
+                ],
+            }
+        ),
+        "orders",
+    )
     rows = arrow_rows()
     frame = validation_frame(suite, rows)
     assert {name: str(frame[name].dtype) for name in frame.columns} == {
-        "value.customer": "object", "value.currency": "string", "key": "string"}
+        "value.customer": "object",
+        "value.currency": "string",
+        "key": "string",
+    }
     assert [failure.type for failure in validate(suite, rows).failures] == ["expect_column_values_to_be_unique"]
 
 
@@ -308,8 +339,10 @@ def test_iso_looking_strings_stay_text_on_the_arrow_path():
     """Arrow's reader types "2026-11-24" as a timestamp; a suite sees the string the JSON holds, on both paths."""
     from lakelog.quality.validate import _json_fields_python
 
-    values = [b'{"created": "2026-11-24T01:00:00Z", "customer": {"since": "2026-11-24"}, "days": ["2026-01-01"]}',
-              b'{"created": "2026-11-25", "customer": {"since": null}, "days": []}']
+    values = [
+        b'{"created": "2026-11-24T01:00:00Z", "customer": {"since": "2026-11-24"}, "days": ["2026-01-01"]}',
+        b'{"created": "2026-11-25", "customer": {"since": null}, "days": []}',
+    ]
     column = pa.chunked_array([pa.array(values, pa.binary())])
     fields = ["created", "customer.since", "days"]
     fast = {name: list(series) for name, series in fast_fields(column, fields).items()}
@@ -317,4 +350,5 @@ def test_iso_looking_strings_stay_text_on_the_arrow_path():
     assert fast["customer.since"] == ["2026-11-24", None]
     assert [list(days) for days in fast["days"]] == [["2026-01-01"], []]
     assert {name: column for name, column in fast.items() if name != "days"} == {
-        name: column for name, column in _json_fields_python(column, fields).items() if name != "days"}
+        name: column for name, column in _json_fields_python(column, fields).items() if name != "days"
+    }

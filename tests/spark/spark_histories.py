@@ -10,8 +10,8 @@ and from PartitionLog.fetch, never from a model of the rules.
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
 
 from lakelog import Consumer, KafkaError, TopicPartition
 from lakelog.client.types import OFFSET_BEGINNING
@@ -19,7 +19,7 @@ from lakelog.log import READ_COMMITTED, BatchHeader, ControlType, create_topic, 
 from lakelog.log.verification import _UNVERIFIED
 
 PRODUCERS = (11, 12, 13)
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -53,7 +53,8 @@ class HistoryWriter:
         sequence = self.sequences.get((producer_id, partition), 0)
         count = rows or self.rng.randint(1, 4)
         self.logs[partition].append(
-            self._payload(count, f"p{producer_id}"), BatchHeader(producer_id, epoch, sequence, is_transactional=True),
+            self._payload(count, f"p{producer_id}"),
+            BatchHeader(producer_id, epoch, sequence, is_transactional=True),
             transaction=_UNVERIFIED,
         )
         self.sequences[(producer_id, partition)] = sequence + count
@@ -111,7 +112,9 @@ def consumer_rows(root: str, topic: str, isolation_level: str) -> list[tuple]:
     return sorted(rows)
 
 
-def fetch_rows(root: str, topic: str, isolation_level: str, start: dict[int, int] | None = None, end: dict[int, int] | None = None) -> list[tuple]:
+def fetch_rows(
+    root: str, topic: str, isolation_level: str, start: dict[int, int] | None = None, end: dict[int, int] | None = None
+) -> list[tuple]:
     """(partition, offset, key, value, headers, timestamp µs) of data rows PartitionLog.fetch returns in a range."""
     partitions = open_partition(root, topic, 0).config.num_partitions
     rows = []

@@ -24,7 +24,10 @@ pytestmark = pytest.mark.spark
         ({"topic": "t", "endingOffsets": "[1, 2]"}, "InvalidRequest: endingOffsets must be a JSON object"),
         ({"topic": "t", "startingOffsets": '{"t": {"0": 0}}'}, "must give an offset for every partition of t (0-1)"),
         ({"topic": "t", "startingOffsets": '{"u": {"0": 0}}'}, "UnknownTopicOrPartition: startingOffsets names topic(s) ['u']"),
-        ({"topic": "t", "startingOffsets": '{"t": {"0": 0, "1": 99}}'}, "OffsetOutOfRange: t-1: starting offset 99 is outside [0, 3]"),
+        (
+            {"topic": "t", "startingOffsets": '{"t": {"0": 0, "1": 99}}'},
+            "OffsetOutOfRange: t-1: starting offset 99 is outside [0, 3]",
+        ),
         ({"topic": "t", "startingOffsets": "latest"}, "latest (-1) is not allowed in a batch read"),
         ({"topic": "t", "isolation.level": "dirty"}, "InvalidConfig: isolation.level must be one of"),
         ({"topic": "t", "startingOffset": "earliest"}, "InvalidConfig: unknown option(s) ['startingoffset']"),
@@ -48,7 +51,6 @@ def test_bad_read_options_fail_with_a_lakelog_error(spark, root, tmp_path, optio
     text = str(caught.value)
     assert message in text, text
     assert "lakelog.errors." in text
-
 
 
 def closed_port() -> int:

@@ -57,7 +57,10 @@ def test_partition_status_is_the_logs_own_and_incremental(spark, root):
     writer = random_history(root, "status", random.Random(3), partitions=3, steps=40)
     first = partition_status(spark, root, "status")
     assert first.recomputed == [0, 1, 2] and first.version == 1
-    rows = {row["partition"]: row for row in spark.read.format("lakelog").option("root", root).option("status", "status").load().collect()}
+    rows = {
+        row["partition"]: row
+        for row in spark.read.format("lakelog").option("root", root).option("status", "status").load().collect()
+    }
     for partition in range(3):
         log = open_partition(root, "status", partition)
         row = rows[partition]
@@ -101,7 +104,9 @@ def test_view_is_incremental_and_follows_the_lso(spark, root):
         f"UNION ALL (SELECT {columns} FROM orders EXCEPT ALL SELECT {columns} FROM orders_view))",
     )
     assert differ.column("n").to_pylist() == [0]
-    assert sql.query(root, "SELECT count(*) AS n FROM orders_view").column("n").to_pylist() == [len(view_rows(spark, root, "orders"))]
+    assert sql.query(root, "SELECT count(*) AS n FROM orders_view").column("n").to_pylist() == [
+        len(view_rows(spark, root, "orders"))
+    ]
 
 
 @pytest.mark.parametrize("timeout_s", [60.0, 0.0], ids=["decides-again", "past-the-deadline"])
@@ -149,10 +154,23 @@ def test_view_runs_killed_at_any_point_leave_no_duplicate_and_no_gap(spark, root
     writer = random_history(root, "killed", rng, partitions=3, steps=40)
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
     submit = subprocess.Popen(
-        [os.path.join(os.path.dirname(sys.executable), "spark-submit"), "--master", "local[1]",
-         "--conf", "spark.ui.enabled=false", str(REPO / "pipelines" / "materialize_committed_view.py"),
-         "--root", root, "--topic", "killed"],
-        cwd=tmp_path, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            os.path.join(os.path.dirname(sys.executable), "spark-submit"),
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            str(REPO / "pipelines" / "materialize_committed_view.py"),
+            "--root",
+            root,
+            "--topic",
+            "killed",
+        ],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     view_folder = Location.of(root) / "views" / "killed"
     deadline = time.monotonic() + 180
@@ -169,7 +187,12 @@ def test_view_runs_killed_at_any_point_leave_no_duplicate_and_no_gap(spark, root
         before = catalog.open_view(root, "killed").version
         run = subprocess.run(
             [sys.executable, str(WORKERS), "materialize", root, "killed", point],
-            cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300, start_new_session=True,
+            cwd=tmp_path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            start_new_session=True,
         )
         assert run.returncode == -signal.SIGKILL, run.stdout + run.stderr[-3000:]
         assert f"at {point}" in run.stdout

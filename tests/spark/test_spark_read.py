@@ -25,8 +25,8 @@ from spark_histories import (
 
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
 from lakelog.log.scan import plan_scan
-from lakelog.store.maintenance import compact
 from lakelog.store import Location
+from lakelog.store.maintenance import compact
 from pyspark_lakelog import read_topic, reads_natively, scan_dataframe
 
 pytestmark = [pytest.mark.spark, pytest.mark.roots("local", "s3")]
@@ -176,8 +176,11 @@ def test_S11_2_quality_results_are_the_results_logs_read_committed_rows(spark, r
     passed = ValidationResult("orders.suite", "orders", "enforce", True, 3, {"evaluated_expectations": 1}, (), {})
     record_result(root, passed, load_unit="u1", now_ms=1_000)
     log = open_results_log(root)
-    log.append(result_payload(passed, validation_id="ghost", load_unit="ghost", now_ms=1_500),
-               BatchHeader(31, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
+    log.append(
+        result_payload(passed, validation_id="ghost", load_unit="ghost", now_ms=1_500),
+        BatchHeader(31, 0, 0, is_transactional=True),
+        transaction=_UNVERIFIED,
+    )
     log.append_marker(31, 1, ControlType.ABORT)
     record_result(root, passed, load_unit="u2", now_ms=2_000)
     frame = load_quality(spark, root)

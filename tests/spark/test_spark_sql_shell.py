@@ -31,9 +31,23 @@ def test_spark_sql_shell_queries_topics_views_and_status_with_the_generated_init
     materialize_committed_view(spark, root, "orders")
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
     submitted = subprocess.run(
-        [BIN / "spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-         REPO / "pipelines" / "partition_status.py", "--root", root, "--topic", "orders"],
-        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300,
+        [
+            BIN / "spark-submit",
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            REPO / "pipelines" / "partition_status.py",
+            "--root",
+            root,
+            "--topic",
+            "orders",
+        ],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert submitted.returncode == 0, submitted.stderr[-3000:]
     assert json.loads(submitted.stdout.strip().splitlines()[-1])["recomputed"] == [0, 1]
@@ -41,7 +55,11 @@ def test_spark_sql_shell_queries_topics_views_and_status_with_the_generated_init
     init = tmp_path / "init.sql"
     made = subprocess.run(
         [sys.executable, "-m", "lakelog.cli", "spark-sql-init", "--root", root, "--output", init],
-        cwd=REPO, env=environment, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert made.returncode == 0, made.stderr
     assert init.read_text().count("USING lakelog") == 3
@@ -56,10 +74,16 @@ def test_spark_sql_shell_queries_topics_views_and_status_with_the_generated_init
     )
     shell = subprocess.run(
         [BIN / "spark-sql", "--master", "local[1]", "--conf", "spark.ui.enabled=false", "-i", init, "-e", query],
-        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert shell.returncode == 0, shell.stderr[-3000:]
-    lines = {line.split("\t")[0]: [int(cell) for cell in line.split("\t")[1:]] for line in shell.stdout.splitlines() if "\t" in line}
+    lines = {
+        line.split("\t")[0]: [int(cell) for cell in line.split("\t")[1:]] for line in shell.stdout.splitlines() if "\t" in line
+    }
     committed = fetch_rows(root, "orders", READ_COMMITTED)
     expected = [len(committed), sum(row[1] for row in committed)]
     assert lines["topic"] == expected

@@ -97,9 +97,7 @@ def test_a_writer_killed_mid_transaction_is_aborted_and_its_batch_written_once_b
     create_topic(root, "crash", 2)
     TransactionalBatchWriter(root, "job-crash").write({}, 2)
     payload = [f"v{n}".encode() for n in range(50)]
-    child = multiprocessing.get_context("spawn").Process(
-        target=write_then_die, args=(root, "crash", "job-crash", 3, payload)
-    )
+    child = multiprocessing.get_context("spawn").Process(target=write_then_die, args=(root, "crash", "job-crash", 3, payload))
     child.start()
     child.join(120)
     assert child.exitcode == -signal.SIGKILL

@@ -14,11 +14,11 @@ from helpers import table_fingerprint
 
 from lakelog.client.batch_writer import TransactionalBatchWriter
 from lakelog.log import READ_UNCOMMITTED, create_topic
-from tests.helpers import topic_rows
 from lakelog.quality import read_results, write_suite
 from lakelog.quality.gate import DLQ_HEADER, dlq_topic
 from lakelog.quality.results import failed_expectations, outcome
 from pyspark_lakelog.source import STAGING_DIR
+from tests.helpers import topic_rows
 from tests.quality.conftest import ORDERS_SUITE
 
 pytestmark = [pytest.mark.spark, pytest.mark.roots("local")]
@@ -34,17 +34,20 @@ def orders_frame(spark, *, bad: bool):
     amount = F.col("id") * 10
     if bad:
         amount = F.when(F.col("id") == BAD_ROW, F.lit(-5)).otherwise(amount)
-    value = F.to_json(F.struct(F.concat(F.lit("c"), (F.col("id") % 97).cast("string")).alias("customer"),
-                               amount.alias("amount_cents")))
-    return spark.range(0, ROWS).select(F.concat(F.lit("o"), F.col("id").cast("string")).alias("key"),
-                                       value.alias("value")).repartition(3)
+    value = F.to_json(
+        F.struct(F.concat(F.lit("c"), (F.col("id") % 97).cast("string")).alias("customer"), amount.alias("amount_cents"))
+    )
+    return (
+        spark.range(0, ROWS)
+        .select(F.concat(F.lit("o"), F.col("id").cast("string")).alias("key"), value.alias("value"))
+        .repartition(3)
+    )
 
 
 def write(data, root, topic, transactional_id, batch_id):
     data.write.format("lakelog").mode("append").option("root", root).option("topic", topic).option(
-        "transactional.id", transactional_id).option("batch.id", str(batch_id)).save()
-
-
+        "transactional.id", transactional_id
+    ).option("batch.id", str(batch_id)).save()
 
 
 def test_S11_1_S8_3_a_spark_write_with_a_bad_row_is_refused_and_the_fixed_write_commits(spark, root):

@@ -31,8 +31,10 @@ BAD_ROW = 4_321
 
 
 def orders(first: int, count: int, bad: int | None = None):
-    values = [json.dumps({"customer": f"c{i % 97}", "amount_cents": -5 if i == bad else i * 10}).encode()
-              for i in range(first, first + count)]
+    values = [
+        json.dumps({"customer": f"c{i % 97}", "amount_cents": -5 if i == bad else i * 10}).encode()
+        for i in range(first, first + count)
+    ]
     return payload_table(values, keys=[f"o{i}".encode() for i in range(first, first + count)])
 
 

@@ -50,9 +50,7 @@ def test_a_malformed_connection_is_invalid_config_naming_what_is_wrong(extra, wo
 
 
 def test_the_hook_reads_a_connection_from_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LAKELOG_DEFAULT", json.dumps({"conn_type": "lakelog", "extra": {"root": str(tmp_path)}})
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_LAKELOG_DEFAULT", json.dumps({"conn_type": "lakelog", "extra": {"root": str(tmp_path)}}))
     hook = LakelogHook()
     assert hook.root == str(tmp_path)
     assert hook.test_connection() == (True, f"lakelog root {tmp_path} is reachable")

@@ -28,8 +28,13 @@ def rows(*specs: dict) -> pa.Table:
         columns["is_transactional"].append(spec.get("txn", False))
         columns["control"].append(spec.get("control"))
     columns["timestamp"] = pa.array(columns["timestamp"], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-    return pa.table({name: pa.array(values, type=field.type) if name != "timestamp" else values
-                     for (name, values), field in zip(columns.items(), PARTITION_SCHEMA)}, schema=PARTITION_SCHEMA)
+    return pa.table(
+        {
+            name: pa.array(values, type=field.type) if name != "timestamp" else values
+            for (name, values), field in zip(columns.items(), PARTITION_SCHEMA)
+        },
+        schema=PARTITION_SCHEMA,
+    )
 
 
 def kept(table: pa.Table, *, files=None, aborted=(), last_data=None, last_marker=None, now_ms=T0, retention_ms=DAY_MS):

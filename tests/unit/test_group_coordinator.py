@@ -83,7 +83,9 @@ class Coordinator:
 
     def commit(self, member_id, epoch, partitions, offset=10):
         return self.apply(
-            g.commit_offsets(self.group, GROUP, member_id, epoch, {tp: (offset, "") for tp in partitions}, self.now, config=self.config)
+            g.commit_offsets(
+                self.group, GROUP, member_id, epoch, dict.fromkeys(partitions, (offset, "")), self.now, config=self.config
+            )
         )
 
 
@@ -445,7 +447,9 @@ def test_S7_2_zombie_offsets_are_refused_even_with_a_current_producer_epoch():
     outcome = g.commit_transactional_offsets(c.state, stale, 9, 0, {sorted(a.assignment)[0]: (1, "")}, c.now)
     assert isinstance(outcome.error, IllegalGeneration) and outcome.records == ()
     static_gone = GroupMetadata(GROUP, "ghost", 1, "worker-9")
-    assert isinstance(g.commit_transactional_offsets(c.state, static_gone, 9, 0, {("in", 0): (1, "")}, c.now).error, UnknownMemberId)
+    assert isinstance(
+        g.commit_transactional_offsets(c.state, static_gone, 9, 0, {("in", 0): (1, "")}, c.now).error, UnknownMemberId
+    )
 
 
 def test_S7_2_offsets_of_a_finished_transaction_are_fenced_by_the_marker_epoch():
@@ -566,7 +570,7 @@ class GroupMachine(RuleBasedStateMachine):
     def session_timeout(self, data):
         member_id = data.draw(st.sampled_from(sorted(self.clients)))
         metadata = self.c.group.members[member_id].metadata
-        self.c.group.members[member_id].metadata = metadata.__class__(**{**metadata.__dict__, "last_heartbeat_ms": -10**9})
+        self.c.group.members[member_id].metadata = metadata.__class__(**{**metadata.__dict__, "last_heartbeat_ms": -(10**9)})
         expired = self.c.ok(self.c.apply(g.expire_members(self.c.group, TOPICS, self.c.now)))
         assert member_id in expired
         for gone in expired:
@@ -602,7 +606,6 @@ class GroupMachine(RuleBasedStateMachine):
         for member in group.members.values():
             current = member.current
             assert current.revocation_epoch < current.member_epoch <= group.target_epoch <= group.group_epoch, current
-
 
     @invariant()
     def a_snapshot_restores_the_state(self):

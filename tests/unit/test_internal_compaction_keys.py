@@ -31,17 +31,36 @@ def group_records():
     tp = st.sampled_from(TPS)
     small = st.integers(0, 5)
     return st.one_of(
-        st.builds(lambda gid, epoch, deleted: g.GroupRecord(gid, epoch, deleted=deleted), group_id, small,
-                  st.booleans()),
-        st.builds(lambda gid, mid, hb, removed: g.MemberRecord(gid, mid, None, ("t",), 100, 100, hb, removed=removed),
-                  group_id, member_id, small, st.booleans()),
-        st.builds(lambda gid, mid, epoch: g.CurrentRecord(gid, mid, epoch, epoch - 1, 0, frozenset({TPS[epoch % 2]}),
-                                                          frozenset(), {}), group_id, member_id, small),
+        st.builds(lambda gid, epoch, deleted: g.GroupRecord(gid, epoch, deleted=deleted), group_id, small, st.booleans()),
+        st.builds(
+            lambda gid, mid, hb, removed: g.MemberRecord(gid, mid, None, ("t",), 100, 100, hb, removed=removed),
+            group_id,
+            member_id,
+            small,
+            st.booleans(),
+        ),
+        st.builds(
+            lambda gid, mid, epoch: g.CurrentRecord(gid, mid, epoch, epoch - 1, 0, frozenset({TPS[epoch % 2]}), frozenset(), {}),
+            group_id,
+            member_id,
+            small,
+        ),
         st.builds(lambda gid, epoch, mid: g.TargetRecord(gid, epoch, {mid: frozenset({TPS[0]})}), group_id, small, member_id),
-        st.builds(lambda gid, tp_, offset, removed: g.OffsetRecord(gid, tp_[0], tp_[1], offset, "", 0, removed=removed),
-                  group_id, tp, small, st.booleans()),
-        st.builds(lambda gid, tp_, offset, pid, epoch: g.OffsetRecord(gid, tp_[0], tp_[1], offset, "", 0, pid, epoch),
-                  group_id, tp, small, st.sampled_from(PRODUCERS), small),
+        st.builds(
+            lambda gid, tp_, offset, removed: g.OffsetRecord(gid, tp_[0], tp_[1], offset, "", 0, removed=removed),
+            group_id,
+            tp,
+            small,
+            st.booleans(),
+        ),
+        st.builds(
+            lambda gid, tp_, offset, pid, epoch: g.OffsetRecord(gid, tp_[0], tp_[1], offset, "", 0, pid, epoch),
+            group_id,
+            tp,
+            small,
+            st.sampled_from(PRODUCERS),
+            small,
+        ),
         st.builds(Marker, st.sampled_from(PRODUCERS), small, st.sampled_from(list(ControlType))),
     )
 
@@ -67,9 +86,17 @@ def test_S9_3_consumer_offsets_compacted_by_record_key_replays_to_the_same_state
 def transaction_records():
     return st.builds(
         lambda tid, state, epoch: txn.TransactionMetadata(
-            transactional_id=tid, producer_id=1, previous_producer_id=-1, next_producer_id=-1, producer_epoch=epoch,
-            last_producer_epoch=-1, transaction_timeout_ms=60_000, state=state, partitions=frozenset(),
-            txn_start_ms=0, txn_last_update_ms=0,
+            transactional_id=tid,
+            producer_id=1,
+            previous_producer_id=-1,
+            next_producer_id=-1,
+            producer_epoch=epoch,
+            last_producer_epoch=-1,
+            transaction_timeout_ms=60_000,
+            state=state,
+            partitions=frozenset(),
+            txn_start_ms=0,
+            txn_last_update_ms=0,
         ),
         st.sampled_from(("a", "b", "c")),
         st.sampled_from(list(txn.TxnState)),

@@ -35,8 +35,17 @@ def entry(epoch: int = 0, last: int = 4, pid: int = 1, at: int = NOW) -> Produce
     return ProducerEntry(producer_id=pid, producer_epoch=epoch, last_sequence=last, last_timestamp_ms=at)
 
 
-def check(current: ProducerEntry | None, epoch: int, base: int, count: int = 1, *, pid: int = 1,
-          transactional: bool = False, now: int = NOW, expiration: int = DAY) -> Verdict:
+def check(
+    current: ProducerEntry | None,
+    epoch: int,
+    base: int,
+    count: int = 1,
+    *,
+    pid: int = 1,
+    transactional: bool = False,
+    now: int = NOW,
+    expiration: int = DAY,
+) -> Verdict:
     header = BatchHeader(producer_id=pid, producer_epoch=epoch, base_sequence=base, is_transactional=transactional)
     return check_batch(current, header, count, now, expiration)
 
@@ -88,8 +97,7 @@ def test_S9_4_transaction_is_open_while_the_last_row_is_transactional_data():
 
 
 @settings(deadline=None, max_examples=50)  # builds Arrow tables: timings vary with the machine's load
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4), st.booleans()), min_size=1, max_size=12),
-       st.integers(0, 12))
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4), st.booleans()), min_size=1, max_size=12), st.integers(0, 12))
 def test_S3_5_folding_in_two_steps_equals_one(batches, cut):
     """The cache's incremental fold (any split at a batch boundary) gives the entries of the whole fold."""
     sequences: dict[int, int] = {}

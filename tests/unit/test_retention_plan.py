@@ -27,7 +27,11 @@ def plan(entries, *, now_ms=0, retention_ms=-1, retention_bytes=-1, last_stable_
 
     lso = entries[-1].max_offset + 1 if last_stable_offset is None else last_stable_offset
     return files_past_retention(
-        entries, timestamp, now_ms=now_ms, retention_ms=retention_ms, retention_bytes=retention_bytes,
+        entries,
+        timestamp,
+        now_ms=now_ms,
+        retention_ms=retention_ms,
+        retention_bytes=retention_bytes,
         last_stable_offset=lso,
     )
 

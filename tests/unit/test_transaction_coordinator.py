@@ -333,8 +333,14 @@ def test_S4_3_legal_previous_states_are_kafkas_table():
     }
     assert [state for state in S if state.can_follow(None)] == [S.EMPTY]
     assert [state.value for state in S] == [
-        "Empty", "Ongoing", "PrepareCommit", "PrepareAbort",
-        "CompleteCommit", "CompleteAbort", "PrepareEpochFence", "Dead",
+        "Empty",
+        "Ongoing",
+        "PrepareCommit",
+        "PrepareAbort",
+        "CompleteCommit",
+        "CompleteAbort",
+        "PrepareEpochFence",
+        "Dead",
     ]
 
 
@@ -365,8 +371,12 @@ def test_S4_3_a_state_no_handler_writes_is_refused():
 
 def test_S4_3_records_round_trip_through_plain_rows():
     record = metadata(
-        TxnState.PREPARE_COMMIT, epoch=MAX_EPOCH, previous_producer_id=3, next_producer_id=11,
-        last_producer_epoch=MAX_EPOCH - 1, partitions={("b", 10), ("b", 2), ("__consumer_offsets", 4)},
+        TxnState.PREPARE_COMMIT,
+        epoch=MAX_EPOCH,
+        previous_producer_id=3,
+        next_producer_id=11,
+        last_producer_epoch=MAX_EPOCH - 1,
+        partitions={("b", 10), ("b", 2), ("__consumer_offsets", 4)},
         txn_start_ms=NOW - 5,
     )
     row = record.to_row()
@@ -381,8 +391,15 @@ def test_S4_3_records_round_trip_through_plain_rows():
 
 @pytest.mark.parametrize(
     "change",
-    [{"state": "Finished"}, {"partitions": ["nocolon"]}, {"partitions": ["a:-1"]}, {"producer_id": "7"},
-     {"producer_epoch": True}, {"transactional_id": ""}, {"txn_start_ms": 1.5}],
+    [
+        {"state": "Finished"},
+        {"partitions": ["nocolon"]},
+        {"partitions": ["a:-1"]},
+        {"producer_id": "7"},
+        {"producer_epoch": True},
+        {"transactional_id": ""},
+        {"txn_start_ms": 1.5},
+    ],
 )
 def test_S4_3_a_corrupt_row_is_corrupt_record(change):
     row = dict(metadata().to_row(), **change)
@@ -566,7 +583,9 @@ def test_S4_5_the_holder_that_wrote_the_markers_completes_and_begins_in_one_outc
     outcome = h.apply(TID, add_partitions(h.current, TID, answer.producer_id, answer.producer_epoch, [A1], h.now, markers))
     complete, started = outcome.records
     assert (complete.state, complete.partitions, complete.producer_epoch) == (
-        TxnState.COMPLETE_COMMIT, frozenset(), answer.producer_epoch
+        TxnState.COMPLETE_COMMIT,
+        frozenset(),
+        answer.producer_epoch,
     )
     assert (started.state, started.partitions, started.txn_start_ms) == (TxnState.ONGOING, {A1}, h.now)
     assert outcome.response == AddPartitionsResult(frozenset({A1}))
@@ -777,15 +796,15 @@ class CoordinatorMachine(RuleBasedStateMachine):
             return multiple()
         assert outcome.ok, outcome.error
         after = h.state[transactional_id]
-        assert after.state is TxnState.EMPTY and outcome.response == InitProducerIdResult(
-            after.producer_id, after.producer_epoch
-        )
+        assert after.state is TxnState.EMPTY and outcome.response == InitProducerIdResult(after.producer_id, after.producer_epoch)
         if before is None:
             assert (after.producer_id, after.producer_epoch) == (new_id, 0)
         elif new_id is not None:
             event("init moved to a new producer id")
             assert (after.producer_id, after.producer_epoch, after.previous_producer_id) == (
-                new_id, 0, before.producer_id,
+                new_id,
+                0,
+                before.producer_id,
             )
         else:
             assert (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch + 1)
@@ -817,9 +836,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def add(self, client, partitions):
         h, tid = self.h, client.transactional_id
         before = h.state.get(tid)
-        outcome = self._apply(
-            tid, add_partitions(before, tid, client.producer_id, client.producer_epoch, partitions, h.now)
-        )
+        outcome = self._apply(tid, add_partitions(before, tid, client.producer_id, client.producer_epoch, partitions, h.now))
         identity = (client.producer_id, client.producer_epoch)
         if client.zombie:
             assert isinstance(outcome.error, (ProducerFenced, InvalidProducerIdMapping))
@@ -846,9 +863,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         h, tid = self.h, client.transactional_id
         before = h.state.get(tid)
         request = (client.producer_id, client.producer_epoch)
-        outcome, new_id = h.with_new_producer_id(
-            lambda new_id: end_transaction(before, tid, *request, commit, h.now, new_id)
-        )
+        outcome, new_id = h.with_new_producer_id(lambda new_id: end_transaction(before, tid, *request, commit, h.now, new_id))
         self._apply(tid, outcome)
         if not outcome.ok:
             assert new_id is None, "S8.3: a refusal allocates no producer id"
@@ -896,14 +911,19 @@ class CoordinatorMachine(RuleBasedStateMachine):
         outcome = self._apply(tid, end_transaction(before, tid, pid, epoch, commit != flip, h.now, None))
         assert outcome.records == ()
         states = (
-            (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
-            if commit
-            else (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
+            (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT) if commit else (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
         )
-        same_decision = before is not None and before.state in states and (
-            (before.producer_id, before.producer_epoch) == (decided_pid, decided_epoch)
-            or (before.state.is_complete and (before.previous_producer_id, before.producer_epoch) == (decided_pid, 0)
-                and before.producer_id == answer.producer_id)
+        same_decision = (
+            before is not None
+            and before.state in states
+            and (
+                (before.producer_id, before.producer_epoch) == (decided_pid, decided_epoch)
+                or (
+                    before.state.is_complete
+                    and (before.previous_producer_id, before.producer_epoch) == (decided_pid, 0)
+                    and before.producer_id == answer.producer_id
+                )
+            )
         )
         if same_decision and flip:
             assert isinstance(outcome.error, InvalidTxnState)
@@ -923,9 +943,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.seen_markers.append(markers)
         outcome = self._apply(transactional_id, complete_transaction(before, markers, h.now))
         (record,) = outcome.records
-        assert record.state is (
-            TxnState.COMPLETE_COMMIT if before.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        )
+        assert record.state is (TxnState.COMPLETE_COMMIT if before.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT)
         assert record.partitions == frozenset()
         if before.next_producer_id != -1:
             assert (record.producer_id, record.producer_epoch) == (before.next_producer_id, 0)
@@ -943,9 +961,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         plain = add_partitions(before, *request)
         outcome = self._apply(tid, add_partitions(before, *request, written))
         if written is None or written != markers_for(before):
-            assert (outcome.records, outcome.response, type(outcome.error)) == (
-                plain.records, plain.response, type(plain.error)
-            )
+            assert (outcome.records, outcome.response, type(outcome.error)) == (plain.records, plain.response, type(plain.error))
             return
         if not outcome.ok:
             assert outcome.records == ()
@@ -1022,9 +1038,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def held_state_is_consistent(self):
         for tid, md in self.h.state.items():
             assert md.transactional_id == tid and md.state is not TxnState.DEAD
-            assert (md.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)) == bool(
-                md.partitions
-            )
+            assert (md.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)) == bool(md.partitions)
             assert md.next_producer_id == -1 or md.state.is_prepared
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_producer_state import NOW, rows_of
 
 from lakelog.errors import InvalidTxnState
 from lakelog.log.producer_state import fold
 from lakelog.log.records import BatchHeader, ControlType
 from lakelog.log.verification import needs_verification, verify_batch
-from test_producer_state import NOW, rows_of
 
 PID, OTHER = 7, 9
 

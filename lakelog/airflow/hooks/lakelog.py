@@ -16,8 +16,8 @@ From the environment:
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -86,9 +86,7 @@ def parse_connection(conn_id: str, extra: Any, login: str | None = None, passwor
         storage.setdefault("access_key_id", login)
     if password:
         storage.setdefault("secret_access_key", password)
-    return LakelogConnection(
-        conn_id, root.strip(), storage, sections["config"], {kind: sections[kind] for kind in CLIENT_KINDS}
-    )
+    return LakelogConnection(conn_id, root.strip(), storage, sections["config"], {kind: sections[kind] for kind in CLIENT_KINDS})
 
 
 class LakelogHook(BaseHook):
@@ -121,7 +119,7 @@ class LakelogHook(BaseHook):
         except AirflowNotFoundException:
             raise InvalidConfig(
                 f"Airflow connection {self.lakelog_conn_id!r} is not defined: create it with type lakelog and "
-                f"extra {{\"root\": ...}}, or set AIRFLOW_CONN_{self.lakelog_conn_id.upper()}"
+                f'extra {{"root": ...}}, or set AIRFLOW_CONN_{self.lakelog_conn_id.upper()}'
             ) from None
         if conn.conn_type not in (None, "", self.conn_type):
             raise InvalidConfig(f"Airflow connection {self.lakelog_conn_id!r} is of type {conn.conn_type!r}, not lakelog")

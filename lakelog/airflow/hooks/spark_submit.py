@@ -25,10 +25,10 @@ workers run this interpreter (`PYSPARK_PYTHON`, `PYSPARK_DRIVER_PYTHON`).
 
 from __future__ import annotations
 
-import logging
 import collections
 import importlib.util
 import json
+import logging
 import os
 import re
 import signal
@@ -69,8 +69,13 @@ _ERROR_LINE = re.compile(r"^[\w.$]*(Error|Exception|Exit|Interrupt)\b")
 _LAKELOG_ERROR = re.compile(r"^lakelog\.errors\.(\w+):")
 _LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d ")
 # Lines spark-submit prints on every run: never the error.
-_NOISE = ("Using Spark's default log4j profile", "WARNING: Using incubator modules", "Setting Spark log level",
-          "Setting default log level", "To adjust logging level")
+_NOISE = (
+    "Using Spark's default log4j profile",
+    "WARNING: Using incubator modules",
+    "Setting Spark log level",
+    "Setting default log level",
+    "To adjust logging level",
+)
 
 
 def spark_submit_binary() -> str:

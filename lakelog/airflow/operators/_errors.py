@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import contextlib
+import logging
 from collections.abc import Iterator
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException

@@ -33,6 +33,7 @@ from lakelog.client.unit_loader import load_unit
 
 logger = logging.getLogger(__name__)
 
+
 def unit_of(context: Mapping[str, Any]) -> str:
     """The unit a task instance covers: dag.task.map_index.<partition key or data interval>."""
     ti = context["ti"]

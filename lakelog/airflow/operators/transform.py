@@ -115,13 +115,21 @@ class LakelogTransformOperator(BaseOperator):
         if result.transactions:
             self.log.info(
                 "transformed %d records of %s into %d of %s in %d transaction(s) of %s; group %s now at %s",
-                result.records_in, self.input_topic, result.records_out, self.output_topic, result.transactions,
-                transactional_id, self.group_id, _offsets(result),
+                result.records_in,
+                self.input_topic,
+                result.records_out,
+                self.output_topic,
+                result.transactions,
+                transactional_id,
+                self.group_id,
+                _offsets(result),
             )
         else:
             self.log.info(
                 "nothing to transform: group %s was at the end of %s (%s); this attempt wrote nothing",
-                self.group_id, self.input_topic, _offsets(result),
+                self.group_id,
+                self.input_topic,
+                _offsets(result),
             )
         emit_topic_event(self, context, self.output_topic, connection.root, result.as_dict())
         return result.as_dict()

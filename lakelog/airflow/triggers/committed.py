@@ -8,8 +8,8 @@ lakelog's reads block, so each check runs in a thread.
 
 from __future__ import annotations
 
-import logging
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 

@@ -63,7 +63,7 @@ class FaultyTransform(LakelogTransformOperator):
 
     def _claim(self) -> tuple[str, int] | None:
         for path in sorted(FAULTS.glob(f"{self._run}.*.*")):
-            sequence, kind = path.name[len(self._run) + 1:].split(".", 1)
+            sequence, kind = path.name[len(self._run) + 1 :].split(".", 1)
             if kind not in KINDS:
                 continue
             try:
