@@ -26,7 +26,17 @@ def refused(kind: str, key: str, value) -> InvalidConfig:
     return raised.value
 
 
-# -- lakelog/conf/ defaults --
+# -- conf/ defaults --
+
+
+def test_the_defaults_are_the_top_level_conf_folder():
+    """The repository keeps one copy of the defaults, in conf/; the package reads that copy (lakelog/conf links to it)."""
+    repository = Path(config.__file__).resolve().parent.parent
+    top_level = sorted(path.name for path in (repository / "conf").glob("*.properties"))
+    assert top_level == sorted(f"{kind}.properties" for kind in config.KINDS)
+    for kind in config.KINDS:
+        read = Path(str(config.conf_dir() / f"{kind}.properties")).resolve()
+        assert read == (repository / "conf" / f"{kind}.properties").resolve()
 
 
 @pytest.mark.parametrize("kind", config.KINDS)
