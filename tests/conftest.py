@@ -9,6 +9,7 @@ go into the environment, so worker processes that tests start reach it too.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import random
 import uuid
@@ -16,12 +17,17 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from helpers import root_logger_state
 from s3emulator import S3Emulator
 
 from lakelog.log import create_topic
 
 ROOT_KINDS = ("local", "s3")
 TEST_BUCKET = "lakelog-tests"
+
+
+# Before any test module is collected: a module that configures logging when imported changes it for every test.
+ROOT_LOGGER_AT_START = root_logger_state()
 
 
 def pytest_configure(config) -> None:
@@ -92,3 +98,30 @@ def rng(request) -> random.Random:
     seed = int(os.environ.get("LAKELOG_TEST_SEED", random.SystemRandom().randrange(2**32)))
     print(f"{request.node.name}: LAKELOG_TEST_SEED={seed}")
     return random.Random(seed)
+
+
+@pytest.fixture
+def root_logger_at_start() -> tuple[int, list[logging.Handler]]:
+    """The root logger's level and handlers as they were before the session collected its first test module."""
+    return ROOT_LOGGER_AT_START
+
+
+@pytest.fixture(autouse=True)
+def root_logger_kept() -> Iterator[None]:
+    """What a test does to the root logger's level and handlers ends with it, so no test depends on what ran before.
+
+    Airflow configures logging when first imported (airflow/__init__.py runs settings.initialize(), which sets the
+    root logger to INFO with a stdout handler): a test that imports it (an operator, the provider's hook) would
+    otherwise leave every later test of the session logging INFO to stdout. Test modules import Airflow inside
+    their tests, never at collection, which no fixture could undo.
+    """
+    level, handlers = root_logger_state()
+    yield
+    root = logging.getLogger()
+    root.setLevel(level)
+    for handler in root.handlers[:]:
+        if type(handler).__module__ != "_pytest.logging" and handler not in handlers:
+            root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)

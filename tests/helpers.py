@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 
 from lakelog.store import Location
@@ -89,3 +90,9 @@ def topic_rows(root: str, topic: str, isolation_level: str = "read_committed") -
                 break
             offset = fetched.next_offset
     return rows
+
+
+def root_logger_state() -> tuple[int, list[logging.Handler]]:
+    """The root logger's level and handlers, leaving out pytest's own (it adds and removes them around each phase)."""
+    root = logging.getLogger()
+    return root.level, [handler for handler in root.handlers if type(handler).__module__ != "_pytest.logging"]

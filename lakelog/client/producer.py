@@ -138,7 +138,7 @@ class _Pending:
 class _Batch:
     topic: str
     partition: int
-    created: float
+    created_ms: float  # on the producer's clock; linger is timed in its milliseconds (seconds as floats lose the last one)
     expected_offset: int | None = None
     messages: list[_Pending] = field(default_factory=list)
     size: int = 0
@@ -255,7 +255,7 @@ class Producer(ProducerLifecycle):
             self._send(tp)
             batch = None
         if batch is None:
-            batch = self._batches[tp] = _Batch(topic, partition, self._clock() / 1000, expected_offset)
+            batch = self._batches[tp] = _Batch(topic, partition, self._clock(), expected_offset)
         batch.messages.append(_Pending(key_bytes, value_bytes, header_list, timestamp or self._clock(), on_delivery or callback))
         batch.size += size
         if len(batch.messages) >= self.config["batch.num.messages"] or batch.size >= self.config["batch.size"]:

@@ -187,15 +187,15 @@ class ProducerLifecycle:
         """Seconds until the oldest queued batch has lingered linger.ms, on the producer's clock (0: due now)."""
         if not self._batches:
             return POLL_STEP_S
-        oldest = min(batch.created for batch in self._batches.values())
-        return max(oldest + self.config["linger.ms"] / 1000 - self._clock() / 1000, 0.0)
+        oldest = min(batch.created_ms for batch in self._batches.values())
+        return max(oldest + self.config["linger.ms"] - self._clock(), 0) / 1000
 
     def _send_lingered(self: Producer) -> None:
-        """Send every batch that has waited linger.ms on the producer's clock."""
-        linger = self.config["linger.ms"] / 1000
-        now = self._clock() / 1000
+        """Send every batch that has waited linger.ms on the producer's clock (compared in its milliseconds)."""
+        linger_ms = self.config["linger.ms"]
+        now_ms = self._clock()
         for tp, batch in list(self._batches.items()):
-            if now - batch.created >= linger:
+            if now_ms - batch.created_ms >= linger_ms:
                 self._send(tp)
 
     def _serve_reports(self: Producer) -> int:

@@ -370,6 +370,9 @@ def s3_settings(options: Mapping[str, Any] | None, environ: Mapping[str, str] | 
             settings[key] = environ[variable]
     if "region" not in settings and environ.get("AWS_DEFAULT_REGION"):
         settings["region"] = environ["AWS_DEFAULT_REGION"]
+    # delta-rs (object_store) also takes AWS_ENDPOINT for the endpoint: the store it commits to is the one checked (S12.2).
+    if "endpoint_url" not in settings and environ.get("AWS_ENDPOINT"):
+        settings["endpoint_url"] = environ["AWS_ENDPOINT"]
     for raw_key, value in (options or {}).items():
         key = storage_key(raw_key)
         if value is None:

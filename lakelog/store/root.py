@@ -8,8 +8,14 @@ that ignores that header would let two writers both "win" the same version,
 so the first time a process opens an S3 root, `check_root` puts a scratch
 object under `<root>/_lakelog/probes/` twice with that header, requires the
 second put to be refused, and deletes the object again. The same requests tell
-a missing bucket, refused credentials and an unreachable endpoint apart. The
-answer is kept per store and bucket for the life of the process.
+a missing bucket, refused credentials and an unreachable endpoint apart.
+
+The answer is kept for the life of the process, keyed by everything it rests on:
+a store that was checked (or, without keys, AWS S3 trusted) by its settings
+(endpoint, keys, options: the FileIO) and bucket, since conditional puts are the
+store's behaviour; a root whose keys may not write there, and so was opened
+unchecked, by its settings and URI, since write permission is granted per
+prefix. A refusal is never kept: the next open checks again.
 """
 
 from __future__ import annotations
@@ -33,7 +39,11 @@ from lakelog.store.fileio import Location, one_line, parse_duration_s
 log = logging.getLogger(__name__)
 
 PROBES_DIR = "_lakelog/probes"
+# What verify_conditional_put found: the store was checked, AWS S3 trusted without keys, or the root left unchecked.
+CHECKED, TRUSTED, UNCHECKED = "checked", "trusted", "unchecked"
+# (FileIO, bucket) of stores checked or trusted -> seconds the check took; (FileIO, URI) of roots opened unchecked.
 _verified: dict[tuple, float] = {}
+_unchecked: set[tuple] = set()
 _verified_lock = threading.Lock()
 
 
@@ -50,19 +60,28 @@ def check_root(root: Any, storage_options: Mapping[str, Any] | None = None) -> L
         if found is not None and not found.is_dir:
             raise InvalidConfig(f"lakelog.root {location.uri} is a file, not a folder", key="lakelog.root")
         return location
-    key = (location.io, location.bucket)
-    if key not in _verified:
+    store, root_key = (location.io, location.bucket), (location.io, location.uri)
+    if store not in _verified and root_key not in _unchecked:
         with _verified_lock:
-            if key not in _verified:
+            if store not in _verified and root_key not in _unchecked:
                 started = time.monotonic()
-                verify_conditional_put(location)
-                _verified[key] = time.monotonic() - started
-                log.info("the store of %s honours conditional puts (checked in %.0f ms)", location.uri, _verified[key] * 1000)
+                verdict = verify_conditional_put(location)
+                if verdict == UNCHECKED:
+                    _unchecked.add(root_key)
+                else:
+                    _verified[store] = time.monotonic() - started
+                    if verdict == CHECKED:
+                        log.info(
+                            "the store of %s honours conditional puts (checked in %.0f ms)", location.uri, _verified[store] * 1000
+                        )
     return location
 
 
-def verify_conditional_put(location: Location) -> None:
+def verify_conditional_put(location: Location) -> str:
     """Put one object twice under the root with `If-None-Match: *`: the store must refuse the second (412).
+
+    Returns CHECKED, TRUSTED (no keys, AWS S3 itself) or UNCHECKED (the keys may
+    not write under the root); raises for a store that must not be used.
 
     This is the request delta-rs commits with. The probe speaks S3's REST API
     itself (SigV4, stdlib only), because neither delta-rs nor pyarrow exposes a
@@ -86,7 +105,7 @@ def verify_conditional_put(location: Location) -> None:
                 key="lakelog.storage.access_key_id",
             )
         log.info("no static keys for %s: trusting AWS S3's conditional writes", location.uri)
-        return
+        return TRUSTED
     prefix = location.uri.split("://", 1)[1].partition("/")[2]
     key = f"{prefix}/{PROBES_DIR}/{uuid.uuid4().hex}".lstrip("/")
     try:
@@ -98,7 +117,7 @@ def verify_conditional_put(location: Location) -> None:
                 "any commit there will fail",
                 location.uri,
             )
-            return
+            return UNCHECKED
         if first.status not in (200, 201):
             raise root_error(location, RuntimeError(first.describe()))
         try:
@@ -111,7 +130,7 @@ def verify_conditional_put(location: Location) -> None:
     except OSError as error:
         raise root_error(location, error) from None
     if second.status in (412, 409):
-        return
+        return CHECKED
     raise InvalidConfig(
         f"lakelog.root {location.uri}: the store overwrote an object that a conditional put (If-None-Match) "
         f"should have refused (HTTP {second.status}); two writers could both commit one Delta version there",

@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakelog import AdminClient, NewTopic, Producer
-from lakelog.airflow.hooks.spark_submit import SparkSubmitHook, last_error_line
 from lakelog.catalog import list_status_tables, list_views, open_status
 from lakelog.sql import snapshot_rows
 from pipelines.demo_spark import verify_view
@@ -163,6 +162,8 @@ def test_on_kill_stops_the_whole_spark_submit_process_group(tmp_path):
     pid_file = tmp_path / "driver.pid"
     application = tmp_path / "sleeper.py"
     application.write_text("import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(300)\n")
+    from lakelog.airflow.hooks.spark_submit import SparkSubmitHook  # imports Airflow: when run, not when collected
+
     hook = SparkSubmitHook(lakelog_conn_id=None)
     failure: list[BaseException] = []
 
@@ -239,4 +240,6 @@ py4j.protocol.Py4JJavaError: An error occurred while calling o42.parquet.
     ],
 )
 def test_last_error_line_names_the_cause_without_a_stack_trace(output, line):
+    from lakelog.airflow.hooks.spark_submit import last_error_line  # imports Airflow: when run, not when collected
+
     assert last_error_line(output.splitlines()) == line

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from helpers import table_fingerprint
+from helpers import FakeClock, table_fingerprint
 
 from lakelog import (
     TIMESTAMP_CREATE_TIME,
@@ -191,16 +191,21 @@ def test_batch_size_bytes_bounds_a_batch(lake, make_topic):
 
 
 def test_linger_ms_holds_a_batch_until_it_has_waited(lake, make_topic):
+    """A batch is sent once its first message has waited linger.ms on the producer's clock, not a millisecond
+    before, as one commit. The clock is passed in, so nothing here depends on the machine's speed."""
     topic = make_topic()
+    clock = FakeClock()
     served = []
-    p = producer(lake, **{"linger.ms": 400}, on_delivery=lambda e, m: served.append(m.offset()))
-    started = time.monotonic()
+    p = Producer({"lakelog.root": lake, "linger.ms": 400, "on_delivery": lambda e, m: served.append(m.offset())}, clock=clock)
     for i in range(3):
         p.produce(topic, f"v{i}")
-    assert p.poll(0) == 0
-    if time.monotonic() - started < 0.35:  # too slow a machine proves nothing about linger
-        assert version(lake, topic) == 0
-    assert p.poll(5.0) == 3  # poll waits at most linger.ms, then sends
+        clock.advance(100)
+    assert p.poll(0) == 0  # 300 ms since the first message
+    clock.advance(99)
+    assert p.poll(0) == 0  # 399 ms
+    assert version(lake, topic) == 0 and served == []
+    clock.advance(1)
+    assert p.poll(0) == 3  # 400 ms: sent, and its reports served
     assert version(lake, topic) == 1
     assert served == [0, 1, 2]
 

@@ -15,6 +15,8 @@ import pytest
 from helpers import FakeClock, folder_listing, table_fingerprint
 
 from lakelog import KafkaError, Producer
+from lakelog.client import producer_lifecycle
+from lakelog.client.producer_lifecycle import POLL_STEP_S
 from lakelog.errors import KafkaException
 from lakelog.log import READ_COMMITTED, open_partition
 
@@ -129,14 +131,38 @@ def test_bool_is_true_with_nothing_queued(root, topic):
 # -- poll(timeout) waits ------------------------------------------------------------------
 
 
-def test_poll_blocks_up_to_its_timeout_when_idle_without_spinning(root):
+class WaitingTime:
+    """The monotonic clock and the sleep a poll waits with, standing still unless slept on: a test sees each
+    sleep poll asks for and how often it looks at the clock, and takes no real time."""
+
+    LOOKS = 1_000  # far more looks than a poll of a few seconds in steps of POLL_STEP_S needs
+
+    def __init__(self) -> None:
+        self.now, self.looks, self.sleeps = 100.0, 0, []
+
+    def monotonic(self) -> float:
+        self.looks += 1
+        assert self.looks <= self.LOOKS, f"poll looked at the clock over {self.LOOKS} times: it spins"
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_poll_blocks_up_to_its_timeout_when_idle_without_spinning(root, monkeypatch):
+    """An idle poll(1.0) waits the whole second in sleeps of POLL_STEP_S, not in a loop that looks at the clock
+    (as confluent's poll blocks in librdkafka); with nothing queued, poll(0) and poll() return at once."""
     p = producer(root)
-    wall, cpu = time.monotonic(), time.process_time()
+    waiting = WaitingTime()
+    monkeypatch.setattr(producer_lifecycle, "time", waiting)
     assert p.poll(1.0) == 0
-    waited, used = time.monotonic() - wall, time.process_time() - cpu
-    assert waited >= 0.9
-    assert used < 0.5, f"poll(1.0) used {used:.2f} s of CPU while idle: it spins"
-    assert p.poll(0) == 0 and p.poll() == 0  # no timeout and nothing queued: nothing can arrive, returns at once
+    assert sum(waiting.sleeps) == pytest.approx(1.0)
+    assert len(waiting.sleeps) == pytest.approx(1.0 / POLL_STEP_S, abs=1)
+    assert min(waiting.sleeps[:-1]) == pytest.approx(POLL_STEP_S)
+    waiting.sleeps.clear()
+    assert p.poll(0) == 0 and p.poll() == 0  # no timeout and nothing queued: nothing can arrive
+    assert waiting.sleeps == []
 
 
 def test_poll_returns_as_soon_as_a_lingering_batch_is_sent(root, topic):

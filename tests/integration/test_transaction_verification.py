@@ -18,7 +18,7 @@ from lakelog import Consumer, Producer, TopicPartition
 from lakelog.coordinator.group import GroupMetadata
 from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
-from lakelog.errors import IllegalGeneration, InvalidTxnState, KafkaException, ProducerFenced, UnknownMemberId
+from lakelog.errors import IllegalGeneration, InvalidTxnState, KafkaError, KafkaException, ProducerFenced, UnknownMemberId
 from lakelog.log import BatchHeader, create_topic, open_partition, payload_table
 from lakelog.log.verification import TransactionVerification
 
@@ -141,6 +141,9 @@ def test_S4_4_an_abort_marker_between_verification_and_commit_fences_the_batch(l
 
 
 def test_S4_4_producer_writes_verify_through_its_coordinator(lake):
+    """A producer's transactional batches are verified where they land, with its own coordinator: those of its
+    transaction go through; one for a partition the transaction does not hold (what a producer whose
+    add_partitions was lost would send) is refused there with INVALID_TXN_STATE and writes nothing (S8.3)."""
     p = Producer({"lakelog.root": lake, "transactional.id": TID})
     p.init_transactions()
     p.begin_transaction()
@@ -149,6 +152,24 @@ def test_S4_4_producer_writes_verify_through_its_coordinator(lake):
         p.flush()
     p.commit_transaction()
     log = open_partition(lake, TOPIC, 0)
+    assert log.fetch(0, isolation_level="read_committed").rows.column("value").to_pylist() == [b"a", b"b"]
+    p.begin_transaction()
+    p.produce(TOPIC, value=b"c", partition=0)
+    p.flush()
+    # The producer takes partition 1 for added; its coordinator never heard of it (a lost add_partitions).
+    p._transaction_partitions.add((TOPIC, 1))
+    before = table_fingerprint(lake)
+    reports = []
+    p.produce(TOPIC, value=b"stray", partition=1, on_delivery=lambda error, message: reports.append(error))
+    p.flush()
+    assert [error and error.code() for error in reports] == [KafkaError.INVALID_TXN_STATE]
+    assert table_fingerprint(lake) == before
+    with pytest.raises(KafkaException) as refused:
+        p.commit_transaction()
+    assert refused.value.args[0].txn_requires_abort()
+    p.abort_transaction()
+    stray = open_partition(lake, TOPIC, 1)
+    assert stray.high_watermark() == stray.last_stable_offset() == 0
     assert log.fetch(0, isolation_level="read_committed").rows.column("value").to_pylist() == [b"a", b"b"]
 
 

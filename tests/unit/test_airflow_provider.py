@@ -1,24 +1,35 @@
-"""The Airflow provider's pure parts: connection parsing, topic Asset URIs, and its registration with Airflow."""
+"""The Airflow provider's pure parts: connection parsing, topic Asset URIs, and its registration with Airflow.
+
+The hook's module imports Airflow, whose first import configures logging (tests/conftest.py): it is imported
+by the tests that use it (the `hooks` fixture), never when this module is collected.
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
+from types import ModuleType
 
 import pytest
 
 from lakelog.airflow.assets import sanitize_uri, topic_asset_uri
-from lakelog.airflow.hooks.lakelog import LakelogHook, parse_connection
 from lakelog.errors import InvalidConfig
 
 
-def test_a_connection_extra_gives_the_root_storage_options_and_client_configs():
+@pytest.fixture
+def hooks() -> ModuleType:
+    """lakelog.airflow.hooks.lakelog (parse_connection, LakelogHook), imported when a test runs."""
+    return importlib.import_module("lakelog.airflow.hooks.lakelog")
+
+
+def test_a_connection_extra_gives_the_root_storage_options_and_client_configs(hooks):
     extra = {
         "root": "s3://bucket/lake",
         "storage_options": {"region": "eu-west-1"},
         "config": {"transaction.timeout.ms": 30000},
         "producer": {"linger.ms": 5},
     }
-    connection = parse_connection("c", json.dumps(extra), login="AK", password="SK")
+    connection = hooks.parse_connection("c", json.dumps(extra), login="AK", password="SK")
     assert connection.root == "s3://bucket/lake"
     assert connection.storage_options == {"region": "eu-west-1", "access_key_id": "AK", "secret_access_key": "SK"}
     assert connection.client_config("producer") == {
@@ -43,19 +54,19 @@ def test_a_connection_extra_gives_the_root_storage_options_and_client_configs():
         ({"root": "/lake", "producer": "linger.ms=5"}, "extra.producer must be a JSON object"),
     ],
 )
-def test_a_malformed_connection_is_invalid_config_naming_what_is_wrong(extra, words):
+def test_a_malformed_connection_is_invalid_config_naming_what_is_wrong(hooks, extra, words):
     with pytest.raises(InvalidConfig, match=words) as raised:
-        parse_connection("lakelog_default", extra)
+        hooks.parse_connection("lakelog_default", extra)
     assert "lakelog_default" in str(raised.value) and "\n" not in str(raised.value)
 
 
-def test_the_hook_reads_a_connection_from_the_environment(monkeypatch, tmp_path):
+def test_the_hook_reads_a_connection_from_the_environment(hooks, monkeypatch, tmp_path):
     monkeypatch.setenv("AIRFLOW_CONN_LAKELOG_DEFAULT", json.dumps({"conn_type": "lakelog", "extra": {"root": str(tmp_path)}}))
-    hook = LakelogHook()
+    hook = hooks.LakelogHook()
     assert hook.root == str(tmp_path)
     assert hook.test_connection() == (True, f"lakelog root {tmp_path} is reachable")
     with pytest.raises(InvalidConfig, match="'elsewhere' is not defined.*AIRFLOW_CONN_ELSEWHERE"):
-        LakelogHook("elsewhere").root
+        _ = hooks.LakelogHook("elsewhere").root
 
 
 def test_topic_assets_name_the_root_by_scheme_and_path():
