@@ -333,7 +333,7 @@ def _route(table: pa.Table, topic_option: str | None, count_of, partitioner: str
     keys = table.column("key").cast(pa.binary()).to_pylist() if "key" in table.column_names else [None] * count
     given = table.column("partition").to_pylist() if "partition" in table.column_names else [None] * count
     groups: dict[tuple[str, int], list[int]] = {}
-    for index, (topic, key, partition) in enumerate(zip(topics, keys, given)):
+    for index, (topic, key, partition) in enumerate(zip(topics, keys, given, strict=True)):
         if topic is None:
             raise InvalidRequest("a row has a null topic column and no topic option is set")
         total = count_of(topic)

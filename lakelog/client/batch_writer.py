@@ -281,12 +281,12 @@ class TransactionalBatchWriter:
         Returns the validation id per gated topic.
         """
         verdicts = gate.judge()
-        identity = dict(
-            transactional_id=self.transactional_id,
-            load_unit=unit,
-            producer_id=appends.producer_id,
-            producer_epoch=appends.producer_epoch,
-        )
+        identity = {
+            "transactional_id": self.transactional_id,
+            "load_unit": unit,
+            "producer_id": appends.producer_id,
+            "producer_epoch": appends.producer_epoch,
+        }
         refused = [verdict for verdict in verdicts if not verdict.publish]
         for verdict in refused:
             record_result(
@@ -460,4 +460,11 @@ def _append_with_retries(
                 raise
 
 
-__all__ = ["BatchWriteResult", "CommittedBatch", "NO_PRODUCER_ID", "SINK_BATCHES_LOG", "TransactionalBatchWriter"]
+__all__ = [
+    "BatchWriteResult",
+    "CommittedBatch",
+    "NO_PRODUCER_ID",
+    "SINK_BATCHES_LOG",
+    "SINK_BATCHES_PARTITIONS",
+    "TransactionalBatchWriter",
+]

@@ -324,7 +324,7 @@ def _messages(topic: str, partition: int, rows: pa.Table) -> list[Message]:
     timestamps_ms = pc.divide(rows.column("timestamp").cast(pa.int64()), 1000).to_pylist()
     out = []
     for offset, timestamp, key, value, headers, control in zip(
-        columns["offset"], timestamps_ms, columns["key"], columns["value"], columns["headers"], columns["control"]
+        columns["offset"], timestamps_ms, columns["key"], columns["value"], columns["headers"], columns["control"], strict=True
     ):
         if control is not None:
             continue

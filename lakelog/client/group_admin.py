@@ -44,9 +44,9 @@ class ConsumerGroupState(enum.Enum):
     UNKNOWN = "UNKNOWN"
     # confluent-kafka's names of the classic protocol's states, as aliases of KIP-848's nearest ones (and its
     # deprecated misspelling), so handlers that name them run: a new assignment is being computed, then taken up.
-    PREPARING_REBALANCING = "ASSIGNING"
-    COMPLETING_REBALANCING = "RECONCILING"
-    UNKOWN = "UNKNOWN"
+    PREPARING_REBALANCING = "ASSIGNING"  # noqa: PIE796  alias on purpose (confluent-kafka's classic-protocol name)
+    COMPLETING_REBALANCING = "RECONCILING"  # noqa: PIE796  alias on purpose (confluent-kafka's classic-protocol name)
+    UNKOWN = "UNKNOWN"  # noqa: PIE796  alias on purpose (confluent-kafka's deprecated misspelling)
 
 
 @dataclass

@@ -131,7 +131,9 @@ def _record_in(rows: pa.Table, load_id: str, log_start: int) -> LoadRecord | Non
     """The newest record of `load_id` among a file's rows: a load header on the last row of the batch it names."""
     loaded = pc.equal(rows.column("producer_id"), NO_PRODUCER_ID)
     rows = rows.filter(pc.and_(pc.is_valid(rows.column("headers")), loaded))
-    for offset, headers in zip(reversed(rows.column("offset").to_pylist()), reversed(rows.column("headers").to_pylist())):
+    for offset, headers in zip(
+        reversed(rows.column("offset").to_pylist()), reversed(rows.column("headers").to_pylist()), strict=True
+    ):
         if offset < log_start:
             return None
         for header in headers:

@@ -281,7 +281,7 @@ def _keyed_rows(log: PartitionLog) -> Iterator[tuple[int, bytes, int, bytes | No
         if entry.max_offset < start or entry.null_keys == entry.num_records:
             continue
         rows = _data_rows(log, entry, pc.field("key").is_valid(), start)
-        yield from zip(*(rows.column(name).to_pylist() for name in ("offset", "key", "producer_id", "value")))
+        yield from zip(*(rows.column(name).to_pylist() for name in ("offset", "key", "producer_id", "value")), strict=True)
 
 
 def _newest_first(log: PartitionLog, key: bytes) -> Iterator[tuple[int, int, bytes | None]]:
@@ -296,7 +296,7 @@ def _newest_first(log: PartitionLog, key: bytes) -> Iterator[tuple[int, int, byt
         if entry.null_keys == entry.num_records:
             continue
         rows = _data_rows(log, entry, pc.field("key") == pa.scalar(key, pa.binary()), start)
-        found = list(zip(*(rows.column(name).to_pylist() for name in ("offset", "producer_id", "value"))))
+        found = list(zip(*(rows.column(name).to_pylist() for name in ("offset", "producer_id", "value")), strict=True))
         yield from reversed(found)
 
 

@@ -148,7 +148,7 @@ def find_hanging_transactions(root: str, topic: str | None = None, now_ms: int |
         if metadata.state in _COVERING:
             covering[metadata.producer_id] = metadata
     hanging = []
-    for log, opened_before in zip(logs, before):
+    for log, opened_before in zip(logs, before, strict=True):
         log.refresh()
         for producer_id, start_offset in sorted(opened_before & set(log.open_transactions().items())):
             metadata = covering.get(producer_id)

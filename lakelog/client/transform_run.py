@@ -427,7 +427,7 @@ class _TransformRun:
             else [None] * count
         )
         timestamps = _milliseconds(output.column("timestamp")) if "timestamp" in names else [0] * count
-        for value, key, header, timestamp in zip(values, keys, headers, timestamps):
+        for value, key, header, timestamp in zip(values, keys, headers, timestamps, strict=True):
             producer.produce(self.job.output_topic, value=value, key=key, headers=header, timestamp=timestamp or 0)
 
     def _commit(self, producer: Producer) -> None:

@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from lakelog.client.batch_writer import TransactionalBatchWriter

@@ -254,7 +254,10 @@ class GroupCoordinator:
                 outcome = offsets_log.run(
                     _served(
                         group_id,
-                        lambda state: handlers.expire_members(state.group(group_id) or Group(group_id), counts, self._clock()),
+                        # Defaults bind this iteration's group and counts (the closure runs within it).
+                        lambda state, group_id=group_id, counts=counts: handlers.expire_members(
+                            state.group(group_id) or Group(group_id), counts, self._clock()
+                        ),
                     )
                 )
                 for member_id in outcome.response or []:

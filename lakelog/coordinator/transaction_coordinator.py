@@ -174,7 +174,8 @@ class TransactionCoordinator:
                 self._hit(FAULT_BEFORE_COMPLETE_AND_BEGIN, transactional_id=transactional_id)
             outcome = self._logged(
                 self._log_of(transactional_id).run(
-                    lambda state: txn.add_partitions(
+                    # `written` bound as a default: this iteration's value (the closure runs within it).
+                    lambda state, written=written: txn.add_partitions(
                         state.get(transactional_id),
                         transactional_id,
                         producer_id,
@@ -312,7 +313,12 @@ class TransactionCoordinator:
                 if txn.sweep(metadata, self._clock(), self.config).response is SweepAction.NONE:
                     continue
                 outcome = self._logged(
-                    state_log.run(lambda state: txn.sweep(state.get(transactional_id), self._clock(), self.config))
+                    # `transactional_id` bound as a default: this iteration's id (the closure runs within it).
+                    state_log.run(
+                        lambda state, transactional_id=transactional_id: txn.sweep(
+                            state.get(transactional_id), self._clock(), self.config
+                        )
+                    )
                 )
                 action = outcome.response
                 if action is SweepAction.ABORT_TIMED_OUT:
@@ -380,7 +386,9 @@ class TransactionCoordinator:
         while True:
             outcome = self._logged(
                 self._log_of(transactional_id).run(
-                    lambda state: handler(state.get(transactional_id), new_producer_id), backoff=backoff
+                    # `new_producer_id` bound as a default: this round's value (the closure runs within it).
+                    lambda state, new_producer_id=new_producer_id: handler(state.get(transactional_id), new_producer_id),
+                    backoff=backoff,
                 )
             )
             if not outcome.needs_producer_id:

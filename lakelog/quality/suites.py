@@ -218,7 +218,7 @@ def _gx_document(topic: str, document: dict[str, Any]) -> dict[str, Any]:
         suite = ExpectationSuite(
             name=document["name"],
             expectations=configurations,
-            meta={key: value for key, value in (document.get("meta") or {}).items()},
+            meta=dict(document.get("meta") or {}),
             notes=document.get("notes"),
         )
         rendered = suite.to_json_dict()

@@ -56,7 +56,7 @@ def file_statistics(data: pa.Table, offset_range: tuple[int, int] | None = None)
     minimums: dict[str, int] = {}
     maximums: dict[str, int] = {}
     nulls: dict[str, int] = {}
-    for field, column in zip(data.schema, data.columns):
+    for field, column in zip(data.schema, data.columns, strict=True):
         if pa.types.is_nested(field.type):
             continue
         nulls[field.name] = column.null_count

@@ -15,7 +15,6 @@ import signal
 from collections import Counter
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from helpers import table_fingerprint
 

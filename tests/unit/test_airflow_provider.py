@@ -55,7 +55,7 @@ def test_the_hook_reads_a_connection_from_the_environment(monkeypatch, tmp_path)
     assert hook.root == str(tmp_path)
     assert hook.test_connection() == (True, f"lakelog root {tmp_path} is reachable")
     with pytest.raises(InvalidConfig, match="'elsewhere' is not defined.*AIRFLOW_CONN_ELSEWHERE"):
-        LakelogHook("elsewhere").root
+        _ = LakelogHook("elsewhere").root
 
 
 def test_topic_assets_name_the_root_by_scheme_and_path():
