@@ -34,7 +34,7 @@ import io
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -343,7 +343,9 @@ def source_payloads(path: Location, kind: str, key_column: str | None, batch_rec
         yield from _row_payloads(path, batches, key_column, batch_records)
 
 
-def _row_payloads(path: Location, batches, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
+def _row_payloads(
+    path: Location, batches: Iterable[pa.RecordBatch], key_column: str | None, batch_records: int
+) -> Iterator[pa.Table]:
     pending: list[dict] = []
     for batch in batches:
         if key_column is not None and key_column not in batch.schema.names:

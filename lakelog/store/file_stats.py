@@ -40,7 +40,7 @@ def footer_statistics(metadata: pq.FileMetaData) -> str:
         if not complete:
             continue
         nulls[field.name] = column_nulls
-        if low is not None:
+        if low is not None and high is not None:  # set together
             minimums[field.name], maximums[field.name] = int(low), int(high)
     return json.dumps({"numRecords": metadata.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
 
