@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from lakelog.store import Location
     from lakelog.store.retry import RetryPolicy
 
+logger = logging.getLogger(__name__)
+
 
 class _ConsumerState:
     """What `Consumer.__init__` sets (see there for what each holds) and the internals all parts use."""
