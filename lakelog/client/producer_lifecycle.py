@@ -236,17 +236,10 @@ class ProducerLifecycle:
         oldest = min(batch.created_ms for batch in self._batches.values())
         return max(oldest + self.config["linger.ms"] - self._clock(), 0) / 1000
 
-<<<<<<< HEAD
-    def _send_lingered(self: Producer) -> None:
+    def _send_lingered(self) -> None:
         """Send every batch that has waited linger.ms on the producer's clock (compared in its milliseconds)."""
         linger_ms = self.config["linger.ms"]
         now_ms = self._clock()
-=======
-    def _send_lingered(self) -> None:
-        """Send every batch that has waited linger.ms on the producer's clock."""
-        linger = self.config["linger.ms"] / 1000
-        now = self._clock() / 1000
->>>>>>> lint
         for tp, batch in list(self._batches.items()):
             if now_ms - batch.created_ms >= linger_ms:
                 self._send(tp)
