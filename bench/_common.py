@@ -71,7 +71,9 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
     cells = [[str(h) for h in headers]] + [[_format(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
-        print("  ".join(c.ljust(w) if n == 0 or i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        print(
+            "  ".join(c.ljust(w) if n == 0 or i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False)))
+        )
         if n == 0:
             print("  ".join("-" * w for w in widths))
 

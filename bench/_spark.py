@@ -8,7 +8,6 @@ measured in the same rounds.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,7 +74,7 @@ def _payload(rng: np.random.Generator, count: int, kind: str) -> pa.Table:
         amounts = rng.integers(100, 100_000, count)
         values = [
             f'{{"order_id":{order},"customer":"c{customer}","amount_cents":{amount},"status":"PAID"}}'.encode()
-            for order, customer, amount in zip(orders, customers, amounts)
+            for order, customer, amount in zip(orders, customers, amounts, strict=True)
         ]
     return payload_table(values, keys=[f"c{n}".encode() for n in customers])
 

@@ -105,7 +105,7 @@ def _airflow_dag(base: Path, root: str):
 
 
 def _operator_run(dag, topic: str, source: str, attempt: int) -> float:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     run = dag.test(logical_date=datetime(2026, 2, 1 + attempt, tzinfo=UTC), run_conf={"topic": topic, "source": source})
     (instance,) = run.get_task_instances()

@@ -230,7 +230,7 @@ def _producer_rounds(root: str, keys: list[bytes], values: list[bytes]) -> tuple
         def round_(count: int | None = None) -> float:
             started = time.perf_counter()
             producer.begin_transaction()
-            for key, value in zip(keys[:count], values[:count]):
+            for key, value in zip(keys[:count], values[:count], strict=False):
                 producer.produce(topic, value, key=key)
             producer.commit_transaction()
             return time.perf_counter() - started

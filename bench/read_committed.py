@@ -147,7 +147,7 @@ def _scan(root: str, transactions: int, result: _common.Result) -> None:
             ("raw", lambda: sum(_raw_scan(reader) for reader in readers)),
             (READ_COMMITTED, lambda: sum(_fetch_all(reader, READ_COMMITTED) for reader in readers)),
             (READ_UNCOMMITTED, lambda: sum(_fetch_all(reader, READ_UNCOMMITTED) for reader in readers)),
-            ("cold", lambda: sum(_fetch_all(reader, READ_COMMITTED) for reader in fresh)),
+            ("cold", lambda fresh=fresh: sum(_fetch_all(reader, READ_COMMITTED) for reader in fresh)),  # bound: this round's
         ):
             elapsed, rows = _timed(call)
             assert rows == counts.get(name, counts[READ_COMMITTED]), (name, rows)

@@ -22,6 +22,7 @@ import sys
 import time
 import uuid
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 
@@ -30,6 +31,7 @@ from lakelog.log import (
     READ_COMMITTED,
     BatchHeader,
     ControlType,
+    PartitionLog,
     allocate_producer_id,
     create_topic,
     open_partition,
@@ -95,12 +97,19 @@ def _appends(root: str, batches: dict[int, int], result: _common.Result) -> None
             header = BatchHeader(producer_id, 0, sequence)
             stamped = stamp(conformed, sequence, header, time.time_ns() // 1000)
 
-            def lakelog_append() -> float:
+            def lakelog_append(
+                log: PartitionLog = log, payload: pa.Table = payload, header: BatchHeader = header
+            ) -> float:  # defaults bind this iteration's values (called within it)
                 started = time.perf_counter()
                 log.append(payload, header)
                 return time.perf_counter() - started
 
-            def baseline_append() -> float:
+            def baseline_append(  # defaults bind this iteration's values (called within it)
+                stamped: pa.Table = stamped,
+                interval: int = interval,
+                baseline_table: Table = baseline_table,
+                options: dict[str, str] = options,
+            ) -> float:
                 nonlocal handle
                 started = time.perf_counter()
                 write_deltalake(handle, stamped, mode="append")

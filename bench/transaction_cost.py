@@ -77,7 +77,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                 ],
             ],
         )
-    for size, row in zip(SIZES, rows):
+    for size, row in zip(SIZES, rows, strict=True):
         result.add(f"transaction_cost txn/idempotent @{size}", row[-1], TARGETS[size])
     result.add("transaction_cost begin+send_offsets+commit/plain commit p50", txn_p50 / plain_p50, OFFSETS_TARGET)
     return result

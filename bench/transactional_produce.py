@@ -45,7 +45,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
             result_ratio = transactional_s / idempotent_s
             rows[-1].append(result_ratio)
         _common.print_table(["records/txn", "rounds", "txn rec/s", "idem rec/s", "txn ms/round", "idem ms/round", "ratio"], rows)
-        for size, row in zip(SIZES, rows):
+        for size, row in zip(SIZES, rows, strict=True):
             result.add(f"transactional_produce txn/idempotent @{size}", row[-1], TARGETS[size])
     return result
 

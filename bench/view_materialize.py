@@ -50,7 +50,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
             for round_number in range(-1, rounds):  # round -1 warms up the JVM and the page cache, untimed
                 target = f"{copies}/{round_number + 1}"
 
-                def copy() -> None:
+                def copy(target: str = target) -> None:  # defaults bind this iteration's values (called within it)
                     spark.read.parquet(*files).write.parquet(target)
 
                 def view() -> int:

@@ -85,27 +85,27 @@ def status_path(root: str | Location, topic: str) -> Location:
     return check_root(root) / STATUS_DIR / topic
 
 
-def user_topics(root: str) -> list[str]:
+def user_topics(root: str | Location) -> list[str]:
     """Topics of the root, internal ones (`__*`) left out, sorted."""
     return [topic for topic in list_topics(root) if not topic.startswith("__")]
 
 
-def list_views(root: str) -> list[str]:
+def list_views(root: str | Location) -> list[str]:
     """Topics that have a materialized view, sorted."""
     return _tables_in(check_root(root) / VIEWS_DIR)
 
 
-def list_status_tables(root: str) -> list[str]:
+def list_status_tables(root: str | Location) -> list[str]:
     """Topics that have a partition-status table, sorted."""
     return _tables_in(check_root(root) / STATUS_DIR)
 
 
-def open_view(root: str, topic: str) -> Table:
+def open_view(root: str | Location, topic: str) -> Table:
     """The materialized view of `topic` at its latest version; UnknownTopicOrPartition if there is none."""
     return _open(view_path(root, topic), f"topic {topic} has no materialized view under {root}", topic)
 
 
-def open_status(root: str, topic: str) -> Table:
+def open_status(root: str | Location, topic: str) -> Table:
     """The partition-status table of `topic`; UnknownTopicOrPartition if there is none."""
     return _open(status_path(root, topic), f"topic {topic} has no partition-status table under {root}", topic)
 
@@ -119,7 +119,7 @@ def read_quality_results(root: str | Location) -> pa.Table:
     return read_results(root)
 
 
-def spark_sql_init(root: str) -> str:
+def spark_sql_init(root: str | Location) -> str:
     """A spark-sql init file (`spark-sql -i FILE`): a temporary view for every topic, view and status table.
 
     Topics read in read_committed (`<topic>`); materialized views are

@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from lakelog.cli_common import BadInput
 from lakelog.client import (
@@ -403,9 +403,10 @@ def _consume(args: argparse.Namespace) -> int:
             message = consumer.poll(1.0)
             if message is None:
                 continue
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(cast(int, message.partition()))  # a partition-EOF event names its partition
                     if not args.follow and at_end >= set(partitions):
                         break
                 continue

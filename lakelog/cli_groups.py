@@ -80,7 +80,8 @@ def _groups_list(args: argparse.Namespace) -> int:
         if wanted is None or listing.state.value in wanted:
             # A group set aside by a row that does not decode has no members to count (`groups describe` names the row).
             unknown = listing.state is group_admin.ConsumerGroupState.UNKNOWN
-            members = "-" if unknown else len(coordinator.describe(listing.group_id).members)
+            described = None if unknown else coordinator.describe(listing.group_id)
+            members = "-" if described is None else len(described.members)  # None too: deleted since it was listed
             rows.append((listing.group_id, listing.state.value, members))
     _print_rows(("Group", "State", "Members"), rows)
     return 0

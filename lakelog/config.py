@@ -262,7 +262,7 @@ class Config(Mapping[str, Any]):
     """A validated, complete, read-only set of config values of one kind."""
 
     kind: str
-    values: Mapping[str, Any]
+    values: Mapping[str, Any]  # type: ignore[assignment]  # the raw mapping, read across the code; shadows Mapping.values()
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -12,6 +12,7 @@ Classes follow KIP-1050's taxonomy: `retriable` (try the same call again),
 
 from __future__ import annotations
 
+import builtins
 import logging
 from typing import Any, ClassVar
 
@@ -109,7 +110,7 @@ class KafkaError(error_codes.ErrorCodes):
     def __reduce__(self) -> tuple[Any, ...]:
         return (KafkaError, (self._code, self._reason, self._fatal, self._retriable, self._txn_requires_abort))
 
-    def __str__(self) -> str:
+    def __str__(self) -> builtins.str:  # builtins': in this class `str` is the method str()
         fatal = "FATAL," if self._fatal else ""
         return f'KafkaError{{{fatal}code={self.name()},val={self._code},str="{self._reason}"}}'
 

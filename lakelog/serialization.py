@@ -35,15 +35,12 @@ __all__ = [
 ]
 
 
-class MessageField(str, enum.Enum):
-    """Which part of a message is being (de)serialized."""
+class MessageField(enum.StrEnum):
+    """Which part of a message is being (de)serialized (confluent-kafka's are plain strings: str() is the value)."""
 
     NONE = "none"
     KEY = "key"
     VALUE = "value"
-
-    def __str__(self) -> str:
-        return str(self.value)
 
 
 class SerializationContext:

@@ -12,6 +12,7 @@ reserved word in DuckDB: write `"offset"`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -60,15 +61,24 @@ def connect(root: str | Location, sql: str | None = None) -> duckdb.DuckDBPyConn
 def tables(root: str | Location) -> dict[str, Callable[[], pa.Table]]:
     """Table name -> a loader of its rows: topics, `<topic>_view`s, `<topic>_status` tables, `quality_results`."""
     found: dict[str, Callable[[], pa.Table]] = {}
+    # Loaders bind their topic (functools.partial): each is called later, once the loop has moved on.
     for topic in catalog.user_topics(root):
-        found[topic] = lambda topic=topic: read_committed(root, topic)
+        found[topic] = functools.partial(read_committed, root, topic)
     for topic in catalog.list_views(root):
-        found.setdefault(f"{topic}_view", lambda topic=topic: snapshot_rows(catalog.open_view(root, topic)))
+        found.setdefault(f"{topic}_view", functools.partial(_view_rows, root, topic))
     for topic in catalog.list_status_tables(root):
-        found.setdefault(f"{topic}_status", lambda topic=topic: snapshot_rows(catalog.open_status(root, topic)))
+        found.setdefault(f"{topic}_status", functools.partial(_status_rows, root, topic))
     if catalog.has_quality_results(root):
         found.setdefault(catalog.QUALITY_RESULTS, lambda: catalog.read_quality_results(root))
     return found
+
+
+def _view_rows(root: str | Location, topic: str) -> pa.Table:
+    return snapshot_rows(catalog.open_view(root, topic))
+
+
+def _status_rows(root: str | Location, topic: str) -> pa.Table:
+    return snapshot_rows(catalog.open_status(root, topic))
 
 
 def read_committed(root: str | Location, topic: str) -> pa.Table:

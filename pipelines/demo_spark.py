@@ -66,7 +66,7 @@ def committed_rows(root: str, topic: str) -> list[tuple[int, int, bytes]]:
     from lakelog.sql import read_committed
 
     table = read_committed(root, topic).select(["partition", "offset", "value"]).to_pydict()
-    return sorted(zip(table["partition"], table["offset"], table["value"]))
+    return sorted(zip(table["partition"], table["offset"], table["value"], strict=True))
 
 
 def view_rows(root: str, topic: str) -> list[tuple[int, int, bytes]]:
@@ -74,7 +74,7 @@ def view_rows(root: str, topic: str) -> list[tuple[int, int, bytes]]:
     from lakelog.sql import snapshot_rows
 
     table = snapshot_rows(catalog.open_view(root, topic)).select(["partition", "offset", "value"]).to_pydict()
-    return sorted(zip(table["partition"], table["offset"], table["value"]))
+    return sorted(zip(table["partition"], table["offset"], table["value"], strict=True))
 
 
 def verify_view(root: str, topic: str) -> int:
@@ -133,8 +133,7 @@ def run(root: Location) -> None:
 
     child = subprocess.run(
         [sys.executable, "-m", "pipelines.demo_spark", "--child", "--root", root.uri],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         timeout=600,
     )

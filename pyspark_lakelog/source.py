@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -320,7 +320,9 @@ def _delete_staging(staging: Location) -> None:
         log.warning("lakelog: could not delete the staging folder %s: %s", staging.uri, one_line(error))
 
 
-def _route(table: pa.Table, topic_option: str | None, count_of, partitioner: str) -> Iterator[tuple[tuple[str, int], pa.Table]]:
+def _route(
+    table: pa.Table, topic_option: str | None, count_of: Callable[[str], int], partitioner: str
+) -> Iterator[tuple[tuple[str, int], pa.Table]]:
     """Split rows into (topic, partition) groups of payload columns, keeping each group's row order.
 
     A row goes to its `partition` column's partition if it has one, else where
@@ -333,7 +335,7 @@ def _route(table: pa.Table, topic_option: str | None, count_of, partitioner: str
     keys = table.column("key").cast(pa.binary()).to_pylist() if "key" in table.column_names else [None] * count
     given = table.column("partition").to_pylist() if "partition" in table.column_names else [None] * count
     groups: dict[tuple[str, int], list[int]] = {}
-    for index, (topic, key, partition) in enumerate(zip(topics, keys, given)):
+    for index, (topic, key, partition) in enumerate(zip(topics, keys, given, strict=True)):
         if topic is None:
             raise InvalidRequest("a row has a null topic column and no topic option is set")
         total = count_of(topic)

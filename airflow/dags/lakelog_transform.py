@@ -54,7 +54,9 @@ def enrich(batch: pa.Table) -> pa.Table:
     """
     keys, values = [], []
     columns = batch.select(["value", "topic", "partition", "offset"]).to_pydict()
-    for value, topic, partition, offset in zip(columns["value"], columns["topic"], columns["partition"], columns["offset"]):
+    for value, topic, partition, offset in zip(
+        columns["value"], columns["topic"], columns["partition"], columns["offset"], strict=True
+    ):
         source = f"{topic}-{partition}@{offset}"
         try:
             order = json.loads(value) if value is not None else None

@@ -64,7 +64,7 @@ from lakelog.log import create_topic, list_topics, open_partition, retention, to
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topic_changes import create_partitions, delete_topic
 from lakelog.log.topics import validate_new_topic
-from lakelog.store import check_root
+from lakelog.store import Location, check_root
 from lakelog.store.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
     return future
 
 
-def cluster_metadata(root: str, topic: str | None = None) -> ClusterMetadata:
+def cluster_metadata(root: str | Location, topic: str | None = None) -> ClusterMetadata:
     """Every topic of the root (or one), with its partitions. A topic the root does not hold comes back with
     UNKNOWN_TOPIC_OR_PART as its `error` and no partitions, as librdkafka's metadata carries it (issue 14)."""
     names = [topic] if topic is not None else list_topics(root)
@@ -100,7 +100,7 @@ def cluster_metadata(root: str, topic: str | None = None) -> ClusterMetadata:
     return ClusterMetadata(topics=topics, cluster_id=str(root), brokers={NODE_ID: node}, orig_broker_name=str(node))
 
 
-def describe_topic(root: str, topic: str) -> TopicDescription:
+def describe_topic(root: str | Location, topic: str) -> TopicDescription:
     """A topic's partitions (offsets incl. HW and LSO, files, table version, the node), its config and topic id."""
     tc = topic_config(root, topic)
     node = Node(NODE_ID, str(root))
@@ -506,7 +506,8 @@ class AdminClient(BrokerOnlyCalls):
                 partial(group_admin.alter_offsets, retry=self._retry),
                 self._root,
                 request.group_id,
-                {(p.topic, p.partition): (p.offset, p.metadata or "") for p in request.topic_partitions},
+                # `or ()`: never taken, _check_group_requests(offsets=True) refused a request without partitions.
+                {(p.topic, p.partition): (p.offset, p.metadata or "") for p in request.topic_partitions or ()},
             )
             for request in requests
         }
@@ -563,7 +564,7 @@ def _call(function: Any, *args: Any) -> Future:
         return _resolved(error=error)
 
 
-def _describe_transaction(root: str, transactional_id: str) -> transaction_admin.TransactionDescription:
+def _describe_transaction(root: str | Location, transactional_id: str) -> transaction_admin.TransactionDescription:
     found = transaction_admin.describe_transaction(root, transactional_id)
     if found is None:
         raise InvalidProducerIdMapping(f"transactional id {transactional_id!r} is unknown (never initialised, or expired)")

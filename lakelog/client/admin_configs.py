@@ -18,12 +18,13 @@ from lakelog.errors import InvalidArgument, InvalidConfig, InvalidRequest, Inval
 from lakelog.log import topic_config
 from lakelog.log.topic_changes import alter_topic_config
 from lakelog.log.topic_config import LIST_KEYS, TopicConfig
+from lakelog.store import Location
 from lakelog.store.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
 
-def describe(root: str, resource: ConfigResource) -> dict[str, ConfigEntry]:
+def describe(root: str | Location, resource: ConfigResource) -> dict[str, ConfigEntry]:
     """Every config entry of the resource, by name (UnknownTopicOrPartition for a missing topic)."""
     if resource.restype is ResourceType.TOPIC:
         defaults = config.defaults("topic")
@@ -43,7 +44,7 @@ def describe(root: str, resource: ConfigResource) -> dict[str, ConfigEntry]:
     )
 
 
-def alter(root: str, resource: ConfigResource, *, incremental: bool, validate_only: bool, retry: RetryPolicy) -> None:
+def alter(root: str | Location, resource: ConfigResource, *, incremental: bool, validate_only: bool, retry: RetryPolicy) -> None:
     """Apply the resource's changes: `set_config_dict` replacing the whole config (alter_configs: a key not set
     goes back to its default), or `incremental_configs` one by one (incremental_alter_configs)."""
     call = "incremental_alter_configs" if incremental else "alter_configs"

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from lakelog.client.admin_types import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
 from lakelog.log import PartitionLog, open_partition
 from lakelog.log.timestamps import offset_for_timestamp
+from lakelog.store import Location
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ NO_ANSWER = ListOffsetsResultInfo(-1, -1, None)
 
 
 def list_offset(
-    root: str, topic: str, partition: int, spec: OffsetSpec, isolation_level: IsolationLevel
+    root: str | Location, topic: str, partition: int, spec: OffsetSpec, isolation_level: IsolationLevel
 ) -> ListOffsetsResultInfo:
     """One partition's answer to `spec` (UnknownTopicOrPartition if it does not exist)."""
     log = open_partition(root, topic, partition)

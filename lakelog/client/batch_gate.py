@@ -27,6 +27,7 @@ import pyarrow as pa
 from lakelog.quality.gate import Verdict, gated_suites
 from lakelog.quality.results import OffsetRange
 from lakelog.quality.staged import StagedRows
+from lakelog.store import Location
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class HeldPayload:
 class BatchGate:
     """The gated topics of one batch and their rows so far; ungated topics pass through untouched (no GX import)."""
 
-    def __init__(self, root: str, topics: Iterable[str]) -> None:
+    def __init__(self, root: str | Location, topics: Iterable[str]) -> None:
         self.suites = gated_suites(root, sorted(set(topics)))
         self._staged = {topic: StagedRows(suite, topic) for topic, suite in self.suites.items()}
         self._held: dict[str, list[HeldPayload]] = {topic: [] for topic in self.suites}

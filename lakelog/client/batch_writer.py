@@ -67,13 +67,13 @@ from lakelog.errors import (
     KafkaTimeout,
     OffsetMismatch,
 )
-from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table, topic_config
+from lakelog.log import AppendResult, BatchHeader, PartitionLog, open_partition, payload_table, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S
 from lakelog.log.records import next_sequence
 from lakelog.log.verification import TransactionVerification
 from lakelog.quality.gate import dlq_topic, ensure_dlq_topic, with_dlq_header
 from lakelog.quality.results import RESULTS_LOG, open_results_log, record_result, result_payload
-from lakelog.store import check_root
+from lakelog.store import Location, check_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class TransactionalBatchWriter:
 
     def __init__(
         self,
-        root: str,
+        root: str | Location,
         transactional_id: str,
         *,
         transaction_timeout_ms: int | None = None,
@@ -187,7 +187,7 @@ class TransactionalBatchWriter:
         producer_id, producer_epoch = identity.producer_id, identity.producer_epoch
         committed = self.committed_batch() if batch_id is not None else None
         last_committed = committed.batch_id if committed is not None else None
-        if committed is not None and batch_id <= committed.batch_id:
+        if committed is not None and batch_id is not None and batch_id <= committed.batch_id:  # (committed: batch_id set)
             return _skipped(batch_id, committed, producer_id, producer_epoch)
         transaction_partitions = list(targets)
         if batch_id is not None:
@@ -281,12 +281,12 @@ class TransactionalBatchWriter:
         Returns the validation id per gated topic.
         """
         verdicts = gate.judge()
-        identity = dict(
-            transactional_id=self.transactional_id,
-            load_unit=unit,
-            producer_id=appends.producer_id,
-            producer_epoch=appends.producer_epoch,
-        )
+        identity = {
+            "transactional_id": self.transactional_id,
+            "load_unit": unit,
+            "producer_id": appends.producer_id,
+            "producer_epoch": appends.producer_epoch,
+        }
         refused = [verdict for verdict in verdicts if not verdict.publish]
         for verdict in refused:
             record_result(
@@ -419,7 +419,7 @@ class _Appends:
         self.records = records
         self.offsets = offsets
 
-    def append(self, tp: TopicPartitionKey, payload: pa.Table):
+    def append(self, tp: TopicPartitionKey, payload: pa.Table) -> AppendResult:
         """Append one payload to a partition already in the transaction; returns where it landed."""
         sequence = self.sequences.get(tp, 0)
         header = BatchHeader(self.producer_id, self.producer_epoch, sequence, is_transactional=True)
@@ -448,7 +448,7 @@ def _append_with_retries(
     backoff: Backoff,
     transaction: TransactionVerification,
     attempts: int = STORAGE_ATTEMPTS,
-):
+) -> AppendResult:
     """Append; a storage failure is retried with the same sequence, so a batch that did land is a duplicate (S3.2).
 
     Lost races and storage failures wait on the same `backoff`."""
@@ -458,6 +458,14 @@ def _append_with_retries(
         except KafkaStorageError:
             if attempt == attempts - 1 or not backoff.wait():
                 raise
+    raise ValueError(f"attempts must be at least 1, not {attempts}")
 
 
-__all__ = ["BatchWriteResult", "CommittedBatch", "NO_PRODUCER_ID", "SINK_BATCHES_LOG", "TransactionalBatchWriter"]
+__all__ = [
+    "BatchWriteResult",
+    "CommittedBatch",
+    "NO_PRODUCER_ID",
+    "SINK_BATCHES_LOG",
+    "SINK_BATCHES_PARTITIONS",
+    "TransactionalBatchWriter",
+]

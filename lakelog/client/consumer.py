@@ -27,9 +27,10 @@ reconcile, lose, leave, max.poll.interval.ms), `consumer_offsets` (commit,
 committed, store_offsets, auto-commit), `consumer_fetch` (the assigned
 partitions, their positions, pause/resume and fetches) and `consumer_metadata`
 (list_topics, offsets_for_times, regex subscriptions and missing topics);
-`Consumer` holds their state and runs the poll loop. Events that are no
-record (a missing subscribed topic, _MAX_POLL_EXCEEDED) come out of poll as
-messages carrying an error, as in confluent-kafka.
+`Consumer` sets their state (declared in `consumer_state`, with the internals
+all parts use) and runs the poll loop. Events that are no record (a missing
+subscribed topic, _MAX_POLL_EXCEEDED) come out of poll as messages carrying an
+error, as in confluent-kafka.
 
 Time is passed in: `clock` (milliseconds, the wall clock by default) drives the
 heartbeat, auto-commit, metadata-refresh and max-poll-interval timers and the
@@ -47,7 +48,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lakelog import config
-from lakelog.client.consumer_fetch import TopicPartitionKey, _Assigned, _Fetching
+from lakelog.client.consumer_fetch import TopicPartitionKey, _Assigned, _fetched_key, _fetched_offset, _Fetching
 from lakelog.client.consumer_membership import _GroupMembership, _Membership
 from lakelog.client.consumer_metadata import _Metadata
 from lakelog.client.consumer_offsets import _OffsetCommits
@@ -157,7 +158,7 @@ class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
                 if self.config["enable.auto.offset.store"] and self._group_id is not None:
                     for message in out:
                         if message.error() is None:
-                            self._stored[(message.topic(), message.partition())] = (message.offset() + 1, None)
+                            self._stored[_fetched_key(message)] = (_fetched_offset(message) + 1, None)
                 return out
             now = time.monotonic()
             if deadline is not None and now >= deadline:
@@ -194,25 +195,3 @@ class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    # -- internals: what every part uses ----------------------------------------------------
-
-    def _coordinator(self) -> GroupCoordinator:
-        if self._groups is None:
-            self._groups = GroupCoordinator(
-                self._root, assignor=self.config["group.remote.assignor"], retry=self._retry, clock=self._clock
-            )
-        return self._groups
-
-    def _now_s(self) -> float:
-        """The passed-in clock, in seconds: what the heartbeat, auto-commit and offset-fetch timers read."""
-        return self._clock() / 1000
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("Consumer closed")
-
-    def _require_group(self, call: str) -> str:
-        if self._group_id is None:
-            raise InvalidConfig(f"{call}() needs group.id to be configured", key="group.id")
-        return self._group_id

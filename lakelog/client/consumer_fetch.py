@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.client.consumer_state import _ConsumerState
 from lakelog.client.types import (
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -43,6 +44,7 @@ from lakelog.errors import (
     UnknownTopicOrPartition,
 )
 from lakelog.log import READ_COMMITTED, PartitionLog, open_partition, topic_config
+from lakelog.store import Location
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ class _Assigned:
     paused: bool = False
 
 
-class _Fetching:
+class _Fetching(_ConsumerState):
     """`Consumer`'s assignment, positions and fetches, over its `config`, `_root`, `_group_id`,
     `_assigned`, `_pending`, `_stored`, `_events` and `_turn`."""
 
@@ -144,7 +146,7 @@ class _Fetching:
             state = self._assigned.get((tp.topic, tp.partition))
             offset = OFFSET_INVALID
             if state is not None and state.position is not None:
-                offset = state.buffer[0].offset() if state.buffer else state.position
+                offset = _fetched_offset(state.buffer[0]) if state.buffer else state.position
             result.append(TopicPartition(tp.topic, tp.partition, offset))
         return result
 
@@ -179,7 +181,7 @@ class _Fetching:
         state = self._assigned.get(tp)
         if state is None or state.position is None:
             return OFFSET_INVALID
-        return state.buffer[0].offset() if state.buffer else state.position
+        return _fetched_offset(state.buffer[0]) if state.buffer else state.position
 
     def _add(self, partitions: list[TopicPartition], pending_if_missing: bool = False) -> None:
         """Assign `partitions`; with `pending_if_missing` (assign by hand, as librdkafka takes it) a partition
@@ -324,7 +326,7 @@ def _messages(topic: str, partition: int, rows: pa.Table) -> list[Message]:
     timestamps_ms = pc.divide(rows.column("timestamp").cast(pa.int64()), 1000).to_pylist()
     out = []
     for offset, timestamp, key, value, headers, control in zip(
-        columns["offset"], timestamps_ms, columns["key"], columns["value"], columns["headers"], columns["control"]
+        columns["offset"], timestamps_ms, columns["key"], columns["value"], columns["headers"], columns["control"], strict=True
     ):
         if control is not None:
             continue
@@ -343,7 +345,7 @@ def _messages(topic: str, partition: int, rows: pa.Table) -> list[Message]:
     return out
 
 
-def _topic_exists(root: str, topic: str) -> bool:
+def _topic_exists(root: str | Location, topic: str) -> bool:
     try:
         topic_config(root, topic)
     except UnknownTopicOrPartition:
@@ -354,6 +356,16 @@ def _topic_exists(root: str, topic: str) -> bool:
 def _check_offset(offset: Any) -> None:
     if not isinstance(offset, int) or isinstance(offset, bool):
         raise InvalidRequest(f"offset must be an integer, not {offset!r}")
+
+
+def _fetched_offset(message: Message) -> int:
+    """The offset of a message a fetch made (a record, or a partition-EOF event at the position): always set."""
+    return cast(int, message.offset())  # Message.offset() is Optional only for messages built without one
+
+
+def _fetched_key(message: Message) -> TopicPartitionKey:
+    """The partition of a message a fetch made: its topic and partition are always set."""
+    return cast(TopicPartitionKey, (message.topic(), message.partition()))  # Optional only for messages built without
 
 
 def _partition_list(partitions: Any) -> list[TopicPartition]:

@@ -17,10 +17,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from lakelog.client.consumer_fetch import TopicPartitionKey, _state_error
 from lakelog.client.consumer_metadata import Subscription
+from lakelog.client.consumer_state import _ConsumerState
 from lakelog.client.types import OFFSET_INVALID, Message, TopicPartition
 from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH, GroupMetadata, Heartbeat
 from lakelog.errors import (
@@ -73,7 +74,7 @@ class _Membership:
         return self.revocation_epoch is not None and self.member_epoch <= self.revocation_epoch
 
 
-class _GroupMembership:
+class _GroupMembership(_ConsumerState):
     """`Consumer`'s group membership, over its `config`, `_group_id`, `_instance_id`, `_membership`,
     `_assigned`, `_stored` and `_error_cb`."""
 
@@ -170,7 +171,7 @@ class _GroupMembership:
     def _heartbeat(self, membership: _Membership) -> bool:
         """One heartbeat and what follows from its response; True if another one should follow at once."""
         request = Heartbeat(
-            self._group_id,
+            self._require_group("subscribe"),  # a member has a group.id: subscribe() required it
             membership.member_id,
             membership.member_epoch,
             membership.topics,
@@ -300,7 +301,7 @@ class _GroupMembership:
 
     def _send_leave(self, membership: _Membership, epoch: int) -> None:
         request = Heartbeat(
-            self._group_id,
+            self._require_group("subscribe"),  # a member has a group.id: subscribe() required it
             membership.member_id,
             epoch,
             membership.topics,
@@ -321,7 +322,7 @@ class _GroupMembership:
             return
         membership.in_callback = name
         try:
-            callback(self, partitions)
+            callback(cast("Consumer", self), partitions)  # every _GroupMembership is a Consumer's part
         finally:
             membership.in_callback = None
 

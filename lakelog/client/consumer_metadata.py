@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from lakelog import config
 from lakelog.client.admin import cluster_metadata
 from lakelog.client.consumer_fetch import _partition_list
+from lakelog.client.consumer_state import _ConsumerState
 from lakelog.client.types import OFFSET_END, OFFSET_INVALID, ClusterMetadata, Message, TopicPartition
 from lakelog.config import validate_name
 from lakelog.errors import InvalidArgument, InvalidType, KafkaError, KafkaException, TopicAlreadyExists
@@ -82,7 +83,7 @@ class Subscription:
         return tuple(sorted(matched | set(self.names)))
 
 
-class _Metadata:
+class _Metadata(_ConsumerState):
     """`Consumer`'s view of the root's topics, over its `config`, `_root`, `_assigned` and `_events`."""
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from lakelog.client.consumer_fetch import TopicPartitionKey, _partition_list, _state_error
+from lakelog.client.consumer_fetch import TopicPartitionKey, _fetched_key, _fetched_offset, _partition_list, _state_error
+from lakelog.client.consumer_state import _ConsumerState
 from lakelog.client.types import OFFSET_INVALID, Message, TopicPartition
 from lakelog.coordinator.group import NO_MEMBER_EPOCH, OffsetRecord
 from lakelog.errors import (
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 FOREVER_S = 86_400.0
 
 
-class _OffsetCommits:
+class _OffsetCommits(_ConsumerState):
     """`Consumer`'s offset commits and committed offsets, over its `config`, `_retry`, `_group_id`,
     `_instance_id`, `_membership`, `_assigned`, `_stored`, `_last_committed`, `_commit_reports`,
     `_next_auto_commit` and `_on_commit`."""
@@ -45,10 +46,9 @@ class _OffsetCommits:
         self._require_group("commit")
         if message is not None and offsets is not None:
             raise InvalidRequest("commit takes a message or offsets, not both")
+        wanted: dict[TopicPartitionKey, tuple[int, str | None]]
         if message is not None:
-            if not isinstance(message, Message) or message.error() is not None or message.offset() is None:
-                raise InvalidRequest("commit(message=...) takes a Message that poll() returned without an error")
-            wanted = {(message.topic(), message.partition()): (message.offset() + 1, None)}
+            wanted = dict([_next_offset(message, "commit")])
         elif offsets is not None:
             wanted = {}
             for tp in _partition_list(offsets):
@@ -95,10 +95,9 @@ class _OffsetCommits:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "store_offsets() needs enable.auto.offset.store=false"))
         if (message is None) == (offsets is None):
             raise InvalidRequest("store_offsets takes a message or offsets")
+        wanted: dict[TopicPartitionKey, tuple[int, str | None]]
         if message is not None:
-            if not isinstance(message, Message) or message.error() is not None or message.offset() is None:
-                raise InvalidRequest("store_offsets(message=...) takes a Message that poll() returned without an error")
-            wanted = {(message.topic(), message.partition()): (message.offset() + 1, None)}
+            wanted = dict([_next_offset(message, "store_offsets")])
         else:
             wanted = {}
             for tp in _partition_list(offsets):
@@ -195,9 +194,9 @@ class _OffsetCommits:
             except UnstableOffsetCommit:
                 return  # another transaction got there in between: next round
         for tp, record in records.items():
-            state = self._assigned.get(tp)
-            if state is not None and state.position is None:
-                state.position = self._committed_start(state.log, record)
+            assigned = self._assigned.get(tp)
+            if assigned is not None and assigned.position is None:
+                assigned.position = self._committed_start(assigned.log, record)
 
     def _committed_start(self, log: PartitionLog, record: OffsetRecord | None) -> int:
         if record is None:
@@ -222,3 +221,10 @@ def _committed_partition(tp: TopicPartitionKey, record: OffsetRecord | None) -> 
 
 def _names(partitions: list[TopicPartitionKey]) -> str:
     return ", ".join(f"{topic}-{partition}" for topic, partition in partitions)
+
+
+def _next_offset(message: Message, call: str) -> tuple[TopicPartitionKey, tuple[int, str | None]]:
+    """The partition of a message poll() returned without an error, and the offset after it (what to commit)."""
+    if not isinstance(message, Message) or message.error() is not None or message.offset() is None:
+        raise InvalidRequest(f"{call}(message=...) takes a Message that poll() returned without an error")
+    return _fetched_key(message), (_fetched_offset(message) + 1, None)

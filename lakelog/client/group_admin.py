@@ -17,6 +17,7 @@ import enum
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from lakelog.client.admin_types import NODE_ID, ConsumerGroupType, MemberAssignment, Node
 from lakelog.client.types import OFFSET_INVALID, TopicPartition
@@ -26,6 +27,7 @@ from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoo
 from lakelog.errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, KafkaException, NonEmptyGroup, UnknownTopicOrPartition
 from lakelog.log import open_partition, topic_config
 from lakelog.log.topics import existing_internal_partitions
+from lakelog.store import Location
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -44,9 +46,9 @@ class ConsumerGroupState(enum.Enum):
     UNKNOWN = "UNKNOWN"
     # confluent-kafka's names of the classic protocol's states, as aliases of KIP-848's nearest ones (and its
     # deprecated misspelling), so handlers that name them run: a new assignment is being computed, then taken up.
-    PREPARING_REBALANCING = "ASSIGNING"
-    COMPLETING_REBALANCING = "RECONCILING"
-    UNKOWN = "UNKNOWN"
+    PREPARING_REBALANCING = "ASSIGNING"  # noqa: PIE796  alias on purpose (confluent-kafka's classic-protocol name)
+    COMPLETING_REBALANCING = "RECONCILING"  # noqa: PIE796  alias on purpose (confluent-kafka's classic-protocol name)
+    UNKOWN = "UNKNOWN"  # noqa: PIE796  alias on purpose (confluent-kafka's deprecated misspelling)
 
 
 @dataclass
@@ -148,7 +150,7 @@ def group_state(group: Group) -> ConsumerGroupState:
     return ConsumerGroupState.STABLE
 
 
-def read_group(root: str, group_id: str) -> Group | None:
+def read_group(root: str | Location, group_id: str) -> Group | None:
     """The group's state, or None if it does not exist; reads only (creates no internal table).
 
     CorruptRecord, naming the table and offset of the row, if a row of the group does not decode
@@ -164,7 +166,7 @@ def read_group(root: str, group_id: str) -> Group | None:
     return coordinator.describe(group_id)
 
 
-def list_groups(root: str) -> list[ConsumerGroupListing]:
+def list_groups(root: str | Location) -> list[ConsumerGroupListing]:
     """Every group, by id; one set aside by a row that does not decode is listed as UNKNOWN (and logged)."""
     coordinator = GroupCoordinator(root)
     listings = [ConsumerGroupListing(g.group_id, False, group_state(g)) for g in coordinator.list_groups()]
@@ -174,7 +176,7 @@ def list_groups(root: str) -> list[ConsumerGroupListing]:
     return sorted(listings, key=lambda listing: listing.group_id)
 
 
-def describe_group(root: str, group_id: str) -> ConsumerGroupDescription:
+def describe_group(root: str | Location, group_id: str) -> ConsumerGroupDescription:
     """The group's state, epochs and members; GroupIdNotFound, or CorruptRecord naming the bad row (read_group)."""
     group = _existing(root, group_id)
     target = group.target.assignment if group.target else {}
@@ -204,7 +206,7 @@ def describe_group(root: str, group_id: str) -> ConsumerGroupDescription:
     )
 
 
-def group_offsets(root: str, group_id: str) -> list[PartitionOffsets]:
+def group_offsets(root: str | Location, group_id: str) -> list[PartitionOffsets]:
     """Every partition the group committed or its members subscribe to, with offsets and lag."""
     group = _existing(root, group_id)
     pending = {tp: record.offset for offsets in group.pending.values() for tp, record in offsets.items()}
@@ -239,7 +241,7 @@ def group_offsets(root: str, group_id: str) -> list[PartitionOffsets]:
 
 
 def list_offsets(
-    root: str, group_id: str, partitions: Iterable[TopicPartitionKey] | None, require_stable: bool
+    root: str | Location, group_id: str, partitions: Iterable[TopicPartitionKey] | None, require_stable: bool
 ) -> ConsumerGroupTopicPartitions:
     """Committed offsets (OFFSET_INVALID where none); with `require_stable`, UnstableOffsetCommit while pending."""
     partitions = None if partitions is None else list(partitions)
@@ -260,7 +262,7 @@ def list_offsets(
 
 
 def plan_reset(
-    root: str, group_id: str, partitions: Iterable[TopicPartitionKey], strategy: str, value: int | None = None
+    root: str | Location, group_id: str, partitions: Iterable[TopicPartitionKey], strategy: str, value: int | None = None
 ) -> dict[TopicPartitionKey, int]:
     """New offsets as `--reset-offsets --<strategy>` computes them, clamped to [log start, high watermark].
 
@@ -283,7 +285,7 @@ def plan_reset(
         elif strategy == "to-latest":
             offset = high
         elif strategy == "to-offset":
-            offset = value
+            offset = cast(int, value)  # checked above: --to-offset comes with a value
         elif current is None:
             raise InvalidRequest(f"--{strategy}: {topic}-{partition} has no committed offset in group {group_id!r}")
         else:
@@ -295,7 +297,11 @@ def plan_reset(
 
 
 def alter_offsets(
-    root: str, group_id: str, offsets: Mapping[TopicPartitionKey, tuple[int, str]], *, retry: RetryPolicy = DEFAULT_POLICY
+    root: str | Location,
+    group_id: str,
+    offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    *,
+    retry: RetryPolicy = DEFAULT_POLICY,
 ) -> ConsumerGroupTopicPartitions:
     """Commit `offsets` for a group with no members (NonEmptyGroup otherwise), all or nothing."""
     group = read_group(root, group_id)
@@ -317,13 +323,13 @@ def alter_offsets(
     )
 
 
-def delete_group(root: str, group_id: str, *, retry: RetryPolicy = DEFAULT_POLICY) -> None:
+def delete_group(root: str | Location, group_id: str, *, retry: RetryPolicy = DEFAULT_POLICY) -> None:
     """Delete an empty group and its committed offsets (GroupIdNotFound, NonEmptyGroup)."""
     _existing(root, group_id)
     GroupCoordinator(root, retry=retry).delete_group(group_id)
 
 
-def _existing(root: str, group_id: str) -> Group:
+def _existing(root: str | Location, group_id: str) -> Group:
     group = read_group(root, group_id)
     if group is None:
         raise GroupIdNotFound(f"group {group_id!r} does not exist")

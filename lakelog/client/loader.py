@@ -34,7 +34,7 @@ import io
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -131,7 +131,9 @@ def _record_in(rows: pa.Table, load_id: str, log_start: int) -> LoadRecord | Non
     """The newest record of `load_id` among a file's rows: a load header on the last row of the batch it names."""
     loaded = pc.equal(rows.column("producer_id"), NO_PRODUCER_ID)
     rows = rows.filter(pc.and_(pc.is_valid(rows.column("headers")), loaded))
-    for offset, headers in zip(reversed(rows.column("offset").to_pylist()), reversed(rows.column("headers").to_pylist())):
+    for offset, headers in zip(
+        reversed(rows.column("offset").to_pylist()), reversed(rows.column("headers").to_pylist()), strict=True
+    ):
         if offset < log_start:
             return None
         for header in headers:
@@ -341,7 +343,9 @@ def source_payloads(path: Location, kind: str, key_column: str | None, batch_rec
         yield from _row_payloads(path, batches, key_column, batch_records)
 
 
-def _row_payloads(path: Location, batches, key_column: str | None, batch_records: int) -> Iterator[pa.Table]:
+def _row_payloads(
+    path: Location, batches: Iterable[pa.RecordBatch], key_column: str | None, batch_records: int
+) -> Iterator[pa.Table]:
     pending: list[dict] = []
     for batch in batches:
         if key_column is not None and key_column not in batch.schema.names:

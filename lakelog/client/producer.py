@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -54,10 +54,16 @@ from lakelog.log.verification import TransactionVerification
 from lakelog.store import check_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
+if TYPE_CHECKING:
+    from lakelog.coordinator.group_coordinator import GroupCoordinator
+    from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 CALLBACK_KEYS = ("on_delivery", "error_cb")
 
 log = logging.getLogger(__name__)
+# What a retried call returns.
+T = TypeVar("T")
 
 
 def split_callbacks(
@@ -196,8 +202,8 @@ class Producer(ProducerLifecycle):
         self._transactional_id: str | None = self.config["transactional.id"] or None
         if self._transactional_id is not None and not self.config["enable.idempotence"]:
             raise InvalidConfig("transactional.id requires enable.idempotence=true", key="enable.idempotence")
-        self._coordinator = None
-        self._groups = None
+        self._coordinator: TransactionCoordinator | None = None
+        self._groups: GroupCoordinator | None = None
         self._transaction_state = TransactionState.UNINITIALIZED
         # Partitions added to the open transaction, and the first error that makes it abort-only.
         self._transaction_partitions: set[tuple[str, int]] = set()
@@ -353,6 +359,8 @@ class Producer(ProducerLifecycle):
             self._groups = GroupCoordinator(self._root, retry=self._retry, clock=self._clock)
         groups = self._groups
         offsets_partition = groups.offsets_partition(group_metadata.group_id)
+        # In a transaction (checked above), so init_transactions() gave this producer its id.
+        assert self._producer_id is not None
         identity = (self._producer_id, self._producer_epoch)
         if offsets_partition not in self._transaction_partitions:
             # A zombie's group metadata is refused before the transaction changes (S7.2, S8.3).
@@ -420,7 +428,7 @@ class Producer(ProducerLifecycle):
         self._transaction_state = TransactionState.READY
         self._gate.reset()
 
-    def _transaction_coordinator(self) -> Any:
+    def _transaction_coordinator(self) -> TransactionCoordinator:
         if self._coordinator is None:
             from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 
@@ -600,7 +608,9 @@ class Producer(ProducerLifecycle):
         assert self._transactional_id is not None
         return TransactionVerification(self._transactional_id, self._transaction_coordinator())
 
-    def _retrying(self, tp: tuple[str, int], count: int, call, backoff: Backoff, *, retry_storage_errors: bool = True):
+    def _retrying(
+        self, tp: tuple[str, int], count: int, call: Callable[[], T], backoff: Backoff, *, retry_storage_errors: bool = True
+    ) -> T:
         """`call()`, again after the backoff's wait on a retriable error, up to `retries` times or its deadline."""
         attempts = 0
         while True:

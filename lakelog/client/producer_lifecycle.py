@@ -23,7 +23,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from lakelog import config
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, ClusterMetadata, Message
@@ -32,7 +32,15 @@ from lakelog.errors import InvalidTopic, KafkaError, KafkaException, UnknownTopi
 from lakelog.log import create_topic, topic_config
 
 if TYPE_CHECKING:
-    from lakelog.client.producer import DeliveryCallback, Producer
+    import threading
+    from collections import deque
+
+    from lakelog.client.producer import DeliveryCallback, Producer, TransactionState, _Batch
+    from lakelog.coordinator.group_coordinator import GroupCoordinator
+    from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+    from lakelog.log import PartitionLog
+    from lakelog.log.partition import Clock
+    from lakelog.store import Location
 
 logger = logging.getLogger(__name__)
 
@@ -55,16 +63,54 @@ def locked(method: Call) -> Call:
         with self._lock:
             return method(self, *args, **kwargs)
 
-    return call  # type: ignore[return-value]
+    return cast(Call, call)  # functools.wraps keeps the method's signature; mypy types only the wrapper's
 
 
 class ProducerLifecycle:
     """close(), the context manager, poll()/flush()/purge()/produce_batch() and unknown topics, for `Producer`."""
 
+    # The state these calls work on: set by `Producer.__init__` (see there), declared here so they are typed.
+    config: config.Config
+    _lock: threading.RLock
+    _logger: logging.Logger | logging.LoggerAdapter
+    _clock: Clock
+    _root: Location
+    _default_on_delivery: DeliveryCallback | None
+    _logs: dict[tuple[str, int], PartitionLog]
+    _num_partitions: dict[str, int]
+    _batches: dict[tuple[str, int], _Batch]
+    _reports: deque[tuple[DeliveryCallback | None, KafkaError | None, Message]]
+    _closed: bool
+    _transactional_id: str | None
+    _coordinator: TransactionCoordinator | None
+    _groups: GroupCoordinator | None
+    _transaction_state: TransactionState
+    _transaction_error: KafkaException | None
+
+    if TYPE_CHECKING:
+        # `Producer`'s calls these make (declarations only; defined in lakelog.client.producer).
+        def produce(
+            self,
+            topic: str,
+            value: Any = None,
+            key: Any = None,
+            partition: int = -1,
+            on_delivery: DeliveryCallback | None = None,
+            timestamp: int = 0,
+            headers: Any = None,
+            *,
+            expected_offset: int | None = None,
+            callback: DeliveryCallback | None = None,
+        ) -> None: ...
+        def abort_transaction(self, timeout: float | None = None) -> None: ...
+        def _send(self, tp: tuple[str, int]) -> None: ...
+        @property
+        def _transaction_id_text(self) -> str: ...
+
     # -- open or closed ---------------------------------------------------------------
 
     @locked
-    def close(self: Producer, timeout: float | None = None) -> bool:
+    def close(self, timeout: float | None = None) -> bool:
         """Abort an open transaction, deliver what is queued, then let go of every handle; True, as
         confluent-kafka's. A closed producer refuses every call after this one; closing again is a no-op.
 
@@ -85,10 +131,10 @@ class ProducerLifecycle:
             self._release()
         return True
 
-    def __enter__(self: Producer) -> Producer:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self: Producer, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
         """Close (deliver what is queued, then let go); an exception of the block goes on (returns None)."""
         self.close()
 
@@ -97,17 +143,17 @@ class ProducerLifecycle:
         return True
 
     @locked
-    def __len__(self: Producer) -> int:
+    def __len__(self) -> int:
         """Messages queued plus delivery reports not yet served (0 once closed), as confluent-kafka's len()."""
         if self._closed:
             return 0
         return sum(len(batch.messages) for batch in self._batches.values()) + len(self._reports)
 
-    def _require_open(self: Producer) -> None:
+    def _require_open(self) -> None:
         if self._closed:
             raise RuntimeError(CLOSED)
 
-    def _abort_open_transaction(self: Producer, timeout: float | None) -> None:
+    def _abort_open_transaction(self, timeout: float | None) -> None:
         from lakelog.client.producer import TransactionState
 
         if self._transactional_id is None or self._transaction_state not in (
@@ -124,7 +170,7 @@ class ProducerLifecycle:
             )
             warnings.warn(f"Producer could not abort its open transaction during close: {error}", RuntimeWarning, stacklevel=3)
 
-    def _release(self: Producer) -> None:
+    def _release(self) -> None:
         """Let go of every handle; what is still queued is dropped unreported (close() flushed it first)."""
         self._closed = True
         self._batches.clear()
@@ -135,7 +181,7 @@ class ProducerLifecycle:
 
     # -- waiting for reports ----------------------------------------------------------------
 
-    def poll(self: Producer, timeout: float | None = None) -> int:
+    def poll(self, timeout: float | None = None) -> int:
         """Serve delivery reports; returns how many were served.
 
         Waits up to `timeout` seconds for one (None or negative: as long as a queued batch
@@ -171,7 +217,7 @@ class ProducerLifecycle:
                 if self._reports:
                     return self._serve_reports()
 
-    def _poll_deadline(self: Producer, timeout: float | None) -> float:
+    def _poll_deadline(self, timeout: float | None) -> float:
         """When a poll gives up, on the monotonic clock. Without a timeout it waits for the queued
         batches' linger (in real time: a clock passed in that stands still cannot hold it longer);
         with nothing queued nothing can arrive, so it returns at once."""
@@ -183,14 +229,14 @@ class ProducerLifecycle:
             return now + (self._until_linger_s() + POLL_STEP_S if self._batches else 0.0)
         return now + timeout
 
-    def _until_linger_s(self: Producer) -> float:
+    def _until_linger_s(self) -> float:
         """Seconds until the oldest queued batch has lingered linger.ms, on the producer's clock (0: due now)."""
         if not self._batches:
             return POLL_STEP_S
         oldest = min(batch.created_ms for batch in self._batches.values())
         return max(oldest + self.config["linger.ms"] - self._clock(), 0) / 1000
 
-    def _send_lingered(self: Producer) -> None:
+    def _send_lingered(self) -> None:
         """Send every batch that has waited linger.ms on the producer's clock (compared in its milliseconds)."""
         linger_ms = self.config["linger.ms"]
         now_ms = self._clock()
@@ -198,7 +244,7 @@ class ProducerLifecycle:
             if now_ms - batch.created_ms >= linger_ms:
                 self._send(tp)
 
-    def _serve_reports(self: Producer) -> int:
+    def _serve_reports(self) -> int:
         """Call the delivery callback of each report ready, in order; returns how many were served.
 
         Called under the producer's lock: callbacks run one at a time, on the serving thread. A callback
@@ -212,7 +258,7 @@ class ProducerLifecycle:
         return served
 
     @locked
-    def flush(self: Producer, timeout: float | None = None) -> int:
+    def flush(self, timeout: float | None = None) -> int:
         """Send every queued message and serve their reports, again while the delivery callbacks produce more
         (until `timeout` seconds have passed, if given); returns how many are left (0: a send does not wait on
         a broker, so nothing is still in flight when it returns)."""
@@ -228,7 +274,7 @@ class ProducerLifecycle:
     # -- dropping and batching --------------------------------------------------------------
 
     @locked
-    def purge(self: Producer, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """Drop the queued messages (in_queue): each is reported with _PURGE_QUEUE at the next poll()/flush().
 
         Nothing is ever in flight (a batch is sent within the call that sends it), so `in_flight`
@@ -260,7 +306,7 @@ class ProducerLifecycle:
 
     @locked
     def produce_batch(
-        self: Producer,
+        self,
         topic: str,
         messages: list[dict[str, Any]],
         partition: int = -1,
@@ -304,7 +350,7 @@ class ProducerLifecycle:
 
     # -- topics the root does not hold (gap 4) ----------------------------------------------
 
-    def _partition_count(self: Producer, topic: str) -> int | None:
+    def _partition_count(self, topic: str) -> int | None:
         """The topic's partition count, or None when produce() cannot write it (see _report_unknown_topic).
 
         A missing topic is created on first use only when both the producer allows it
@@ -325,12 +371,12 @@ class ProducerLifecycle:
         self._num_partitions[topic] = count
         return count
 
-    def _may_create_topics(self: Producer) -> bool:
+    def _may_create_topics(self) -> bool:
         if not self.config.get("allow.auto.create.topics", False):
             return False
         return bool(config.load("broker", {}).get("auto.create.topics.enable", False))
 
-    def _create_topic(self: Producer, topic: str) -> int:
+    def _create_topic(self, topic: str) -> int:
         from lakelog.errors import TopicAlreadyExists
 
         try:
@@ -341,7 +387,7 @@ class ProducerLifecycle:
         return created.num_partitions
 
     def _report_unknown_topic(
-        self: Producer,
+        self,
         topic: str,
         partition: int,
         key: bytes | None,
@@ -370,7 +416,7 @@ class ProducerLifecycle:
             self._transaction_error = KafkaException(error)
 
     @locked
-    def list_topics(self: Producer, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The root's topics and their partitions. A topic the root does not hold comes back with
         UNKNOWN_TOPIC_OR_PART as its `error` and no partitions, as confluent-kafka's metadata carries it."""
         from lakelog.client.admin import cluster_metadata

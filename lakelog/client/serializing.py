@@ -97,8 +97,9 @@ class DeserializingConsumer(Consumer):
         if not messages:
             return None
         message = messages[0]
-        if message.error() is not None:
-            raise ConsumeError(message.error(), kafka_message=message)
+        error = message.error()
+        if error is not None:
+            raise ConsumeError(error, kafka_message=message)
         topic = message.topic()
         if topic is None:
             raise TypeError("Message topic is None")

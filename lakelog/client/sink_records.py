@@ -49,7 +49,7 @@ from lakelog.errors import (
 from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table
 from lakelog.log.compaction import CompactionResult, compact_partition
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
-from lakelog.store import FileEntry
+from lakelog.store import FileEntry, Location
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class SpentRecords:
     error: str | None = None
 
 
-def open_batches_log(root: str, transactional_id: str) -> PartitionLog:
+def open_batches_log(root: str | Location, transactional_id: str) -> PartitionLog:
     """The `__sink_batches` partition of `transactional_id` (created, compacted by key, on first use)."""
     count = open_internal_partition(root, SINK_BATCHES_LOG, 0, SINK_BATCHES_PARTITIONS, config=SINK_BATCHES_CONFIG)
     partition = partition_for_transactional_id(transactional_id, count.config.num_partitions)
@@ -174,7 +174,7 @@ def read_records(log: PartitionLog, transactional_id: str) -> RecordState:
 
 
 def sweep_sink_records(
-    root: str, now_ms: int, *, policy: RetryPolicy = DEFAULT_POLICY, timeout_s: float = TOMBSTONE_TIMEOUT_S
+    root: str | Location, now_ms: int, *, policy: RetryPolicy = DEFAULT_POLICY, timeout_s: float = TOMBSTONE_TIMEOUT_S
 ) -> list[SpentRecords]:
     """One sweep pass over `__sink_batches`: tombstone spent records, then compact by key (S9.3, S9.4).
 
@@ -207,7 +207,7 @@ def sweep_sink_records(
 
 
 def _tombstone_partition(
-    root: str, log: PartitionLog, starts: dict[TopicPartitionKey, int | None], backoff: Backoff
+    root: str | Location, log: PartitionLog, starts: dict[TopicPartitionKey, int | None], backoff: Backoff
 ) -> list[str]:
     while True:
         log.refresh()
@@ -252,7 +252,7 @@ def _tombstone_partition(
 
 
 def _all_below_log_start(
-    root: str, protects: Mapping[TopicPartitionKey, int], starts: dict[TopicPartitionKey, int | None]
+    root: str | Location, protects: Mapping[TopicPartitionKey, int], starts: dict[TopicPartitionKey, int | None]
 ) -> bool:
     """Whether every protected offset is below its partition's log start (a record that protects nothing is kept)."""
     if not protects:
@@ -264,7 +264,7 @@ def _all_below_log_start(
     return True
 
 
-def _log_start(root: str, tp: TopicPartitionKey, starts: dict[TopicPartitionKey, int | None]) -> int | None:
+def _log_start(root: str | Location, tp: TopicPartitionKey, starts: dict[TopicPartitionKey, int | None]) -> int | None:
     """A partition's log start offset (None: the topic or partition is gone, and its rows with it)."""
     if tp not in starts:
         try:
@@ -281,7 +281,7 @@ def _keyed_rows(log: PartitionLog) -> Iterator[tuple[int, bytes, int, bytes | No
         if entry.max_offset < start or entry.null_keys == entry.num_records:
             continue
         rows = _data_rows(log, entry, pc.field("key").is_valid(), start)
-        yield from zip(*(rows.column(name).to_pylist() for name in ("offset", "key", "producer_id", "value")))
+        yield from zip(*(rows.column(name).to_pylist() for name in ("offset", "key", "producer_id", "value")), strict=True)
 
 
 def _newest_first(log: PartitionLog, key: bytes) -> Iterator[tuple[int, int, bytes | None]]:
@@ -296,7 +296,7 @@ def _newest_first(log: PartitionLog, key: bytes) -> Iterator[tuple[int, int, byt
         if entry.null_keys == entry.num_records:
             continue
         rows = _data_rows(log, entry, pc.field("key") == pa.scalar(key, pa.binary()), start)
-        found = list(zip(*(rows.column(name).to_pylist() for name in ("offset", "producer_id", "value"))))
+        found = list(zip(*(rows.column(name).to_pylist() for name in ("offset", "producer_id", "value")), strict=True))
         yield from reversed(found)
 
 
@@ -367,7 +367,7 @@ def _from_app_ids(log: PartitionLog, transactional_id: str) -> CommittedBatch | 
                 break
             if found_offset < offset:
                 break
-    if row is None:
+    if row is None or offset is None:  # (a row is found only at an offset)
         return None  # the record's row is gone (compacted under a tombstone, or below the log start): so are its rows
     producer_id, value = row
     open_first = log.open_transactions().get(producer_id)

@@ -27,6 +27,7 @@ from lakelog.errors import InvalidRequest, InvalidTxnState, KafkaTimeout, Offset
 from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S, wall_clock_ms
 from lakelog.log.records import MAX_EPOCH
+from lakelog.store import Location
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -88,20 +89,20 @@ class HangingTransaction:
     needs_admin_abort: bool
 
 
-def list_transactions(root: str) -> list[TransactionListing]:
+def list_transactions(root: str | Location) -> list[TransactionListing]:
     return [
         TransactionListing(m.transactional_id, m.producer_id, m.state.value)
         for m in TransactionCoordinator(root).list_transactions()
     ]
 
 
-def describe_transaction(root: str, transactional_id: str) -> TransactionDescription | None:
+def describe_transaction(root: str | Location, transactional_id: str) -> TransactionDescription | None:
     """The id's metadata, or None if the id is unknown (never initialised, or expired)."""
     metadata = TransactionCoordinator(root).describe(transactional_id)
     return None if metadata is None else _description(metadata)
 
 
-def describe_producers(root: str, topic: str, partition: int) -> list[ProducerState]:
+def describe_producers(root: str | Location, topic: str, partition: int) -> list[ProducerState]:
     """Every producer id with state in the partition (S3.5), with the start of its open transaction (-1 if none)."""
     log = open_partition(root, topic, partition)
     log.refresh()
@@ -123,7 +124,9 @@ def describe_producers(root: str, topic: str, partition: int) -> list[ProducerSt
     return states
 
 
-def find_hanging_transactions(root: str, topic: str | None = None, now_ms: int | None = None) -> list[HangingTransaction]:
+def find_hanging_transactions(
+    root: str | Location, topic: str | None = None, now_ms: int | None = None
+) -> list[HangingTransaction]:
     """Transactions that hold a partition's LSO and that no live producer will close (S8.1).
 
     Two kinds: open in a partition with no ongoing or decided coordinator
@@ -148,24 +151,24 @@ def find_hanging_transactions(root: str, topic: str | None = None, now_ms: int |
         if metadata.state in _COVERING:
             covering[metadata.producer_id] = metadata
     hanging = []
-    for log, opened_before in zip(logs, before):
+    for log, opened_before in zip(logs, before, strict=True):
         log.refresh()
         for producer_id, start_offset in sorted(opened_before & set(log.open_transactions().items())):
-            metadata = covering.get(producer_id)
-            covered = metadata is not None and (log.topic, log.partition) in metadata.partitions
+            cover = covering.get(producer_id)
+            covered = cover is not None and (log.topic, log.partition) in cover.partitions
             if covered:
-                assert metadata is not None
-                deadline = metadata.txn_start_ms + metadata.transaction_timeout_ms
-                if metadata.state is not TxnState.ONGOING or now <= deadline:  # the sweep aborts once now > deadline (S4.7)
+                assert cover is not None
+                deadline = cover.txn_start_ms + cover.transaction_timeout_ms
+                if cover.state is not TxnState.ONGOING or now <= deadline:  # the sweep aborts once now > deadline (S4.7)
                     continue
                 reason = (
-                    f"transactional id {metadata.transactional_id!r} is open {now - metadata.txn_start_ms} ms, past its "
-                    f"transaction.timeout.ms={metadata.transaction_timeout_ms}: the coordinator sweep aborts it"
+                    f"transactional id {cover.transactional_id!r} is open {now - cover.txn_start_ms} ms, past its "
+                    f"transaction.timeout.ms={cover.transaction_timeout_ms}: the coordinator sweep aborts it"
                 )
-            elif metadata is None:
+            elif cover is None:
                 reason = "no transactional id maps to this producer id with an open transaction"
             else:
-                reason = f"transactional id {metadata.transactional_id!r} has not added this partition"
+                reason = f"transactional id {cover.transactional_id!r} has not added this partition"
             entry = log.producer_entry(producer_id)
             hanging.append(
                 HangingTransaction(
@@ -183,7 +186,7 @@ def find_hanging_transactions(root: str, topic: str | None = None, now_ms: int |
 
 
 def find_hanging_transaction(
-    root: str,
+    root: str | Location,
     topic: str,
     partition: int,
     producer_id: int | None = None,
@@ -216,7 +219,7 @@ def find_hanging_transaction(
 
 
 def abort_transaction(
-    root: str, hanging: HangingTransaction, *, retry: RetryPolicy = DEFAULT_POLICY, fault: FaultHook | None = None
+    root: str | Location, hanging: HangingTransaction, *, retry: RetryPolicy = DEFAULT_POLICY, fault: FaultHook | None = None
 ) -> int:
     """Close the observed hanging transaction with an ABORT marker one epoch above its own (KIP-664, S4.8).
 
@@ -277,7 +280,7 @@ def abort_transaction(
 
 
 def abort_hanging_transaction(
-    root: str, topic: str, partition: int, producer_id: int, *, retry: RetryPolicy = DEFAULT_POLICY
+    root: str | Location, topic: str, partition: int, producer_id: int, *, retry: RetryPolicy = DEFAULT_POLICY
 ) -> int:
     """`find_hanging_transaction` by producer id, then `abort_transaction` of what it found; the marker's offset."""
     return abort_transaction(root, find_hanging_transaction(root, topic, partition, producer_id), retry=retry)
@@ -309,7 +312,7 @@ def _no_longer_open(hanging: HangingTransaction, current: tuple[int, int] | None
     )
 
 
-def _check_not_covered(root: str, hanging: HangingTransaction) -> None:
+def _check_not_covered(root: str | Location, hanging: HangingTransaction) -> None:
     """Refuse if a coordinator transaction of the producer id now holds the partition: its own end closes it."""
     for metadata in TransactionCoordinator(root).list_transactions():
         if (

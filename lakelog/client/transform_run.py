@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,6 +63,9 @@ from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, PartitionScan, plan
 from lakelog.store import Location, check_root
 from lakelog.store.retry import RetryPolicy
 
+if TYPE_CHECKING:
+    from lakelog.coordinator.group import OffsetRecord
+
 log = logging.getLogger(__name__)
 
 TRANSFORM_ID_PREFIX = "lakelog.transform."
@@ -78,7 +81,7 @@ _OUTPUT_CONTRACT = (
     "and `timestamp` (timestamp, or int64 milliseconds)"
 )
 
-TransformOutput = pa.Table | pa.RecordBatch | Iterable[pa.Table | pa.RecordBatch] | None
+TransformOutput: TypeAlias = pa.Table | pa.RecordBatch | Iterable[pa.Table | pa.RecordBatch] | None
 Transform = Callable[[pa.Table], TransformOutput]
 
 
@@ -245,7 +248,7 @@ class _TransformRun:
         if committed is None:
             # An earlier attempt's transaction holds the offsets: only fencing it (S4.2) lets them be read.
             self._init_producer("an open transaction holds the group's offsets")
-            committed = self._committed(wait=True)
+            committed = self._committed_after_init()
         reader = self._plan(committed)
         pending: list[_Slice] = []
         if self.producer is None:
@@ -264,7 +267,7 @@ class _TransformRun:
             # Checked before the first write (S8.3): a transform whose output is wrong writes nothing.
             pending[-1].outputs = self._transformed(pending[-1])
             self._init_producer("the first batch is ready")
-            after_init = self._committed(wait=True)
+            after_init = self._committed_after_init()
             if after_init != committed:
                 log.info(
                     "the group's offsets moved before this attempt fenced the last one (%s, not %s): planning again",
@@ -280,6 +283,13 @@ class _TransformRun:
         return self._result(committed)
 
     # -- offsets and the plan ------------------------------------------------------------
+
+    def _committed_after_init(self) -> dict[int, int | None]:
+        """The committed offsets once this run's producer is initialised: with it, `_committed` waits (S7.3) or raises."""
+        committed = self._committed(wait=True)
+        if committed is None:
+            raise AssertionError("with a producer, the committed offsets are waited for, not given up on")
+        return committed
 
     def _committed(self, wait: bool) -> dict[int, int | None] | None:
         """The group's committed offset of each input partition (None: none), read only; None if a transaction holds one
@@ -298,7 +308,8 @@ class _TransformRun:
                 )
             outcome = fetch_offsets(group, wanted, require_stable=True)
             if outcome.error is None:
-                return {tp[1]: None if record is None else record.offset for tp, record in outcome.response.items()}
+                records = cast("dict[tuple[str, int], OffsetRecord | None]", outcome.response)  # OffsetFetch's answer
+                return {tp[1]: None if record is None else record.offset for tp, record in records.items()}
             if not isinstance(outcome.error, UnstableOffsetCommit):
                 raise outcome.error
             if backoff is None:
@@ -427,7 +438,7 @@ class _TransformRun:
             else [None] * count
         )
         timestamps = _milliseconds(output.column("timestamp")) if "timestamp" in names else [0] * count
-        for value, key, header, timestamp in zip(values, keys, headers, timestamps):
+        for value, key, header, timestamp in zip(values, keys, headers, timestamps, strict=True):
             producer.produce(self.job.output_topic, value=value, key=key, headers=header, timestamp=timestamp or 0)
 
     def _commit(self, producer: Producer) -> None:

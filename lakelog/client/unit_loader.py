@@ -31,12 +31,11 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from lakelog.client.batch_writer import TransactionalBatchWriter
@@ -96,7 +95,8 @@ def resolve_sources(root: Location, source: str | list[str]) -> list[Location]:
     found: dict[str, Location] = {}
     for pattern in patterns:
         base = Location.of(pattern, root.io.settings if not root.is_local else None, what="source")
-        matches = base.io.glob(base.uri)
+        # cast: FileIO.glob's annotation names its own list() method, not the builtin (fileio.py is being rewritten).
+        matches = cast(list[str], base.io.glob(base.uri))
         if not matches:
             raise InvalidRequest(f"source {pattern} matches no file")
         for uri in matches:

@@ -582,7 +582,7 @@ def _check_group_id(group_id: Any) -> KafkaException | None:
 
 
 def _check_offsets(offsets: Mapping[TopicPartitionKey, tuple[int, str]]) -> KafkaException | None:
-    for (topic, partition), (offset, metadata) in offsets.items():
+    for (topic, partition), (offset, _metadata) in offsets.items():
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             return InvalidRequest(f"offset for {topic}-{partition} must be a non-negative integer, not {offset!r}")
         if not isinstance(partition, int) or partition < 0:

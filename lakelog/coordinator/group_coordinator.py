@@ -49,6 +49,7 @@ from lakelog.log import PartitionLog, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 from lakelog.log.verification import TransactionVerification, verify_write
+from lakelog.store import Location
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class GroupCoordinator:
 
     def __init__(
         self,
-        root: str,
+        root: str | Location,
         broker_config: Mapping[str, Any] | None = None,
         *,
         assignor: str | None = None,
@@ -175,7 +176,7 @@ class GroupCoordinator:
         outcome = check(group_log.state)
         if not outcome.ok:
             outcome = check(group_log.catch_up())
-        if not outcome.ok:
+        if outcome.error is not None:
             raise outcome.error
 
     def fetch_offsets(
@@ -254,7 +255,10 @@ class GroupCoordinator:
                 outcome = offsets_log.run(
                     _served(
                         group_id,
-                        lambda state: handlers.expire_members(state.group(group_id) or Group(group_id), counts, self._clock()),
+                        # Defaults bind this iteration's group and counts (the closure runs within it).
+                        lambda state, group_id=group_id, counts=counts: handlers.expire_members(
+                            state.group(group_id) or Group(group_id), counts, self._clock()
+                        ),
                     )
                 )
                 for member_id in outcome.response or []:

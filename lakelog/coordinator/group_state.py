@@ -113,7 +113,9 @@ def replay_corrupt(state: GroupState, group_id: str | None, error: CorruptRecord
         raise error
     if group_id not in state.corrupt:
         log.warning("group %s is not served from now on: %s", group_id, error)
-        state.corrupt[group_id] = CorruptGroupRow(error.table, error.offset, str(error.reason))
+        # The located CorruptRecord (record_codec) carries these as its details.
+        details = error.details
+        state.corrupt[group_id] = CorruptGroupRow(details["table"], details["offset"], str(details["reason"]))
     state.groups.pop(group_id, None)
     return state
 

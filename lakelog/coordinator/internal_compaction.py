@@ -24,6 +24,7 @@ from lakelog.coordinator.transaction_coordinator import TRANSACTION_STATE_LOG, T
 from lakelog.errors import KafkaException
 from lakelog.log.compaction import CompactionResult
 from lakelog.log.topics import existing_internal_partitions
+from lakelog.store import Location
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class InternalCompaction:
     error: str | None = None
 
 
-def compact_internal_logs(root: str) -> list[InternalCompaction]:
+def compact_internal_logs(root: str | Location) -> list[InternalCompaction]:
     """Compact every partition of `__consumer_offsets` and `__transaction_state`; the ones changed or failed.
 
     Idempotent and safe beside coordinators and other sweeps: each compaction is

@@ -78,7 +78,7 @@ class HasRecords(Protocol):
     def records(self) -> tuple[Any, ...]: ...
 
 
-O = TypeVar("O", bound=HasRecords)
+OutcomeT = TypeVar("OutcomeT", bound=HasRecords)
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ class CoordinatorLog(Generic[S]):
                 return everything  # replay from offset 0 is what the check proves
             columns = rows.select(["offset", "value", "control", "producer_id", "producer_epoch"]).to_pydict()
             entries: list[tuple[int, Any]] = []
-            for offset, value, control, producer_id, producer_epoch in zip(*columns.values()):
+            for offset, value, control, producer_id, producer_epoch in zip(*columns.values(), strict=True):
                 if control is not None:
                     entries.append((offset, Marker(producer_id, producer_epoch, ControlType(control))))
                 elif value is not None:
@@ -243,7 +243,7 @@ class CoordinatorLog(Generic[S]):
             if write_snapshot(self.log.table, SNAPSHOT_FOLDER, self.position, body, self._codec.version):
                 self.snapshot_position = self.position
 
-    def run(self, decide: Callable[[S], O], timeout_s: float = 60.0, *, backoff: Backoff | None = None) -> O:
+    def run(self, decide: Callable[[S], OutcomeT], timeout_s: float = 60.0, *, backoff: Backoff | None = None) -> OutcomeT:
         """Decide, and append the outcome's records at exactly the position the state was replayed to.
 
         The first decision is made on the state in hand: if it has records, the
@@ -300,7 +300,7 @@ class CoordinatorLog(Generic[S]):
 
     def _replay(self, rows: pa.Table) -> None:
         columns = rows.select(["offset", "key", "value", "control", "producer_id", "producer_epoch"]).to_pydict()
-        for offset, key, value, control, producer_id, producer_epoch in zip(*columns.values()):
+        for offset, key, value, control, producer_id, producer_epoch in zip(*columns.values(), strict=True):
             if control is not None:
                 if self._apply_marker is not None:
                     self.state = self._apply_marker(self.state, producer_id, producer_epoch, ControlType(control))

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from lakelog import config as config_module
 from lakelog.coordinator import transaction as txn
@@ -44,6 +44,7 @@ from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout,
 from lakelog.log import PartitionLog, allocate_producer_id, open_partition
 from lakelog.log.partition import APPEND_TIMEOUT_S, Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
+from lakelog.store import Location
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class TransactionCoordinator:
 
     def __init__(
         self,
-        root: str,
+        root: str | Location,
         broker_config: Mapping[str, Any] | None = None,
         *,
         clock: Clock = wall_clock_ms,
@@ -141,8 +142,8 @@ class TransactionCoordinator:
                 backoff,
                 new_producer_id,
             )
-            if outcome.ok:
-                return outcome.response
+            if outcome.error is None:
+                return cast(InitProducerIdResult, outcome.response)  # what init_producer_id answers when it goes through
             if not isinstance(outcome.error, ConcurrentTransactions):
                 raise outcome.error
             # Finished here just before, and refused again: another process moved the id on meanwhile.
@@ -172,24 +173,18 @@ class TransactionCoordinator:
             written = self._markers_written.get(transactional_id)
             if written is not None:
                 self._hit(FAULT_BEFORE_COMPLETE_AND_BEGIN, transactional_id=transactional_id)
-            outcome = self._logged(
-                self._log_of(transactional_id).run(
-                    lambda state: txn.add_partitions(
-                        state.get(transactional_id),
-                        transactional_id,
-                        producer_id,
-                        producer_epoch,
-                        partitions,
-                        self._clock(),
-                        written,
-                    ),
-                    backoff=backoff,
+
+            # `written` bound as a default: this iteration's value (the closure runs within it).
+            def add(state: dict[str, TransactionMetadata], written: TransactionMarkers | None = written) -> txn.Outcome[Any]:
+                return txn.add_partitions(
+                    state.get(transactional_id), transactional_id, producer_id, producer_epoch, partitions, self._clock(), written
                 )
-            )
+
+            outcome = self._logged(self._log_of(transactional_id).run(add, backoff=backoff))
             # Completed here, by another process, or moved on: these markers are no proof of anything next.
             self._markers_written.pop(transactional_id, None)
-            if outcome.ok:
-                return outcome.response
+            if outcome.error is None:
+                return cast(AddPartitionsResult, outcome.response)  # what add_partitions answers when it goes through
             if backoff is not None or not isinstance(outcome.error, ConcurrentTransactions):
                 raise outcome.error
             log.info(
@@ -231,9 +226,9 @@ class TransactionCoordinator:
             ),
             backoff,
         )
-        if not outcome.ok:
+        if outcome.error is not None:
             raise outcome.error
-        result = outcome.response
+        result = cast(EndTransactionResult, outcome.response)  # what end_transaction answers when it goes through
         self._hit(FAULT_AFTER_DECISION, transactional_id=transactional_id)
         # The state the decision was made on (or verified on the latest) is in hand: no reload to finish it.
         self._finish(self._log_of(transactional_id).state.get(transactional_id), backoff, complete)
@@ -311,9 +306,12 @@ class TransactionCoordinator:
                 # Most ids need nothing: look on the state in hand, commit (on the latest) only if something is due.
                 if txn.sweep(metadata, self._clock(), self.config).response is SweepAction.NONE:
                     continue
-                outcome = self._logged(
-                    state_log.run(lambda state: txn.sweep(state.get(transactional_id), self._clock(), self.config))
-                )
+
+                # `transactional_id` bound as a default: this iteration's id (the closure runs within it).
+                def sweep(state: dict[str, TransactionMetadata], transactional_id: str = transactional_id) -> txn.Outcome[Any]:
+                    return txn.sweep(state.get(transactional_id), self._clock(), self.config)
+
+                outcome = self._logged(state_log.run(sweep))
                 action = outcome.response
                 if action is SweepAction.ABORT_TIMED_OUT:
                     report.aborted_timed_out.append(transactional_id)
@@ -357,7 +355,7 @@ class TransactionCoordinator:
         outcome = self._logged(
             self._log_of(transactional_id).run(lambda state: handler(state.get(transactional_id)), backoff=backoff)
         )
-        if not outcome.ok:
+        if outcome.error is not None:
             raise outcome.error
         return outcome.response
 
@@ -378,11 +376,11 @@ class TransactionCoordinator:
         Returns the outcome and the id allocated (or `new_producer_id` as given).
         """
         while True:
-            outcome = self._logged(
-                self._log_of(transactional_id).run(
-                    lambda state: handler(state.get(transactional_id), new_producer_id), backoff=backoff
-                )
-            )
+            # `new_producer_id` bound as a default: this round's value (the closure runs within it).
+            def decide(state: dict[str, TransactionMetadata], new_producer_id: int | None = new_producer_id) -> txn.Outcome[Any]:
+                return handler(state.get(transactional_id), new_producer_id)
+
+            outcome = self._logged(self._log_of(transactional_id).run(decide, backoff=backoff))
             if not outcome.needs_producer_id:
                 return outcome, new_producer_id
             if new_producer_id is not None:

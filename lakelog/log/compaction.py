@@ -372,7 +372,7 @@ def _last_by(producers: np.ndarray, offsets: np.ndarray, mask: np.ndarray) -> di
     if not mask.any():
         return found
     table = pa.table({"p": producers[mask], "o": offsets[mask]}).group_by("p").aggregate([("o", "max")])
-    for producer_id, offset in zip(table.column("p").to_pylist(), table.column("o_max").to_pylist()):
+    for producer_id, offset in zip(table.column("p").to_pylist(), table.column("o_max").to_pylist(), strict=True):
         found[producer_id] = offset
     return found
 

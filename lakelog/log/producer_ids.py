@@ -24,7 +24,7 @@ import time
 import pyarrow as pa
 
 from lakelog.errors import CommitConflict
-from lakelog.store import Table, check_root
+from lakelog.store import Location, Table, check_root
 from lakelog.store.maintenance import checkpoint_interval, cleanup_log, is_checkpoint_version, reopen
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
@@ -48,7 +48,7 @@ _tables: dict[str, tuple[Table, threading.RLock]] = {}
 _tables_lock = threading.Lock()
 
 
-def allocate_producer_id(root: str, client_id: str = "", *, retry: RetryPolicy = DEFAULT_POLICY) -> int:
+def allocate_producer_id(root: str | Location, client_id: str = "", *, retry: RetryPolicy = DEFAULT_POLICY) -> int:
     """Allocate a producer id unique across every process using this root; lost races back off by `retry`.
 
     `client_id` names the caller in the DEBUG line of the allocation (ids are no
@@ -75,7 +75,7 @@ def allocate_producer_id(root: str, client_id: str = "", *, retry: RetryPolicy =
             return producer_id
 
 
-def _table(root: str) -> tuple[Table, threading.RLock]:
+def _table(root: str | Location) -> tuple[Table, threading.RLock]:
     """This process's table of `root` (created on first use), and the lock its allocations take."""
     location = check_root(root) / PRODUCER_IDS_DIR
     with _tables_lock:

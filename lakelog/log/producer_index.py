@@ -175,8 +175,8 @@ class ProducerIndex:
                 break
         else:
             return None
-        entry = fold(found, append_time_ms)[producer_id]
-        self._entries[producer_id] = entry
-        if not entry.transaction_open and (self._oldest is None or entry.last_timestamp_ms < self._oldest):
-            self._oldest = entry.last_timestamp_ms
-        return entry
+        state = fold(found, append_time_ms)[producer_id]
+        self._entries[producer_id] = state
+        if not state.transaction_open and (self._oldest is None or state.last_timestamp_ms < self._oldest):
+            self._oldest = state.last_timestamp_ms
+        return state

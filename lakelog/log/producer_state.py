@@ -96,7 +96,7 @@ def _last_per_producer(producer_ids: np.ndarray, picked: np.ndarray) -> dict[int
     reverse = producer_ids[picked][::-1]
     unique, first_in_reverse = np.unique(reverse, return_index=True)
     where = picked[picked.size - 1 - first_in_reverse]
-    return dict(zip(unique.tolist(), where.tolist()))
+    return dict(zip(unique.tolist(), where.tolist(), strict=True))
 
 
 class Verdict(enum.Enum):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,7 +101,7 @@ def next_sequence(sequence: int) -> int:
 
 def payload_table(
     values: list[bytes | None],
-    keys: list[bytes | None] | None = None,
+    keys: Sequence[bytes | None] | None = None,
     headers: list[list[tuple[str, bytes | None]] | None] | None = None,
     timestamps_ms: list[int] | None = None,
 ) -> pa.Table:

@@ -37,7 +37,7 @@ from lakelog.log import compaction
 from lakelog.log.compaction import CompactionResult
 from lakelog.log.partition import LOG_START_OFFSET_APP_ID, PartitionLog
 from lakelog.log.topics import list_topics, open_partition, topic_config
-from lakelog.store import FileEntry
+from lakelog.store import FileEntry, Location
 from lakelog.store.maintenance import maintain, vacuum
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from lakelog.store.table import storage_errors
@@ -207,7 +207,7 @@ class PartitionCleaning:
     error: str | None = None
 
 
-def clean_topics(root: str, now_ms: int, *, policy: RetryPolicy = DEFAULT_POLICY) -> list[PartitionCleaning]:
+def clean_topics(root: str | Location, now_ms: int, *, policy: RetryPolicy = DEFAULT_POLICY) -> list[PartitionCleaning]:
     """One pass of the log cleaner over every topic of `root`: the partitions it changed, or failed on.
 
     Per partition, by its `cleanup.policy`: compaction by key (S9.3), then

@@ -33,7 +33,7 @@ from lakelog.log.records import HEADER_TYPE
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition, topic_config
 from lakelog.log.transactions import AbortedTransaction
-from lakelog.store import FileEntry, PinnedSnapshot
+from lakelog.store import FileEntry, Location, PinnedSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class PartitionScan:
 
 
 def plan_scan(
-    root: str,
+    root: str | Location,
     topic: str,
     isolation_level: str = READ_COMMITTED,
     starting_offsets: OffsetSpec = EARLIEST,

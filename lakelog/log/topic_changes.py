@@ -31,7 +31,7 @@ from lakelog.log.partition import APPEND_TIMEOUT_S
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition, partition_path, topic_path
-from lakelog.store import Table, TableNotFoundError
+from lakelog.store import Location, Table, TableNotFoundError
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ ConfigChange = Callable[[TopicConfig], Mapping[str, Any]]
 
 
 def alter_topic_config(
-    root: str,
+    root: str | Location,
     topic: str,
     change: ConfigChange,
     *,
@@ -78,7 +78,7 @@ def alter_topic_config(
 
 
 def create_partitions(
-    root: str, topic: str, total: int, *, validate_only: bool = False, retry: RetryPolicy = DEFAULT_POLICY
+    root: str | Location, topic: str, total: int, *, validate_only: bool = False, retry: RetryPolicy = DEFAULT_POLICY
 ) -> TopicConfig:
     """Grow the topic to `total` partitions (Kafka's CreatePartitions); fewer than now, or as many, is InvalidPartitions.
 
@@ -99,7 +99,9 @@ def create_partitions(
     return alter_topic_config(root, topic, grow, validate_only=validate_only, partitions_may_grow=True, retry=retry)
 
 
-def complete_topic(root: str, topic: str, config: TopicConfig | None = None, *, retry: RetryPolicy = DEFAULT_POLICY) -> None:
+def complete_topic(
+    root: str | Location, topic: str, config: TopicConfig | None = None, *, retry: RetryPolicy = DEFAULT_POLICY
+) -> None:
     """Bring partitions 1..n-1 to partition 0's config (`config`, if read already), creating missing ones."""
     if config is None:
         config = TopicConfig.from_table_configuration(_partition_zero(root, topic).configuration)
@@ -120,7 +122,7 @@ def complete_topic(root: str, topic: str, config: TopicConfig | None = None, *, 
                 table.refresh()
 
 
-def delete_topic(root: str, topic: str) -> None:
+def delete_topic(root: str | Location, topic: str) -> None:
     """Delete every partition table of the topic through the root's file IO (Kafka's DeleteTopics).
 
     Refused, with nothing deleted (S8.3): an internal topic (`__*`, InvalidTopic), a
@@ -154,7 +156,7 @@ def delete_topic(root: str, topic: str) -> None:
     logger.info("deleted topic %s (%d partition(s))", topic, config.num_partitions)
 
 
-def _partition_zero(root: str, topic: str) -> Table:
+def _partition_zero(root: str | Location, topic: str) -> Table:
     try:
         return Table.open(partition_path(root, topic, 0))
     except TableNotFoundError:

@@ -31,7 +31,7 @@ def partition_path(root: str | Location, topic: str, partition: int) -> Location
 
 
 def create_topic(
-    root: str, topic: str, num_partitions: int | None = None, config: Mapping[str, Any] | None = None
+    root: str | Location, topic: str, num_partitions: int | None = None, config: Mapping[str, Any] | None = None
 ) -> TopicConfig:
     """Create a topic's partition tables; TopicAlreadyExists if partition 0 exists.
 
@@ -59,26 +59,26 @@ def validate_new_topic(topic: str, num_partitions: int | None, config: Mapping[s
     return TopicConfig.load(overrides)
 
 
-def _complete_partitions(root: str, topic: str, topic_config: TopicConfig) -> None:
+def _complete_partitions(root: str | Location, topic: str, topic_config: TopicConfig) -> None:
     for partition in range(1, topic_config.num_partitions):
         location = partition_path(root, topic, partition)
         if not Table.exists(location):
             Table.create(location, PARTITION_SCHEMA, topic_config.table_configuration())
 
 
-def list_topics(root: str) -> list[str]:
+def list_topics(root: str | Location) -> list[str]:
     folder = check_root(root) / TOPICS_DIR
     return sorted(entry.name for entry in folder.children() if Table.exists(entry / "0"))
 
 
-def topic_config(root: str, topic: str) -> TopicConfig:
+def topic_config(root: str | Location, topic: str) -> TopicConfig:
     try:
         return TopicConfig.from_table_configuration(Table.open(partition_path(root, topic, 0)).configuration)
     except TableNotFoundError:
         raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root}", topic=topic) from None
 
 
-def open_partition(root: str, topic: str, partition: int, clock: Clock = wall_clock_ms) -> PartitionLog:
+def open_partition(root: str | Location, topic: str, partition: int, clock: Clock = wall_clock_ms) -> PartitionLog:
     """Open one partition's log; UnknownTopicOrPartition if the topic or partition does not exist.
 
     One table load when the partition is there (every partition table carries the topic's config);
@@ -103,7 +103,7 @@ def open_partition(root: str, topic: str, partition: int, clock: Clock = wall_cl
 
 
 def open_internal_partition(
-    root: str,
+    root: str | Location,
     log_name: str,
     partition: int,
     num_partitions: int,
@@ -129,15 +129,17 @@ def open_internal_partition(
         except TableNotFoundError:
             pass
         else:
-            config = TopicConfig.from_table_configuration(table.configuration)
-            if 0 <= partition < config.num_partitions:
-                return PartitionLog(table, log_name, partition, config, clock)
+            found = TopicConfig.from_table_configuration(table.configuration)
+            if 0 <= partition < found.num_partitions:
+                return PartitionLog(table, log_name, partition, found, clock)
     first = _open_or_create(folder / "0", TopicConfig.load({**(config or {}), "num.partitions": num_partitions}))
-    config = TopicConfig.from_table_configuration(first.configuration)
-    if not 0 <= partition < config.num_partitions:
-        raise UnknownTopicOrPartition(f"{log_name} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=log_name)
-    table = first if partition == 0 else _open_or_create(folder / str(partition), config)
-    return PartitionLog(table, log_name, partition, config, clock)
+    decided = TopicConfig.from_table_configuration(first.configuration)
+    if not 0 <= partition < decided.num_partitions:
+        raise UnknownTopicOrPartition(
+            f"{log_name} has partitions 0-{decided.num_partitions - 1}, not {partition}", topic=log_name
+        )
+    table = first if partition == 0 else _open_or_create(folder / str(partition), decided)
+    return PartitionLog(table, log_name, partition, decided, clock)
 
 
 def internal_log_path(root: str | Location, log_name: str) -> Location:
@@ -152,12 +154,12 @@ def _open_or_create(location: Location, config: TopicConfig) -> Table:
         return Table.create(location, PARTITION_SCHEMA, config.table_configuration())[0]
 
 
-def internal_partition_count(root: str, log_name: str, num_partitions: int) -> int:
+def internal_partition_count(root: str | Location, log_name: str, num_partitions: int) -> int:
     """The partition count of an internal log, fixed when its partition 0 was created (see open_internal_partition)."""
     return open_internal_partition(root, log_name, 0, num_partitions).config.num_partitions
 
 
-def existing_internal_partitions(root: str, log_name: str) -> list[int]:
+def existing_internal_partitions(root: str | Location, log_name: str) -> list[int]:
     """Partitions of an internal log that have a table (partitions are created on first use)."""
     folder = internal_log_path(root, log_name)
     return sorted(int(entry.name) for entry in folder.children() if entry.name.isdigit() and Table.exists(entry))

@@ -103,7 +103,7 @@ def _state_changes(headers: pa.Table) -> Iterator[tuple[int, int, str | None]]:
     continues_run[1:] = is_data[1:] & is_data[:-1] & (producer_ids[1:] == producer_ids[:-1])
     picked = np.flatnonzero(is_marker | (is_data & ~continues_run))
     changes = headers.select(["offset", "producer_id", "control"]).take(pa.array(picked))
-    return zip(*(changes.column(name).to_pylist() for name in ("offset", "producer_id", "control")))
+    return zip(*(changes.column(name).to_pylist() for name in ("offset", "producer_id", "control")), strict=True)
 
 
 class TransactionIndex:

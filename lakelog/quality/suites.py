@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog.errors import CorruptRecord, InvalidConfig, InvalidRequest
-from lakelog.log import topic_config
+from lakelog.log.topics import topic_config  # not lakelog.log's: there it also names a module
 from lakelog.store import Location, check_root
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def parse_suite(text: str | bytes, topic: str, *, mode: str | None = None, parse
             f'the suite {document["name"]} for topic {topic} is not a GX expectation suite: "expectations" must be a list',
             topic=topic,
         )
-    meta = document.get("meta") if isinstance(document.get("meta"), dict) else {}
+    meta: dict[str, Any] = document["meta"] if isinstance(document.get("meta"), dict) else {}
     settings = dict(meta.get("lakelog") or {}) if isinstance(meta.get("lakelog", {}), dict) else None
     if settings is None:
         raise InvalidConfig(f"the suite for topic {topic}: meta.lakelog must be an object", key="meta.lakelog")
@@ -218,7 +218,7 @@ def _gx_document(topic: str, document: dict[str, Any]) -> dict[str, Any]:
         suite = ExpectationSuite(
             name=document["name"],
             expectations=configurations,
-            meta={key: value for key, value in (document.get("meta") or {}).items()},
+            meta=dict(document.get("meta") or {}),
             notes=document.get("notes"),
         )
         rendered = suite.to_json_dict()

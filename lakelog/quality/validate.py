@@ -195,7 +195,7 @@ def validation_frame(suite: Suite, rows: pa.Table, value_fields: FieldColumns | 
 def _parsed(suite: Suite, rows: pa.Table) -> Any:
     import pandas as pd
 
-    module_name, _, function_name = suite.parse.partition(":")
+    module_name, _, function_name = (suite.parse or "").partition(":")  # called only for a suite with `parse`
     try:
         function = getattr(importlib.import_module(module_name), function_name)
         output = function(rows)

@@ -40,7 +40,7 @@ def footer_statistics(metadata: pq.FileMetaData) -> str:
         if not complete:
             continue
         nulls[field.name] = column_nulls
-        if low is not None:
+        if low is not None and high is not None:  # set together
             minimums[field.name], maximums[field.name] = int(low), int(high)
     return json.dumps({"numRecords": metadata.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
 
@@ -56,7 +56,7 @@ def file_statistics(data: pa.Table, offset_range: tuple[int, int] | None = None)
     minimums: dict[str, int] = {}
     maximums: dict[str, int] = {}
     nulls: dict[str, int] = {}
-    for field, column in zip(data.schema, data.columns):
+    for field, column in zip(data.schema, data.columns, strict=True):
         if pa.types.is_nested(field.type):
             continue
         nulls[field.name] = column.null_count

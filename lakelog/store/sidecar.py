@@ -113,8 +113,9 @@ def write_snapshot(table: Table, folder: str, position: int, body: Any, format_v
     snapshot = {"table_id": table.table_id, "position": position, "format": format_version, "body": body}
     if not write_sidecar(table, folder, _snapshot_name(position), json.dumps(snapshot, separators=(",", ":")).encode()):
         return False
-    names = [name for name in list_sidecars(table, folder) if _snapshot_position(name)]
-    for name in sorted(names, key=_snapshot_position)[:-SNAPSHOTS_KEPT]:
+    found = {name: _snapshot_position(name) for name in list_sidecars(table, folder)}
+    positions = {name: number for name, number in found.items() if number}
+    for name in sorted(positions, key=positions.__getitem__)[:-SNAPSHOTS_KEPT]:
         delete_sidecar(table, folder, name)
     return True
 

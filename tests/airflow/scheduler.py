@@ -234,7 +234,7 @@ class Airflow:
             sql += " AND run_id = ?"
             args.append(run_id)
         names = ("run_id", "task_id", "map_index", "state", "try_number", "pid", "id")
-        return [dict(zip(names, row)) for row in self.query(sql, *args)]
+        return [dict(zip(names, row, strict=False)) for row in self.query(sql, *args)]
 
     def wait(self, condition: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.5) -> Any:
         deadline = time.monotonic() + timeout_s

@@ -120,9 +120,10 @@ def test_S4_1_S4_2_backfill_with_failures_zombies_and_a_reprocess_loads_each_row
     )
     # The stopped tries: wait for each day's retry to succeed, then resume the zombie.
     for day in ("2026-01-04", "2026-01-06"):
-        airflow.wait(lambda: (faults / f"{day}.stopped").exists(), 300, f"the first try of {day} to stop")
+        # The waits' closures bind this iteration's day and task as defaults (each runs within it).
+        airflow.wait(lambda day=day: (faults / f"{day}.stopped").exists(), 300, f"the first try of {day} to stop")
         airflow.wait(
-            lambda: any(
+            lambda day=day: any(
                 (faults / f"{day}.try{n}.outcome").exists()
                 and "loaded" in json.loads((faults / f"{day}.try{n}.outcome").read_text())
                 for n in (2, 3, 4)
@@ -131,7 +132,7 @@ def test_S4_1_S4_2_backfill_with_failures_zombies_and_a_reprocess_loads_each_row
             f"a retry of {day} to load it",
         )
         task = resume(faults, day)
-        airflow.wait(lambda: gone(task), 120, f"the resumed first try of {day} to end")
+        airflow.wait(lambda task=task: gone(task), 120, f"the resumed first try of {day} to end")
     runs = airflow.wait_runs_done("lakelog_test_load", len(DAYS), 600)
     assert all(run["state"] == "success" for run in runs.values()), runs
     assert committed_ids(root, "days") == Counter(dict.fromkeys(expected, 1))

@@ -122,7 +122,7 @@ def plain_sends(root: str, history_dir: str, out_of_order: bool) -> None:
         return
     producers = [Producer({"lakelog.root": root, "linger.ms": 600_000}) for _ in batches]
     delivered: list[list[list]] = [[], []]
-    for number, (producer, batch) in enumerate(zip(producers, batches)):
+    for number, (producer, batch) in enumerate(zip(producers, batches, strict=True)):
         for value in batch:
             producer.produce(
                 TOPIC,

@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from lakelog import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer, TopicPartition
 
 pytestmark = pytest.mark.roots("local")
 
@@ -82,6 +82,6 @@ def test_a_transactional_producer_logs_its_init_and_its_fence_to_the_logger_it_i
     zombie.produce("orders", value="zombie", partition=0)
     zombie.flush()
     Producer({"lakelog.root": root, "transactional.id": "etl"}).init_transactions()  # fences the zombie (S4.1)
-    with pytest.raises(Exception):
+    with pytest.raises(KafkaException):
         zombie.commit_transaction()
     assert any("unusable from now on: PRODUCER_FENCED" in line for line in collected.lines), collected.lines

@@ -46,7 +46,10 @@ def tag(batch: pa.Table) -> pa.Table:
     values = [
         json.dumps({"id": json.loads(value)["id"], "source": f"{partition}@{offset}"})
         for value, partition, offset in zip(
-            batch.column("value").to_pylist(), batch.column("partition").to_pylist(), batch.column("offset").to_pylist()
+            batch.column("value").to_pylist(),
+            batch.column("partition").to_pylist(),
+            batch.column("offset").to_pylist(),
+            strict=True,
         )
     ]
     return pa.table({"key": batch.column("key"), "value": pa.array(values, pa.string()), "timestamp": batch.column("timestamp")})

@@ -174,7 +174,7 @@ def test_ignored_keys_are_logged_once_per_client_at_debug_and_the_clients_work(r
     lines = collected.ignored_lines()
     assert len(lines) == 3, lines  # one per client
     assert all(r.levelno == logging.DEBUG for r in collected.records if IGNORED_LINE in r.getMessage())
-    for line, kind in zip(lines, ("admin", "producer", "consumer")):
+    for line, kind in zip(lines, ("admin", "producer", "consumer"), strict=True):
         assert line.startswith(f"{kind} config: ")
         for key in TRANSPORT:
             assert key in line, (key, line)

@@ -27,8 +27,8 @@ from lakelog.errors import InvalidArgument, InvalidRequest, InvalidType, OffsetM
 from lakelog.log import open_partition
 
 # Every code of confluent_kafka.KafkaError (its cimpl.pyi; librdkafka's rd_kafka_resp_err_t), name=value.
-CONFLUENT_CODES = dict(
-    (pair.split("=")[0], int(pair.split("=")[1]))
+CONFLUENT_CODES = {
+    pair.split("=")[0]: int(pair.split("=")[1])
     for pair in """
     _BAD_MSG=-199 _BAD_COMPRESSION=-198 _DESTROY=-197 _FAIL=-196 _TRANSPORT=-195 _CRIT_SYS_RESOURCE=-194
     _RESOLVE=-193 _MSG_TIMED_OUT=-192 _PARTITION_EOF=-191 _UNKNOWN_PARTITION=-190 _FS=-189 _UNKNOWN_TOPIC=-188
@@ -76,7 +76,7 @@ CONFLUENT_CODES = dict(
     VOTER_NOT_FOUND=127 INVALID_REGULAR_EXPRESSION=128 REBOOTSTRAP_REQUIRED=129 STREAMS_INVALID_TOPOLOGY=130
     STREAMS_INVALID_TOPOLOGY_EPOCH=131 STREAMS_TOPOLOGY_FENCED=132 SHARE_SESSION_LIMIT_REACHED=133
 """.split()
-)
+}
 
 
 def test_every_confluent_error_code_is_a_kafka_error_constant_with_librdkafkas_value():

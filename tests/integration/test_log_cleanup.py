@@ -81,7 +81,7 @@ def test_S9_5_cleanup_deletes_in_ascending_order_only_what_is_past_the_count_and
 def stray_commit(table: Table, version: int, commit_id: str) -> None:
     """What a paused writer's put leaves in a hole: a commit file of its own, with its commit id."""
     path = table.child_uri(f"_delta_log/{version:020d}.json")
-    table.io.write(path, ('{"commitInfo":{"lakelog.commit":"%s"}}\n' % commit_id).encode())
+    table.io.write(path, (f'{{"commitInfo":{{"lakelog.commit":"{commit_id}"}}}}\n').encode())
 
 
 def test_S9_5_a_commit_file_that_refilled_a_hole_is_a_lost_race_and_is_removed(partition):

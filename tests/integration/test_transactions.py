@@ -33,7 +33,7 @@ from lakelog.errors import (
     KafkaTimeout,
     ProducerFenced,
 )
-from lakelog.log import BatchHeader, ControlType, open_partition, payload_table
+from lakelog.log import BatchHeader, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location
 

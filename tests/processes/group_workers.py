@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from lakelog import Consumer, KafkaException, Producer, TopicPartition
+from lakelog import Consumer, KafkaException, Producer
 
 
 def report(event: str, **details) -> None:

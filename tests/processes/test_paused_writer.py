@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import queue as queue_module
 import signal
 
 import pytest

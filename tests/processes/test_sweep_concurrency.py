@@ -61,7 +61,7 @@ def test_S8_2_parallel_sweeps_and_clients_abort_each_timed_out_transaction_once(
     producer_ids = {}
     # S4.7: each transaction began TIMEOUT_MS and a second ago by its producer's clock.
     began = FakeClock(wall_clock_ms() - TIMEOUT_MS - 1_000)
-    for n, transactional_id in enumerate(ids):
+    for transactional_id in ids:
         p = Producer(
             {"lakelog.root": root, "transactional.id": transactional_id, "transaction.timeout.ms": TIMEOUT_MS},
             clock=began,

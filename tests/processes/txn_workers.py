@@ -342,7 +342,7 @@ def read_committed(conn, root, topic, partitions) -> None:
         if stopping and not messages:
             positions = consumer.position([TopicPartition(topic, partition) for partition in partitions])
             ends = [consumer.get_watermark_offsets(TopicPartition(topic, partition))[1] for partition in partitions]
-            if all(position.offset >= end for position, end in zip(positions, ends)):
+            if all(position.offset >= end for position, end in zip(positions, ends, strict=True)):
                 conn.send(("caught up", [position.offset for position in positions]))
                 break
     consumer.close()

@@ -67,6 +67,7 @@ def rows_of(root, name: str) -> list[tuple]:
             table.column("offset").to_pylist(),
             table.column("key").to_pylist(),
             table.column("value").to_pylist(),
+            strict=True,
         )
     )
 
@@ -153,9 +154,9 @@ def test_S11_3_dead_letter_routes_a_failing_unit_to_the_dlq_exactly_once_across_
     assert dead.num_rows == 500 and rows_of(root, name) == []
     [result] = read_results(root, topic=name).to_pylist()
     assert (result["success"], result["mode"]) == (False, "dead-letter")
-    assert {
-        dict((h["key"], h["value"]) for h in headers)[DLQ_HEADER].decode() for headers in dead.column("headers").to_pylist()
-    } == {result["validation_id"]}
+    assert {{h["key"]: h["value"] for h in headers}[DLQ_HEADER].decode() for headers in dead.column("headers").to_pylist()} == {
+        result["validation_id"]
+    }
     assert sorted(dead.column("key").to_pylist()) == sorted(f"k{i}".encode() for i in range(500))
     # Delivery reports name the topic the rows went to.
     assert len(reports) == 500 and {message.topic() for error, message in reports if error is None} == {dlq}

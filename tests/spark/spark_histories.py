@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from lakelog import Consumer, KafkaError, TopicPartition
 from lakelog.client.types import OFFSET_BEGINNING

@@ -116,7 +116,7 @@ def test_bad_write_options_fail_with_lakelog_errors(spark, root, tmp_path):
     create_topic(root, "t", 1)
     data = frame(spark, 0, 5)
     cases = [
-        (dict(), "InvalidConfig: lakelog writes are transactional: set option transactional.id"),
+        ({}, "InvalidConfig: lakelog writes are transactional: set option transactional.id"),
         (dict(**{"transactional.id": "x", "batch.id": "-1"}), "InvalidConfig: option batch.id must not be negative"),
         (dict(**{"transactional.id": "x", "topic": "missing"}), "UnknownTopicOrPartition: topic missing does not exist"),
         (dict(**{"transactional.id": "x", "root": str(tmp_path / "nowhere")}), "InvalidConfig: lakelog root"),

@@ -31,7 +31,7 @@ def rows(*specs: dict) -> pa.Table:
     return pa.table(
         {
             name: pa.array(values, type=field.type) if name != "timestamp" else values
-            for (name, values), field in zip(columns.items(), PARTITION_SCHEMA)
+            for (name, values), field in zip(columns.items(), PARTITION_SCHEMA, strict=False)
         },
         schema=PARTITION_SCHEMA,
     )

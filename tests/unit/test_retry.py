@@ -122,7 +122,7 @@ def test_each_wait_is_within_the_cap_of_its_retry(policy, seed, retries):
         backoff.wait()
     caps = [policy.cap_ms(n) / 1000 for n in range(retries)]
     assert len(fake.sleeps) <= retries  # a wait of 0 does not sleep at all
-    assert all(0 <= slept <= cap + 1e-12 for slept, cap in zip(_with_zeros(fake.sleeps, retries), caps))
+    assert all(0 <= slept <= cap + 1e-12 for slept, cap in zip(_with_zeros(fake.sleeps, retries), caps, strict=False))
 
 
 def _with_zeros(sleeps: list[float], retries: int) -> list[float]:

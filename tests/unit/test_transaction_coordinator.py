@@ -763,7 +763,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     # Ids loaded near the last epoch, so that producer id rotation is reached in a few steps.
     @initialize(epochs=st.tuples(*[st.sampled_from([None, MAX_EPOCH - 3, MAX_EPOCH - 2])] * 2))
     def seed(self, epochs):
-        for pid, (tid, epoch) in enumerate(zip(("t1", "t2"), epochs), start=1):
+        for pid, (tid, epoch) in enumerate(zip(("t1", "t2"), epochs, strict=True), start=1):
             if epoch is not None:
                 self.h.seed(dataclasses.replace(metadata(epoch=epoch, pid=pid), transactional_id=tid))
 

@@ -33,7 +33,7 @@ def tag(batch: pa.Table) -> pa.Table:
     columns = batch.select(["value", "partition", "offset"]).to_pydict()
     values = [
         json.dumps({"id": json.loads(value)["id"], "source": f"{partition}@{offset}"})
-        for value, partition, offset in zip(columns["value"], columns["partition"], columns["offset"])
+        for value, partition, offset in zip(columns["value"], columns["partition"], columns["offset"], strict=True)
     ]
     return pa.table({"key": batch.column("key"), "value": pa.array(values, pa.string())})
 
