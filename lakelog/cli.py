@@ -19,7 +19,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, cast
 
+from lakelog import version
 from lakelog.cli_common import BadInput
+from lakelog.cli_produce import STDIN_FORMAT
+from lakelog.cli_produce import message_fields as _message_fields
 from lakelog.client import (
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -29,7 +32,6 @@ from lakelog.client import (
     Producer,
     TopicPartition,
 )
-from lakelog.client.loader import load
 from lakelog.client.sink_records import sweep_sink_records
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.coordinator.internal_compaction import compact_internal_logs
@@ -82,11 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         _configure_logging(getattr(args, "log_level", None) or _env_log_level())
         if not getattr(args, "handler", None):
-            raise BadInput(
-                "lakelog: a command is required (init, topics, produce, consume, load, transactions, groups, "
-                "coordinator, sql, spark-sql-init, quality); "
-                "see --help"
-            )
+            raise BadInput(args.missing)
         if not args.root:
             raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
         args.root = check_root(args.root, _storage_options(args))
@@ -159,6 +157,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="show log lines from this level up on stderr (default $LAKELOG_LOG_LEVEL or WARNING)",
     )
     parser = _Parser(prog="lakelog", description="Kafka's exactly-once semantics on Delta Lake tables")
+    parser.add_argument("--version", action="version", version=f"lakelog {version()}")
     commands = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
 
     init = commands.add_parser("init", parents=[common], help="create a root folder")
@@ -188,9 +187,17 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     delete_records.set_defaults(handler=_topics_delete_records)
 
-    produce = commands.add_parser("produce", parents=[common], help="produce JSON lines read from stdin")
+    produce = commands.add_parser(
+        "produce",
+        parents=[common],
+        help="produce JSON lines read from stdin",
+        epilog=STDIN_FORMAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     produce.add_argument("topic")
-    produce.add_argument("--partition", type=int, default=-1)
+    produce.add_argument(
+        "--partition", type=int, default=-1, help="partition of lines that name none (default -1: the Producer's partitioner)"
+    )
     produce.add_argument("--linger-ms", type=int, default=50)
     produce.set_defaults(handler=_produce)
 
@@ -211,16 +218,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     consume.set_defaults(handler=_consume)
 
-    loader = commands.add_parser("load", parents=[common], help="bulk load a file exactly once (expected offsets)")
-    loader.add_argument("topic")
-    loader.add_argument("source")
-    loader.add_argument("--partition", type=int, default=0)
-    loader.add_argument("--format", choices=("parquet", "csv", "jsonl"))
-    loader.add_argument("--key-column")
-    loader.add_argument("--batch-records", type=int, default=10_000)
-    loader.add_argument("--load-id")
-    loader.add_argument("--no-progress", action="store_true")
-    loader.set_defaults(handler=_load)
+    from lakelog.cli_load import register as register_load
+
+    register_load(commands, common, _Parser)
 
     from lakelog.cli_transactions import register as register_transactions
 
@@ -261,7 +261,19 @@ def _build_parser() -> argparse.ArgumentParser:
     from lakelog.quality.cli import register as register_quality
 
     register_quality(commands, common, _Parser)
+    _say_what_is_missing(parser, commands)
     return parser
+
+
+def _say_what_is_missing(parser: argparse.ArgumentParser, commands: Any) -> None:
+    """`lakelog` alone names the commands; `lakelog topics` alone names the topics actions, and so on."""
+    parser.set_defaults(missing=f"lakelog: a command is required ({', '.join(commands.choices)}); see lakelog --help")
+    for name, command in commands.choices.items():
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                command.set_defaults(
+                    missing=f"lakelog {name}: an action is required ({', '.join(action.choices)}); see lakelog {name} --help"
+                )
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -360,35 +372,6 @@ def _produce(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-_FIELD_CHECKS = {
-    "partition": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1, "an integer >= -1"),
-    "expected_offset": (lambda v: v is None or isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an offset >= 0"),
-    "timestamp": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "milliseconds >= 0"),
-    "headers": (
-        lambda v: v is None or isinstance(v, dict) and all(x is None or isinstance(x, str) for x in v.values()),
-        "an object of strings",
-    ),
-}
-
-
-def _message_fields(record: Any, number: int) -> dict[str, Any]:
-    """A stdin line is {"value": ..., "key": ..., "partition": ..., "headers": {...}, "expected_offset": ...}
-    or any other JSON value, which becomes the message value."""
-    if not isinstance(record, dict) or not set(record) & {"value", "key"}:
-        return {"value": json.dumps(record)}
-    unknown = set(record) - {"value", "key", "partition", "headers", "expected_offset", "timestamp"}
-    if unknown:
-        raise BadInput(f"lakelog produce: stdin line {number} has unknown field(s) {sorted(unknown)}")
-    fields = dict(record)
-    for name, (check, wanted) in _FIELD_CHECKS.items():
-        if name in fields and not check(fields[name]):
-            raise BadInput(f"lakelog produce: stdin line {number}: {name} must be {wanted}, not {fields[name]!r}")
-    for name in ("value", "key"):
-        if fields.get(name) is not None and not isinstance(fields[name], str):
-            fields[name] = json.dumps(fields[name])
-    return fields
-
-
 def _consume(args: argparse.Namespace) -> int:
     partitions = args.partition or list(range(topic_config(args.root, args.topic).num_partitions))
     if args.offset is not None and len(partitions) != 1:
@@ -430,33 +413,6 @@ def _message_json(message: Any) -> dict[str, Any]:
     if message.headers():
         out["headers"] = {k: (v.decode(errors="replace") if v is not None else None) for k, v in message.headers()}
     return out
-
-
-def _load(args: argparse.Namespace) -> int:
-    result = load(
-        args.root,
-        args.topic,
-        args.source,
-        partition=args.partition,
-        format=args.format,
-        key_column=args.key_column,
-        batch_records=args.batch_records,
-        load_id=args.load_id,
-        progress=not args.no_progress,
-    )
-    print(
-        json.dumps(
-            {
-                "load_id": result.load_id,
-                "start_offset": result.start_offset,
-                "end_offset": result.end_offset,
-                "total_rows": result.total_rows,
-                "appended_by_this_run": result.appended_by_this_run,
-                "resumed_from_row": result.resumed_from_row,
-            }
-        )
-    )
-    return 0
 
 
 def _coordinator_sweep(args: argparse.Namespace) -> int:

@@ -20,16 +20,20 @@ Reading (exactly one of `topic`, `view`, `status`):
 Writing: `root` and its `storage.<key>` options, `topic` (or a `topic`
 column), `transactional.id` (required), `batch.id` (optional: a non-negative
 integer, growing from batch to batch; a batch at or below the last committed
-one is skipped) and `transaction.timeout.ms` (optional).
+one is skipped), `transaction.timeout.ms` (optional) and `allow.auto.create.topics`
+(`true` or `false`; default the Producer's, true): a missing topic is created on first write with the root's
+topic defaults, as the Producer creates one, where the root's `auto.create.topics.enable` allows it too.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lakelog.errors import InvalidConfig
-from lakelog.log import ISOLATION_LEVELS, READ_COMMITTED, topic_config
+from lakelog import config
+from lakelog.errors import InvalidConfig, TopicAlreadyExists, UnknownTopicOrPartition
+from lakelog.log import ISOLATION_LEVELS, READ_COMMITTED, create_topic, topic_config
 from lakelog.log.scan import EARLIEST, LATEST, OffsetSpec, parse_offsets_json
 from lakelog.store import Location, check_root
 from lakelog.store.fileio import S3_KEYS, storage_key
@@ -46,7 +50,10 @@ READ_KEYS = (
     "endingoffsets",
     "maxpartitionbytes",
 )
-WRITE_KEYS = ("root", "topic", "transactional.id", "batch.id", "transaction.timeout.ms")
+logger = logging.getLogger(__name__)
+
+WRITE_KEYS = ("root", "topic", "transactional.id", "batch.id", "transaction.timeout.ms", "allow.auto.create.topics")
+AUTO_CREATE = "allow.auto.create.topics"
 # `storage.<key>`: the root's store connection (lakelog.store.fileio.S3_KEYS), as `lakelog.storage.<key>` in client configs.
 STORAGE_PREFIX = "storage."
 
@@ -111,6 +118,7 @@ class WriteOptions:
     transactional_id: str
     batch_id: int | None
     transaction_timeout_ms: int | None
+    auto_create: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -118,8 +126,9 @@ class WriteOptions:
         _refuse_unknown(values, WRITE_KEYS, "writing")
         root = existing_root(values)
         topic = values.get("topic") or None
+        auto_create = _bool(values, AUTO_CREATE, bool(config.load("producer")[AUTO_CREATE]))
         if topic is not None:
-            topic_config(root, topic)
+            write_partition_count(root, topic, auto_create)
         transactional_id = values.get("transactional.id")
         if not transactional_id:
             raise InvalidConfig(
@@ -129,7 +138,23 @@ class WriteOptions:
             )
         batch_id = _optional_int(values, "batch.id")
         timeout = _optional_int(values, "transaction.timeout.ms")
-        return cls(root, topic, transactional_id, batch_id, timeout)
+        return cls(root, topic, transactional_id, batch_id, timeout, auto_create)
+
+
+def write_partition_count(root: Location, topic: str, auto_create: bool) -> int:
+    """The partition count of a topic written to; a missing one is created as the Producer creates it (with the
+    root's topic defaults), when the write allows it and the root does (the broker key auto.create.topics.enable)."""
+    try:
+        return topic_config(root, topic).num_partitions
+    except UnknownTopicOrPartition:
+        if not (auto_create and config.load("broker").get("auto.create.topics.enable", False)) or topic.startswith("__"):
+            raise
+    try:
+        created = create_topic(root, topic)
+    except TopicAlreadyExists:  # another writer created it first
+        return topic_config(root, topic).num_partitions
+    logger.info("created topic %s on first write (allow.auto.create.topics, auto.create.topics.enable)", topic)
+    return created.num_partitions
 
 
 def existing_root(values: Mapping[str, str]) -> Location:
@@ -180,6 +205,15 @@ def _positive_int(values: Mapping[str, str], key: str, default: int) -> int:
     if value < 1:
         raise InvalidConfig(f"option {key} must be positive, not {value}", key=key)
     return value
+
+
+def _bool(values: Mapping[str, str], key: str, default: bool) -> bool:
+    text = values.get(key)
+    if text is None or text == "":
+        return default
+    if str(text).lower() not in ("true", "false"):
+        raise InvalidConfig(f"option {key} must be true or false, not {text!r}", key=key)
+    return str(text).lower() == "true"
 
 
 def _optional_int(values: Mapping[str, str], key: str) -> int | None:

@@ -38,17 +38,18 @@ from pyspark.sql.types import StructType
 
 from lakelog import catalog
 from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
-from lakelog.log import topic_config
 from lakelog.log.records import PAYLOAD_SCHEMA
 from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
 from lakelog.store import FileEntry, FileIO, Location, PinnedSnapshot, Table
 from lakelog.store.fileio import one_line
-from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions, WriteOptions
+from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions, WriteOptions, write_partition_count
 
 STAGING_DIR = "_spark_staging"
 # Rows per lakelog batch (one Parquet file, one commit) when the driver appends staged rows.
 WRITE_BATCH_RECORDS = 500_000
-# Columns a written DataFrame may have (Spark's Kafka sink's, plus a record timestamp); value is required.
+# Columns a write takes (Spark's Kafka sink's, plus a record timestamp); value is required. Any other column is
+# ignored, as Spark's Kafka sink ignores it (KafkaWriter.validateQuery checks only these), so a DataFrame read from
+# a topic (offset, timestampType) can be written back as it is.
 WRITE_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 
 log = logging.getLogger(__name__)
@@ -232,15 +233,17 @@ class TopicWriter(DataSourceArrowWriter):
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         self.options = options
         columns = set(schema.names)
-        unknown = sorted(columns - set(WRITE_COLUMNS))
-        if unknown:
-            raise InvalidRequest(f"columns {unknown} cannot be written to a topic; a lakelog write takes {sorted(WRITE_COLUMNS)}")
+        ignored = sorted(columns - set(WRITE_COLUMNS))
+        if ignored:
+            log.debug("lakelog: columns %s are not written (a write takes %s)", ignored, ", ".join(WRITE_COLUMNS))
         if "value" not in columns:
             raise InvalidRequest("a lakelog write needs a value column")
         if options.topic is None and "topic" not in columns:
             raise InvalidConfig("set option topic, or give the DataFrame a topic column", key="topic")
         # Read once on the driver; with a topic column, executors look up the topics they meet.
-        self.partition_counts = {options.topic: topic_config(options.root, options.topic).num_partitions} if options.topic else {}
+        self.partition_counts = (
+            {options.topic: write_partition_count(options.root, options.topic, options.auto_create)} if options.topic else {}
+        )
         self.staging: Location = options.root / STAGING_DIR / uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
@@ -251,7 +254,7 @@ class TopicWriter(DataSourceArrowWriter):
 
         def count_of(topic: str) -> int:
             if topic not in counts_by_topic:
-                counts_by_topic[topic] = topic_config(self.options.root, topic).num_partitions
+                counts_by_topic[topic] = write_partition_count(self.options.root, topic, self.options.auto_create)
             return counts_by_topic[topic]
 
         io = self.staging.io

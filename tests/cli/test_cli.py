@@ -206,7 +206,7 @@ def test_load_after_existing_data_starts_at_the_log_end_offset(lakelog, lake, tm
     source = write_source(tmp_path, "jsonl", ROWS[:3])
     result = json.loads(ok(lakelog("load", "t", source, "--no-progress", "--root", lake)))
     assert (result["start_offset"], result["end_offset"]) == (1, 4)
-    assert values_in_log(lake, "t") == [b'"before"'] + [json.dumps(r).encode() for r in ROWS[:3]]
+    assert values_in_log(lake, "t") == [b"before"] + [json.dumps(r).encode() for r in ROWS[:3]]  # a JSON string is its text
 
 
 def test_load_reports_the_true_row_count_of_a_csv_with_quoted_newlines(lakelog, lake, tmp_path):

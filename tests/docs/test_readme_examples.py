@@ -118,7 +118,9 @@ def run_example(example: Example, folder: Path) -> subprocess.CompletedProcess:
     script = folder / f"readme-{example.name}.{'py' if example.language == 'python' else 'sh'}"
     script.write_text(example.code)
     command = [sys.executable, script.name] if example.language == "python" else ["bash", "-e", "-o", "pipefail", script.name]
-    return subprocess.run(command, cwd=folder, env=environment, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        command, cwd=folder, env=environment, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL
+    )
 
 
 def check_runs(name: str, folder: Path) -> None:

@@ -118,7 +118,14 @@ def test_bad_write_options_fail_with_lakelog_errors(spark, root, tmp_path):
     cases = [
         ({}, "InvalidConfig: lakelog writes are transactional: set option transactional.id"),
         (dict(**{"transactional.id": "x", "batch.id": "-1"}), "InvalidConfig: option batch.id must not be negative"),
-        (dict(**{"transactional.id": "x", "topic": "missing"}), "UnknownTopicOrPartition: topic missing does not exist"),
+        (
+            dict(**{"transactional.id": "x", "topic": "missing", "allow.auto.create.topics": "false"}),
+            "UnknownTopicOrPartition: topic missing does not exist",
+        ),
+        (
+            dict(**{"transactional.id": "x", "allow.auto.create.topics": "maybe"}),
+            "InvalidConfig: option allow.auto.create.topics",
+        ),
         (dict(**{"transactional.id": "x", "root": str(tmp_path / "nowhere")}), "InvalidConfig: lakelog root"),
     ]
     for options, message in cases:
@@ -133,3 +140,17 @@ def test_bad_write_options_fail_with_lakelog_errors(spark, root, tmp_path):
             "transactional.id", "x"
         ).save()
     assert values(root, "t", READ_UNCOMMITTED) == []
+
+
+def test_a_topic_read_is_written_back_as_it_is_into_a_topic_created_on_first_write(spark, root):
+    """As the Producer, a write creates its missing topic (allow.auto.create.topics, the root's
+    auto.create.topics.enable; the root's num.partitions); as Spark's Kafka sink, columns a write does not take
+    (offset, timestampType) are ignored, and the read's key, value, headers and timestamp are written."""
+    create_topic(root, "source", 1)
+    write(frame(spark, 0, 20), root, "source", "job-source")
+    read = spark.read.format("lakelog").option("root", root).option("topic", "source").load()
+    assert {"offset", "timestampType"} <= set(read.columns)
+    write(read, root, "copy", "job-copy", 0)
+    source, copy = consumer_rows(root, "source", READ_COMMITTED), consumer_rows(root, "copy", READ_COMMITTED)
+    assert open_partition(root, "copy", 0).high_watermark() == 20
+    assert sorted(row[2:] for row in copy) == sorted(row[2:] for row in source)
