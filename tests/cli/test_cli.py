@@ -260,7 +260,7 @@ def refused_cleanly(result, before, after, *, mentions: str) -> None:
 BAD_INPUT = {
     "unknown command": (["frobnicate", "--root", "{root}"], None, "invalid choice"),
     "no command": (["--root", "{root}"], None, "command"),
-    "no topics action": (["topics"], None, "command"),
+    "no topics action": (["topics"], None, "an action is required (create, list"),
     "missing --root": (["topics", "list"], None, "--root"),
     "missing --root for produce": (["produce", "t"], '"x"\n', "--root"),
     "bad topic name": (["topics", "create", "bad name!", "--root", "{root}"], None, "bad name!"),

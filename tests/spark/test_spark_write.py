@@ -152,5 +152,5 @@ def test_a_topic_read_is_written_back_as_it_is_into_a_topic_created_on_first_wri
     assert {"offset", "timestampType"} <= set(read.columns)
     write(read, root, "copy", "job-copy", 0)
     source, copy = consumer_rows(root, "source", READ_COMMITTED), consumer_rows(root, "copy", READ_COMMITTED)
-    assert open_partition(root, "copy", 0).high_watermark() == 20
+    assert len(copy) == 20 and open_partition(root, "copy", 0).config.num_partitions == 1
     assert sorted(row[2:] for row in copy) == sorted(row[2:] for row in source)
