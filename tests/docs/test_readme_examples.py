@@ -61,6 +61,12 @@ def read_examples(text: str) -> tuple[dict[str, Example], list[Skipped], list[st
         end = next((i for i in range(start + 1, len(lines)) if lines[i].strip() == "```"), len(lines))
         index = end + 1
         language = fence.group("lang")
+        inner = next((i for i in range(start + 1, end) if FENCE.match(lines[i]) and lines[i].strip() != "```"), None)
+        if inner is not None:
+            problems.append(f"README.md line {start + 1}: the block is not closed before the block at line {inner + 1}")
+        if not language:
+            # Every block names its language, so a block whose closing fence went missing shows up here.
+            problems.append(f"README.md line {start + 1}: a block opens without a language (or a block above is not closed)")
         if language not in RUN_LANGUAGES:
             continue
         code = "\n".join(lines[start + 1 : end]) + "\n"
@@ -190,10 +196,23 @@ def test_markers_are_read():
             "```text",
             "output is not run",
             "```",
+            "<!-- readme-test: unclosed -->",
+            "```python",
+            "print('its closing fence is missing')",
+            "```bash",
+            "echo the closing fence of this block closes the python block",
+            "```",
+            "```",
+            "a fence without a language",
+            "```",
         ]
     )
     examples, skipped, problems = read_examples(text)
-    assert list(examples) == ["first", "second"]
+    assert list(examples) == ["first", "second", "unclosed"]
     assert examples["second"].after == ("first",) and examples["second"].spark
     assert [s.reason for s in skipped] == ["(needs a cluster)"]
-    assert problems == ["README.md line 13: a bash block without a readme-test marker"]
+    assert problems == [
+        "README.md line 13: a bash block without a readme-test marker",
+        "README.md line 20: the block is not closed before the block at line 22",
+        "README.md line 25: a block opens without a language (or a block above is not closed)",
+    ]
