@@ -150,6 +150,19 @@ def test_every_block_is_named_or_skipped_with_a_reason():
         assert needed in EXAMPLES
 
 
+@pytest.mark.parametrize("name", [name for name, example in EXAMPLES.items() if example.language == "python"])
+def test_python_examples_import_every_name_they_use(name):
+    """A name used only on a path the run does not take (an `except KafkaException`) must be imported too."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "F821", "--stdin-filename", f"{name}.py", "-"],
+        input=EXAMPLES[name].code,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, f"README example {name} (README.md line {EXAMPLES[name].line}):\n{done.stdout}"
+
+
 @pytest.mark.parametrize("name", [name for name, example in EXAMPLES.items() if not example.spark])
 def test_readme_example_runs(name, tmp_path):
     check_runs(name, tmp_path)
