@@ -17,6 +17,7 @@ PRINTS_ALLOWED = {
     PACKAGE / "cli.py",
     PACKAGE / "cli_common.py",
     PACKAGE / "cli_groups.py",
+    PACKAGE / "cli_load.py",
     PACKAGE / "cli_transactions.py",
 }  # the command line prints
 
