@@ -28,6 +28,42 @@ def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "roots(*kinds): run the module's tests on these kinds of root (local, s3)")
 
 
+# -- running in parallel (pytest-xdist, `--dist loadgroup` in pyproject's addopts) ------------------------------------
+#
+# Every test runs in one of a few worker processes. A test that shares something costly with other tests is pinned,
+# through an `xdist_group` mark, to the worker that runs them all:
+# - "spark": every user of the session-scoped `spark` fixture, so one JVM (a cold start costs 7-10 s) serves them;
+# - "airflow": everything under tests/airflow (real `airflow standalone` schedulers with real heartbeat timeouts:
+#   two of them at once on a 2-core machine would starve each other's heartbeats), one after another as before;
+# - a module whose tests share a module- or class-scoped fixture (a built wheel, a scheduler, an emulator) runs on
+#   one worker, so that fixture is made once.
+# Soak tests (`soak` marker: minutes each) are sent out first, so that no worker starts one near the end of the run.
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    path = item.path.as_posix()
+    if "/tests/airflow/" in path:
+        return "airflow"
+    if "spark" in getattr(item, "fixturenames", ()):
+        return "spark"
+    fixtureinfo = getattr(item, "_fixtureinfo", None)
+    if fixtureinfo is not None:
+        for definitions in fixtureinfo.name2fixturedefs.values():
+            if any(definition.scope in ("module", "class") for definition in definitions):
+                return item.module.__name__ if getattr(item, "module", None) else path
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = xdist_group_of(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    # Soak tests first (a stable sort keeps the collection order otherwise).
+    items.sort(key=lambda item: item.get_closest_marker("soak") is None)
+
+
 def pytest_generate_tests(metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("roots")
     if "root_kind" in metafunc.fixturenames and marker is not None:
