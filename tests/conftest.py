@@ -54,14 +54,37 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Here, not in pytest_collection_modifyitems: xdist's worker turns the marks into node ids in that hook.
+    group = xdist_group_of(item)
+    if group is not None and item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's worker hook, which should have put the groups into the node ids
 def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
-    for item in items:
-        group = xdist_group_of(item)
-        if group is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
     # Soak tests first (a stable sort keeps the collection order otherwise).
     items.sort(key=lambda item: item.get_closest_marker("soak") is None)
+    if getattr(config.option, "loadgroup", False):
+        for item in items:
+            name_groups_in_node_id(item)
+
+
+def name_groups_in_node_id(item: pytest.Item) -> None:
+    """`node id@group`, as xdist's loadgroup scheduler reads the groups (from node ids, on the controller).
+
+    pytest-xdist 3.8 writes `item._nodeid`, which pytest 9.2 no longer reads (node ids are structured `NodeId`s in
+    `item._id`): the groups were silently dropped (pytest-xdist issue 1386). Done here when xdist's did not take.
+    """
+    groups = sorted(
+        {str(mark.args[0] if mark.args else mark.kwargs.get("name", "default")) for mark in item.iter_markers("xdist_group")}
+    )
+    suffix = "@" + "_".join(groups)
+    if not groups or item.nodeid.endswith(suffix) or not hasattr(item, "_id"):
+        return
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(item.nodeid + suffix)
 
 
 def pytest_generate_tests(metafunc) -> None:
