@@ -33,6 +33,7 @@ def pytest_configure(config) -> None:
 # Every test runs in one of a few worker processes. A test that shares something costly with other tests is pinned,
 # through an `xdist_group` mark, to the worker that runs them all:
 # - "spark": every user of the session-scoped `spark` fixture, so one JVM (a cold start costs 7-10 s) serves them;
+#   "spark-slow" those of them marked slow (they start Spark processes of their own), beside them on another worker;
 # - "airflow": everything under tests/airflow (real `airflow standalone` schedulers with real heartbeat timeouts:
 #   two of them at once on a 2-core machine would starve each other's heartbeats), one after another as before;
 # - a module whose tests share a module- or class-scoped fixture (a built wheel, a scheduler, an emulator) runs on
@@ -45,7 +46,9 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     if "/tests/airflow/" in path:
         return "airflow"
     if "spark" in getattr(item, "fixturenames", ()):
-        return "spark"
+        # The slow ones start Spark JVMs of their own (spark-submit, spark-sql, killed workers): a second worker,
+        # with a session of its own, runs them beside the rest.
+        return "spark-slow" if item.get_closest_marker("slow") else "spark"
     fixtureinfo = getattr(item, "_fixtureinfo", None)
     if fixtureinfo is not None:
         for definitions in fixtureinfo.name2fixturedefs.values():
