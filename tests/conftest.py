@@ -34,17 +34,15 @@ def pytest_configure(config) -> None:
 # through an `xdist_group` mark, to the worker that runs them all:
 # - "spark": every user of the session-scoped `spark` fixture, so one JVM (a cold start costs 7-10 s) serves them;
 #   "spark-slow" those of them marked slow (they start Spark processes of their own), beside them on another worker;
-# - "airflow": everything under tests/airflow (real `airflow standalone` schedulers with real heartbeat timeouts:
-#   two of them at once on a 2-core machine would starve each other's heartbeats), one after another as before;
+# - "airflow-standalone" (marked in tests/airflow): the tests that start a real `airflow standalone` (scheduler, DAG
+#   processor, API server, triggerer) with real heartbeat timeouts run one after another, as before: two of them at
+#   once on a 2-core machine would starve each other's heartbeats;
 # - a module whose tests share a module- or class-scoped fixture (a built wheel, a scheduler, an emulator) runs on
 #   one worker, so that fixture is made once.
 # Soak tests (`soak` marker: minutes each) are sent out first, so that no worker starts one near the end of the run.
 
 
 def xdist_group_of(item: pytest.Item) -> str | None:
-    path = item.path.as_posix()
-    if "/tests/airflow/" in path:
-        return "airflow"
     if "spark" in getattr(item, "fixturenames", ()):
         # The slow ones start Spark JVMs of their own (spark-submit, spark-sql, killed workers): a second worker,
         # with a session of its own, runs them beside the rest.
@@ -53,7 +51,7 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     if fixtureinfo is not None:
         for definitions in fixtureinfo.name2fixturedefs.values():
             if any(definition.scope in ("module", "class") for definition in definitions):
-                return item.module.__name__ if getattr(item, "module", None) else path
+                return item.module.__name__ if getattr(item, "module", None) else item.path.as_posix()
     return None
 
 
