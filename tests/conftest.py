@@ -33,7 +33,7 @@ def pytest_configure(config) -> None:
 # Every test runs in one of a few worker processes. A test that shares something costly with other tests is pinned,
 # through an `xdist_group` mark, to the worker that runs them all:
 # - "spark": every user of the session-scoped `spark` fixture, so one JVM (a cold start costs 7-10 s) serves them;
-#   "spark-slow" those of them marked slow (they start Spark processes of their own), beside them on another worker;
+#   but not those marked slow (they start Spark processes of their own), which spread over the other workers;
 # - "airflow-standalone" (marked in tests/airflow): the tests that start a real `airflow standalone` (scheduler, DAG
 #   processor, API server, triggerer) with real heartbeat timeouts run one after another, as before: two of them at
 #   once on a 2-core machine would starve each other's heartbeats;
@@ -44,9 +44,9 @@ def pytest_configure(config) -> None:
 
 def xdist_group_of(item: pytest.Item) -> str | None:
     if "spark" in getattr(item, "fixturenames", ()):
-        # The slow ones start Spark JVMs of their own (spark-submit, spark-sql, killed workers): a second worker,
-        # with a session of its own, runs them beside the rest.
-        return "spark-slow" if item.get_closest_marker("slow") else "spark"
+        # Not the slow ones: minutes each, mostly in Spark JVMs of their own (spark-submit, spark-sql, killed
+        # workers), they go to whichever worker is free, which starts a session of its own if it has none.
+        return None if item.get_closest_marker("slow") else "spark"
     fixtureinfo = getattr(item, "_fixtureinfo", None)
     if fixtureinfo is not None:
         for definitions in fixtureinfo.name2fixturedefs.values():
