@@ -39,7 +39,8 @@ def pytest_configure(config) -> None:
 #   once on a 2-core machine would starve each other's heartbeats;
 # - a module whose tests share a module- or class-scoped fixture (a built wheel, a scheduler, an emulator) runs on
 #   one worker, so that fixture is made once.
-# Soak tests (`soak` marker: minutes each) are sent out first, so that no worker starts one near the end of the run.
+# Soak tests (`soak` marker), then slow ones (`slow`), are sent out first, so that no worker starts one of them near
+# the end of the run (xdist hands out the groups first, largest first, then single tests in this order).
 
 
 def xdist_group_of(item: pytest.Item) -> str | None:
@@ -64,8 +65,8 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 @pytest.hookimpl(trylast=True)  # after xdist's worker hook, which should have put the groups into the node ids
 def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
-    # Soak tests first (a stable sort keeps the collection order otherwise).
-    items.sort(key=lambda item: item.get_closest_marker("soak") is None)
+    # Soak tests first, then slow ones (a stable sort keeps the collection order otherwise).
+    items.sort(key=lambda item: (item.get_closest_marker("soak") is None, item.get_closest_marker("slow") is None))
     if getattr(config.option, "loadgroup", False):
         for item in items:
             name_groups_in_node_id(item)
