@@ -65,8 +65,14 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 @pytest.hookimpl(trylast=True)  # after xdist's worker hook, which should have put the groups into the node ids
 def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
-    # Soak tests first, then slow ones (a stable sort keeps the collection order otherwise).
-    items.sort(key=lambda item: (item.get_closest_marker("soak") is None, item.get_closest_marker("slow") is None))
+    # Soak tests first, then slow ones; a stable sort keeps the collection order otherwise, and keeps each group's
+    # tests together (a module's module-scoped fixture is then still made once without xdist too).
+    def rank(item: pytest.Item) -> tuple[bool, bool]:
+        if item.get_closest_marker("xdist_group") is not None:
+            return (True, True)
+        return (item.get_closest_marker("soak") is None, item.get_closest_marker("slow") is None)
+
+    items.sort(key=rank)
     if getattr(config.option, "loadgroup", False):
         for item in items:
             name_groups_in_node_id(item)
