@@ -34,6 +34,73 @@ def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "roots(*kinds): run the module's tests on these kinds of root (local, s3)")
 
 
+# -- running in parallel (pytest-xdist, `--dist loadgroup` in pyproject's addopts) ------------------------------------
+#
+# Every test runs in one of a few worker processes. A test that shares something costly with other tests is pinned,
+# through an `xdist_group` mark, to the worker that runs them all:
+# - "spark": every user of the session-scoped `spark` fixture, so one JVM (a cold start costs 7-10 s) serves them;
+#   but not those marked slow (they start Spark processes of their own), which spread over the other workers;
+# - "airflow-standalone" (marked in tests/airflow): the tests that start a real `airflow standalone` (scheduler, DAG
+#   processor, API server, triggerer) with real heartbeat timeouts run one after another, as before: two of them at
+#   once on a 2-core machine would starve each other's heartbeats;
+# - a module whose tests share a module- or class-scoped fixture (a built wheel, a scheduler, an emulator) runs on
+#   one worker, so that fixture is made once.
+# Soak tests (`soak` marker), then slow ones (`slow`), are sent out first, so that no worker starts one of them near
+# the end of the run (xdist hands out the groups first, largest first, then single tests in this order).
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    if "spark" in getattr(item, "fixturenames", ()):
+        # Not the slow ones: minutes each, mostly in Spark JVMs of their own (spark-submit, spark-sql, killed
+        # workers), they go to whichever worker is free, which starts a session of its own if it has none.
+        return None if item.get_closest_marker("slow") else "spark"
+    fixtureinfo = getattr(item, "_fixtureinfo", None)
+    if fixtureinfo is not None:
+        for definitions in fixtureinfo.name2fixturedefs.values():
+            if any(definition.scope in ("module", "class") for definition in definitions):
+                return item.module.__name__ if getattr(item, "module", None) else item.path.as_posix()
+    return None
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Here, not in pytest_collection_modifyitems: xdist's worker turns the marks into node ids in that hook.
+    group = xdist_group_of(item)
+    if group is not None and item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's worker hook, which should have put the groups into the node ids
+def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
+    # Soak tests first, then slow ones; a stable sort keeps the collection order otherwise, and keeps each group's
+    # tests together (a module's module-scoped fixture is then still made once without xdist too).
+    def rank(item: pytest.Item) -> tuple[bool, bool]:
+        if item.get_closest_marker("xdist_group") is not None:
+            return (True, True)
+        return (item.get_closest_marker("soak") is None, item.get_closest_marker("slow") is None)
+
+    items.sort(key=rank)
+    if getattr(config.option, "loadgroup", False):
+        for item in items:
+            name_groups_in_node_id(item)
+
+
+def name_groups_in_node_id(item: pytest.Item) -> None:
+    """`node id@group`, as xdist's loadgroup scheduler reads the groups (from node ids, on the controller).
+
+    pytest-xdist 3.8 writes `item._nodeid`, which pytest 9.2 no longer reads (node ids are structured `NodeId`s in
+    `item._id`): the groups were silently dropped (pytest-xdist issue 1386). Done here when xdist's did not take.
+    """
+    groups = sorted(
+        {str(mark.args[0] if mark.args else mark.kwargs.get("name", "default")) for mark in item.iter_markers("xdist_group")}
+    )
+    suffix = "@" + "_".join(groups)
+    if not groups or item.nodeid.endswith(suffix) or not hasattr(item, "_id"):
+        return
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(item.nodeid + suffix)
+
+
 def pytest_generate_tests(metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("roots")
     if "root_kind" in metafunc.fixturenames and marker is not None:

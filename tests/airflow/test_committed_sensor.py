@@ -180,6 +180,7 @@ def xcom(airflow: Airflow, run_id: str, task_id: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("airflow-standalone")
 def test_S4_7_S5_1_sensor_wakes_when_the_sweep_dag_aborts_a_hanging_transaction(scheduler):
     airflow, root = scheduler
     hanging_transaction(root, "events", 2000)

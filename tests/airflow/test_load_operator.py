@@ -34,7 +34,7 @@ from lakelog import AdminClient, NewTopic
 from lakelog.log import READ_COMMITTED, open_partition
 from tests.airflow.scheduler import Airflow
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("airflow-standalone")]
 DAGS = Path(__file__).parent / "dags"
 DAYS = [f"2026-01-0{day}" for day in range(1, 8)]
 ROWS = 500

@@ -35,7 +35,7 @@ from lakelog.client.group_admin import list_offsets
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, open_partition
 from tests.airflow.scheduler import Airflow
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("airflow-standalone")]
 DAG_FILE = Path(__file__).parent / "dags" / "lakelog_test_transform.py"
 EXAMPLE_DAG_FILE = Path(__file__).parents[2] / "airflow" / "dags" / "lakelog_transform.py"
 DAG_ID = "lakelog_test_transform"

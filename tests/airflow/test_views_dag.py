@@ -89,6 +89,7 @@ def test_S5_2_S5_3_views_dag_writes_status_and_committed_view_of_every_topic(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("airflow-standalone")
 def test_S5_2_a_commit_to_one_topic_triggers_its_views_and_failed_jobs_fail_in_one_line(tmp_path):
     """Under a real scheduler: a load into `orders` emits its topic Asset event, which triggers lakelog_views for
     `orders` alone (`clicks` got no commit); the view then holds exactly the loaded rows (S5.2). Bad input in the

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 # Variables that could lead a child to the checkout or its environment instead of the installed wheel.

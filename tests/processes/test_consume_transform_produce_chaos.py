@@ -30,7 +30,7 @@ from chaos.job import JobChaos, run_job_chaos
 
 from pipelines.consume_transform_produce import SOURCE_HEADER
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
 
 RECORDS = int(os.environ.get("LAKELOG_CHAOS_RECORDS", "100000"))
 CHAOS = JobChaos(records=RECORDS)
