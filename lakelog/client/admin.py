@@ -64,7 +64,7 @@ from lakelog.log import create_topic, list_topics, open_partition, retention, to
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topic_changes import create_partitions, delete_topic
 from lakelog.log.topics import validate_new_topic
-from lakelog.store import check_root
+from lakelog.store import Location, check_root, ensure_initialised, open_root
 from lakelog.store.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -185,10 +185,16 @@ class AdminClient(BrokerOnlyCalls):
         # confluent-kafka's `logger`: this client's own log lines go there (default: this package's loggers).
         self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
         self._clock = clock
-        self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
+        # Checked when used (`_root`): only create_topics may make a root of a folder or prefix that is none yet.
+        self._location = check_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: the retries of the writes admin operations make.
         self._retry = RetryPolicy.from_config(self.config)
         self._closed = False
+
+    @property
+    def _root(self) -> Location:
+        """The root, if it is an initialised one (UnresolvedRoot if not, e.g. a typo); a set lookup once it was."""
+        return open_root(self._location)
 
     def __enter__(self) -> AdminClient:
         return self
@@ -220,13 +226,15 @@ class AdminClient(BrokerOnlyCalls):
         if not isinstance(new_topics, (list, tuple)) or not all(isinstance(t, NewTopic) for t in new_topics):
             raise InvalidType("create_topics takes a list of NewTopic")
         futures = {}
+        if not validate_only and new_topics:
+            ensure_initialised(self._location)  # the explicit admin path: makes the root if it is none yet
         for new_topic in new_topics:
             partitions = None if new_topic.num_partitions == -1 else new_topic.num_partitions
             try:
                 if validate_only:
                     validate_new_topic(new_topic.topic, partitions, new_topic.config)
                 else:
-                    create_topic(self._root, new_topic.topic, partitions, new_topic.config)
+                    create_topic(self._location, new_topic.topic, partitions, new_topic.config)
                 futures[new_topic.topic] = _resolved()
             except KafkaException as error:
                 futures[new_topic.topic] = _resolved(error=error)
