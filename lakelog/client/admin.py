@@ -152,8 +152,13 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+# The calls that need no lakelog root: create_topics makes one (the explicit admin path), poll contacts nothing.
+_ROOTLESS = frozenset({"create_topics", "poll"})
+
+
 def _while_open(method: Callable) -> Callable:
-    """A public call: RuntimeError once the client is closed, TypeError for an option confluent-kafka would refuse."""
+    """A public call: RuntimeError once the client is closed, TypeError for an option confluent-kafka would refuse,
+    UnresolvedRoot on a root never initialised (a typo), before anything is read or written."""
     # confluent-kafka's metadata calls are its handle's, and say so when the client is closed.
     message = HANDLE_CLOSED if method.__name__ in ("list_topics", "list_groups") else CLOSED
     named = set(inspect.signature(method).parameters)
@@ -171,6 +176,8 @@ def _while_open(method: Callable) -> Callable:
                 raise InvalidType(f"{method.__name__}(): {key} must be {' or '.join(t.__name__ for t in types)}, not {value!r}")
             if key in _TIMEOUTS and value < 0:
                 raise InvalidArgument(f"{method.__name__}(): {key} must not be negative, not {value!r}")
+        if method.__name__ not in _ROOTLESS:
+            self._root  # noqa: B018 - the check: UnresolvedRoot unless the root is initialised
         return method(self, *args, **kwargs)
 
     return call
