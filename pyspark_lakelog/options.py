@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from lakelog.errors import InvalidConfig
 from lakelog.log import ISOLATION_LEVELS, READ_COMMITTED, topic_config
 from lakelog.log.scan import EARLIEST, LATEST, OffsetSpec, parse_offsets_json
-from lakelog.store import Location, open_root
+from lakelog.store import Location, check_root, open_root
 from lakelog.store.fileio import S3_KEYS, storage_key
 
 DEFAULT_PARTITION_BYTES = 128 << 20
@@ -133,12 +133,17 @@ class WriteOptions:
 
 
 def existing_root(values: Mapping[str, str]) -> Location:
-    """The `root` option as a checked Location carrying the `storage.*` options; UnresolvedRoot if it is no root."""
+    """The `root` option as a checked Location carrying the `storage.*` options; InvalidConfig if it holds nothing,
+    UnresolvedRoot if it is no root."""
     root = values.get("root")
     if not root:
         raise InvalidConfig("option root is required: the lakelog root (a folder or s3://bucket/prefix)", key="lakelog.root")
-    # UnresolvedRoot for a root never initialised (a typo): neither read nor written.
-    return open_root(root, storage_options(values))
+    location = check_root(root, storage_options(values))
+    # A local root must be a folder; on an object store, a root that holds no object has no topics either.
+    if not location.is_dir():
+        raise InvalidConfig(f"lakelog root {location.uri} does not exist (or is not a folder)", key="lakelog.root")
+    # UnresolvedRoot for a folder or prefix that is no root (never initialised): neither read nor written.
+    return open_root(location)
 
 
 def storage_options(values: Mapping[str, str]) -> dict[str, str]:
