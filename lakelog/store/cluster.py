@@ -78,8 +78,6 @@ def is_initialised(location: Location) -> bool:
     """One HEAD for the identity; for a root without one, one listing for the folders of a root made before it."""
     if location.io.exists((location / CLUSTER_METADATA_DIR).uri + "/" + IDENTITY_COMMIT):
         return True
-    if location.is_local and not location.is_dir():
-        return False
     return any(entry.is_dir and entry.uri.rstrip("/").rsplit("/", 1)[-1] in LEGACY_ROOT_DIRS for entry in location.list())
 
 
