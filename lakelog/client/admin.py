@@ -64,7 +64,7 @@ from lakelog.log import create_topic, list_topics, open_partition, retention, to
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topic_changes import create_partitions, delete_topic
 from lakelog.log.topics import validate_new_topic
-from lakelog.store import Location, check_root, ensure_initialised, open_root
+from lakelog.store import Location, check_root, open_root
 from lakelog.store.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -233,14 +233,13 @@ class AdminClient(BrokerOnlyCalls):
         if not isinstance(new_topics, (list, tuple)) or not all(isinstance(t, NewTopic) for t in new_topics):
             raise InvalidType("create_topics takes a list of NewTopic")
         futures = {}
-        if not validate_only and new_topics:
-            ensure_initialised(self._location)  # the explicit admin path: makes the root if it is none yet
         for new_topic in new_topics:
             partitions = None if new_topic.num_partitions == -1 else new_topic.num_partitions
             try:
                 if validate_only:
                     validate_new_topic(new_topic.topic, partitions, new_topic.config)
                 else:
+                    # The explicit admin path: a valid topic makes the root first if it is none yet.
                     create_topic(self._location, new_topic.topic, partitions, new_topic.config)
                 futures[new_topic.topic] = _resolved()
             except KafkaException as error:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog import AdminClient, Consumer, NewTopic, Producer
+from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer
 from lakelog.cli import _build_parser
 from lakelog.client.loader import load
 from lakelog.errors import KafkaError, UnresolvedRoot
@@ -125,6 +125,8 @@ def test_the_admin_client_refuses_every_call_but_create_topics_on_a_mistyped_roo
             call()
         assert_refused(raised, typo)
     admin.create_topics([NewTopic("orders", 1)], validate_only=True)["orders"].result()
+    with pytest.raises(KafkaException):  # an invalid topic makes no root either
+        admin.create_topics([NewTopic("no/such name", 1)])["no/such name"].result()
     assert written(typo) == []
 
 
