@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.client.group_admin import ConsumerGroupState, group_state
 from lakelog.log import PartitionLog
-from lakelog.store import Location
+from lakelog.store import Location, initialise_root
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -38,6 +38,7 @@ def temp_root(parent: str | None = None, keep: bool = False, prefix: str = "lake
         os.makedirs(parent, exist_ok=True)
     path = tempfile.mkdtemp(prefix=prefix, dir=parent)
     try:
+        initialise_root(path)  # as `lakelog init` does: the clients take no folder that is not a root
         yield path
     finally:
         if keep:

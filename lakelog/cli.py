@@ -47,10 +47,11 @@ from lakelog.errors import (
     SaslAuthenticationFailed,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
+    UnresolvedRoot,
 )
 from lakelog.log import list_topics, retention, topic_config
 from lakelog.log.partition import wall_clock_ms
-from lakelog.store import Location, check_root
+from lakelog.store import Location, check_root, initialise_root, open_root
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ BAD_INPUT_ERRORS = (
     GroupIdNotFound,
     NonEmptyGroup,
     SaslAuthenticationFailed,
+    UnresolvedRoot,
 )
 
 
@@ -87,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise BadInput(args.missing)
         if not args.root:
             raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
-        args.root = check_root(args.root, _storage_options(args))
+        # Only the commands that make a root take one that is none yet (a typo is UnresolvedRoot, exit 2).
+        opening = check_root if getattr(args, "makes_root", False) else open_root
+        args.root = opening(args.root, _storage_options(args))
         return args.handler(args)
     except BadInput as error:
         print(str(error), file=sys.stderr)
@@ -160,8 +164,10 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lakelog {version()}")
     commands = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
 
-    init = commands.add_parser("init", parents=[common], help="create a root folder")
-    init.set_defaults(handler=_init)
+    init = commands.add_parser(
+        "init", parents=[common], help="make a lakelog root (its identity, __cluster_metadata); idempotent"
+    )
+    init.set_defaults(handler=_init, makes_root=True)
 
     topics = commands.add_parser("topics", help="create, list and describe topics").add_subparsers(
         metavar="ACTION", parser_class=_Parser
@@ -170,7 +176,7 @@ def _build_parser() -> argparse.ArgumentParser:
     create.add_argument("topic")
     create.add_argument("--partitions", type=int, default=None)
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config, repeatable")
-    create.set_defaults(handler=_topics_create)
+    create.set_defaults(handler=_topics_create, makes_root=True)
     listing = topics.add_parser("list", parents=[common], help="list topics")
     listing.set_defaults(handler=_topics_list)
     describe = topics.add_parser("describe", parents=[common], help="partitions, offsets and config of a topic")
@@ -278,8 +284,9 @@ def _say_what_is_missing(parser: argparse.ArgumentParser, commands: Any) -> None
 
 def _init(args: argparse.Namespace) -> int:
     root: Location = args.root
+    cluster_id = initialise_root(root)
     root.io.make_dirs((root / "topics").uri)
-    print(f"root {root} is ready")
+    print(f"root {root} is ready (cluster id {cluster_id})")
     return 0
 
 
@@ -479,8 +486,6 @@ def _json_value(value: Any) -> Any:
 def _spark_sql_init(args: argparse.Namespace) -> int:
     from lakelog import catalog
 
-    if args.root.is_local and not args.root.is_dir():
-        raise BadInput(f"lakelog spark-sql-init: root {args.root} does not exist")
     script = catalog.spark_sql_init(args.root)
     if args.output:
         with open(args.output, "w") as output:

@@ -430,6 +430,15 @@ class InvalidTransactionTimeout(FatalError):
     code = KafkaError.INVALID_TRANSACTION_TIMEOUT
 
 
+class UnresolvedRoot(KafkaException):
+    """`lakelog.root` names no lakelog root (a typo?): as librdkafka's _RESOLVE for a bootstrap server that is no broker.
+
+    `root` is the URI; `lakelog init` or an explicit admin call that creates topics makes a root.
+    """
+
+    code = KafkaError._RESOLVE
+
+
 class NotImplementedOnRoot(KafkaException):
     """An admin call only a broker answers (ACLs, SCRAM credentials, leader election): a root has none."""
 

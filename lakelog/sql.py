@@ -21,9 +21,9 @@ import duckdb
 import pyarrow as pa
 
 from lakelog import catalog
-from lakelog.errors import InvalidConfig, InvalidRequest
+from lakelog.errors import InvalidRequest
 from lakelog.log.scan import KAFKA_SCHEMA, plan_scan
-from lakelog.store import Location, Table, check_root
+from lakelog.store import Location, Table, open_root
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +45,7 @@ def connect(root: str | Location, sql: str | None = None) -> duckdb.DuckDBPyConn
     DuckDB gets Arrow data read through lakelog's file-IO layer, so every root
     kind works without DuckDB extensions (httpfs cannot be fetched offline).
     """
-    root = check_root(root)
-    if root.is_local and not root.is_dir():
-        raise InvalidConfig(f"lakelog root {root} does not exist (or is not a folder)", key="lakelog.root")
+    root = open_root(root)  # UnresolvedRoot for a root never initialised
     connection = duckdb.connect()
     for index, (name, load) in enumerate(tables(root).items()):
         if sql is not None and not _names(sql, name):

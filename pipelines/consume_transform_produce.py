@@ -54,7 +54,7 @@ from lakelog.errors import (
     UnstableOffsetCommit,
 )
 from lakelog.log import open_partition, topic_config
-from lakelog.store import check_root
+from lakelog.store import open_root
 from lakelog.store.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def source_of(message: Message) -> bytes:
 
 def check_job(job: Job) -> tuple[int, int]:
     """Input and output exist (UnknownTopicOrPartition otherwise) and are not the same; their partition counts."""
-    check_root(job.root)
+    open_root(job.root)
     if job.input_topic == job.output_topic:
         raise InvalidRequest(f"input and output are both {job.input_topic!r}: a job must not read what it writes")
     for name, value in (

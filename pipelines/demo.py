@@ -41,7 +41,7 @@ import pyarrow as pa
 from lakelog import Consumer, TopicPartition
 from lakelog.client.loader import load
 from lakelog.log import create_topic, open_partition
-from lakelog.store import Location, check_root
+from lakelog.store import Location, check_root, initialise_root
 from pipelines import demo_groups, demo_spark, demo_transactions
 
 TOPIC = "orders"
@@ -122,7 +122,7 @@ def main() -> None:
     args = parser.parse_args()
     root = check_root(args.root)
     root.io.delete_tree(root.uri)
-    root.io.make_dirs(root.uri)
+    initialise_root(root)  # as `lakelog init` does: the clients take no folder or prefix that is not a root
     source = root / "orders.parquet"
     started = time.monotonic()
     generate(source, args.rows)

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 from lakelog import OFFSET_BEGINNING, AdminClient, Consumer, KafkaError, NewTopic, Producer, TopicPartition
-from lakelog.store import Location, check_root
+from lakelog.store import Location, check_root, initialise_root
 from pipelines.consume_transform_produce import SOURCE_HEADER, Job, Supervisor, end_offsets
 
 INPUT, OUTPUT, GROUP = "clicks", "clicks-upper", "upper"
@@ -141,7 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     root = check_root(args.root)
     root.io.delete_tree(root.uri)
-    root.io.make_dirs(root.uri)
+    initialise_root(root)  # as `lakelog init` does: the clients take no folder or prefix that is not a root
     run(root, args.records)
 
 

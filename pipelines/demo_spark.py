@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lakelog import Producer
-from lakelog.store import Location, check_root
+from lakelog.store import Location, open_root
 
 TOPIC = "payments"
 MORE_VIEWS = ("orders", "clicks-upper")
@@ -186,7 +186,7 @@ def main() -> None:
     if args.child:
         child_dies_before_commit(args.root)
     else:
-        run(check_root(args.root))
+        run(open_root(args.root))  # UnresolvedRoot if it is no root
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import time
 from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer, TopicPartition
 from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
 from lakelog.log import open_partition
-from lakelog.store import Location, check_root
+from lakelog.store import Location, check_root, initialise_root
 
 TOPIC = "payments"
 PARTITIONS = 3
@@ -162,7 +162,7 @@ def main() -> None:
         return
     root = check_root(args.root)
     root.io.delete_tree(root.uri)
-    root.io.make_dirs(root.uri)
+    initialise_root(root)  # as `lakelog init` does: the clients take no folder or prefix that is not a root
     run(root)
 
 

@@ -68,7 +68,7 @@ from lakelog.log.scan import LATEST, PartitionScan, plan_scan
 from lakelog.quality.gate import Verdict, gated_suites, judge
 from lakelog.quality.results import OffsetRange, offset_ranges_of, record_result
 from lakelog.quality.suites import Suite
-from lakelog.store import Location, Table, check_root
+from lakelog.store import Location, Table, open_root
 from lakelog.store.fileio import one_line
 from lakelog.store.maintenance import vacuum
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
@@ -121,7 +121,7 @@ def materialize_committed_view(
     """
     from pyspark_lakelog import reads_natively
 
-    root = check_root(root)
+    root = open_root(root)  # UnresolvedRoot if it is no root
     num_partitions = topic_config(root, topic).num_partitions
     suite = gated_suites(root, [topic]).get(topic)  # None: ungated, and no GX import
     view, _ = Table.create(catalog.view_path(root, topic), catalog.VIEW_SCHEMA, VIEW_CONFIGURATION)

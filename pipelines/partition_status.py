@@ -33,7 +33,7 @@ import pyarrow as pa
 from lakelog import catalog
 from lakelog.errors import CommitConflict
 from lakelog.log import open_partition, topic_config
-from lakelog.store import Location, Table, check_root
+from lakelog.store import Location, Table, open_root
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
 from pipelines._args import storage_option_pairs
 from pipelines._commit import wait_after_lost_commit
@@ -60,7 +60,7 @@ def partition_status(spark: Any, root: str | Location, topic: str, *, backoff: B
     KafkaTimeout once its deadline has passed.
     """
     # Tasks get the root as a Location: its store settings travel with it to the executors.
-    root = check_root(root)
+    root = open_root(root)  # UnresolvedRoot if it is no root
     num_partitions = topic_config(root, topic).num_partitions
     table, _ = Table.create(catalog.status_path(root, topic), catalog.STATUS_SCHEMA, {})
     backoff = DEFAULT_POLICY.start(COMMIT_TIMEOUT_S) if backoff is None else backoff

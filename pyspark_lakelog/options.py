@@ -35,7 +35,7 @@ from lakelog import config
 from lakelog.errors import InvalidConfig, TopicAlreadyExists, UnknownTopicOrPartition
 from lakelog.log import ISOLATION_LEVELS, READ_COMMITTED, create_topic, topic_config
 from lakelog.log.scan import EARLIEST, LATEST, OffsetSpec, parse_offsets_json
-from lakelog.store import Location, check_root
+from lakelog.store import Location, check_root, open_root
 from lakelog.store.fileio import S3_KEYS, storage_key
 
 DEFAULT_PARTITION_BYTES = 128 << 20
@@ -158,7 +158,8 @@ def write_partition_count(root: Location, topic: str, auto_create: bool) -> int:
 
 
 def existing_root(values: Mapping[str, str]) -> Location:
-    """The `root` option as a checked Location carrying the `storage.*` options; InvalidConfig if it holds nothing."""
+    """The `root` option as a checked Location carrying the `storage.*` options; InvalidConfig if it holds nothing,
+    UnresolvedRoot if it is no root."""
     root = values.get("root")
     if not root:
         raise InvalidConfig("option root is required: the lakelog root (a folder or s3://bucket/prefix)", key="lakelog.root")
@@ -166,7 +167,8 @@ def existing_root(values: Mapping[str, str]) -> Location:
     # A local root must be a folder; on an object store, a root that holds no object has no topics either.
     if not location.is_dir():
         raise InvalidConfig(f"lakelog root {location.uri} does not exist (or is not a folder)", key="lakelog.root")
-    return location
+    # UnresolvedRoot for a folder or prefix that is no root (never initialised): neither read nor written.
+    return open_root(location)
 
 
 def storage_options(values: Mapping[str, str]) -> dict[str, str]:

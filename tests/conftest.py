@@ -21,6 +21,7 @@ from helpers import root_logger_state
 from s3emulator import S3Emulator
 
 from lakelog.log import create_topic
+from lakelog.store import initialise_root
 
 ROOT_KINDS = ("local", "s3")
 TEST_BUCKET = "lakelog-tests"
@@ -138,12 +139,10 @@ def root_kind() -> str:
 
 @pytest.fixture
 def root(request, tmp_path, root_kind: str) -> str:
-    """A fresh, empty root, as users pass it (a string): a local folder, or an S3 prefix (see `roots`)."""
-    if root_kind == "s3":
-        return request.getfixturevalue("s3_root")
-    folder = tmp_path / "root"
-    folder.mkdir()
-    return str(folder)
+    """A fresh root, as users pass it (a string), made as `lakelog init` makes one: a local folder, or an S3 prefix."""
+    root = request.getfixturevalue("s3_root") if root_kind == "s3" else str(tmp_path / "root")
+    initialise_root(root)  # the clients refuse a folder or prefix that is no root (a typo)
+    return root
 
 
 @pytest.fixture

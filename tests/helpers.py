@@ -7,18 +7,20 @@ import logging
 import os
 
 from lakelog.store import Location
+from lakelog.store.cluster import CLUSTER_METADATA_DIR
 
 
 def table_fingerprint(path: str | os.PathLike[str]) -> list[tuple[str, int, str]]:
     """Every file under a folder or URI as sorted (relative path, size, sha256): equal means byte-for-byte equal (S8.3).
 
     Read through lakelog's file-IO layer, so it works on every kind of root. A folder that does not exist
-    has the empty fingerprint, so "nothing was created" compares too.
+    has the empty fingerprint, so "nothing was created" compares too. A root's identity (`lakelog init`)
+    is not counted: it is made with the root, by no code a test watches.
     """
     base = Location.of(path)
     entries = []
     for entry in base.list(recursive=True):
-        if not entry.is_dir:
+        if not entry.is_dir and not _is_identity(base, entry.uri):
             data = base.io.read(entry.uri)
             entries.append((entry.uri[len(base.uri) + 1 :], len(data), hashlib.sha256(data).hexdigest()))
     return sorted(entries)
@@ -27,16 +29,24 @@ def table_fingerprint(path: str | os.PathLike[str]) -> list[tuple[str, int, str]
 def folder_listing(path: str | os.PathLike[str]) -> list[str]:
     """Every file and folder under `path` (relative, sorted): catches empty folders a fingerprint misses.
 
-    On object stores folders are the prefixes of the files' keys.
+    On object stores folders are the prefixes of the files' keys. A root's identity is not listed (see
+    table_fingerprint).
     """
     base = Location.of(path)
     names = set()
     for entry in base.list(recursive=True):
+        if _is_identity(base, entry.uri):
+            continue
         relative = entry.uri[len(base.uri) + 1 :]
         names.add(relative + ("/" if entry.is_dir else ""))
         parts = relative.split("/")
         names.update("/".join(parts[:index]) + "/" for index in range(1, len(parts)))
     return sorted(names)
+
+
+def _is_identity(base: Location, uri: str) -> bool:
+    """Is `uri` the identity of the root `base` (its `__cluster_metadata` table)?"""
+    return uri[len(base.uri) + 1 :].split("/", 1)[0] == CLUSTER_METADATA_DIR
 
 
 class FakeClock:

@@ -64,7 +64,7 @@ from lakelog.log import create_topic, list_topics, open_partition, retention, to
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topic_changes import create_partitions, delete_topic
 from lakelog.log.topics import validate_new_topic
-from lakelog.store import Location, check_root
+from lakelog.store import Location, check_root, open_root
 from lakelog.store.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -152,8 +152,13 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+# The calls that need no lakelog root: create_topics makes one (the explicit admin path), poll contacts nothing.
+_ROOTLESS = frozenset({"create_topics", "poll"})
+
+
 def _while_open(method: Callable) -> Callable:
-    """A public call: RuntimeError once the client is closed, TypeError for an option confluent-kafka would refuse."""
+    """A public call: RuntimeError once the client is closed, TypeError for an option confluent-kafka would refuse,
+    UnresolvedRoot on a root never initialised (a typo), before anything is read or written."""
     # confluent-kafka's metadata calls are its handle's, and say so when the client is closed.
     message = HANDLE_CLOSED if method.__name__ in ("list_topics", "list_groups") else CLOSED
     named = set(inspect.signature(method).parameters)
@@ -171,6 +176,8 @@ def _while_open(method: Callable) -> Callable:
                 raise InvalidType(f"{method.__name__}(): {key} must be {' or '.join(t.__name__ for t in types)}, not {value!r}")
             if key in _TIMEOUTS and value < 0:
                 raise InvalidArgument(f"{method.__name__}(): {key} must not be negative, not {value!r}")
+        if method.__name__ not in _ROOTLESS:
+            self._root  # noqa: B018 - the check: UnresolvedRoot unless the root is initialised
         return method(self, *args, **kwargs)
 
     return call
@@ -185,10 +192,16 @@ class AdminClient(BrokerOnlyCalls):
         # confluent-kafka's `logger`: this client's own log lines go there (default: this package's loggers).
         self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
         self._clock = clock
-        self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
+        # Checked when used (`_root`): only create_topics may make a root of a folder or prefix that is none yet.
+        self._location = check_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: the retries of the writes admin operations make.
         self._retry = RetryPolicy.from_config(self.config)
         self._closed = False
+
+    @property
+    def _root(self) -> Location:
+        """The root, if it is an initialised one (UnresolvedRoot if not, e.g. a typo); a set lookup once it was."""
+        return open_root(self._location)
 
     def __enter__(self) -> AdminClient:
         return self
@@ -226,7 +239,8 @@ class AdminClient(BrokerOnlyCalls):
                 if validate_only:
                     validate_new_topic(new_topic.topic, partitions, new_topic.config)
                 else:
-                    create_topic(self._root, new_topic.topic, partitions, new_topic.config)
+                    # The explicit admin path: a valid topic makes the root first if it is none yet.
+                    create_topic(self._location, new_topic.topic, partitions, new_topic.config)
                 futures[new_topic.topic] = _resolved()
             except KafkaException as error:
                 futures[new_topic.topic] = _resolved(error=error)

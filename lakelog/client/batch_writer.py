@@ -73,7 +73,7 @@ from lakelog.log.records import next_sequence
 from lakelog.log.verification import TransactionVerification
 from lakelog.quality.gate import dlq_topic, ensure_dlq_topic, with_dlq_header
 from lakelog.quality.results import RESULTS_LOG, open_results_log, record_result, result_payload
-from lakelog.store import Location, check_root
+from lakelog.store import Location, open_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class TransactionalBatchWriter:
     ) -> None:
         """`producer_config`: producer configs (`transaction.timeout.ms`, `retry.backoff.ms`, `partitioner`, ...)
         over the shipped defaults, validated; `transaction_timeout_ms` overrides its timeout."""
-        self.root = check_root(root)
+        self.root = open_root(root)
         if not isinstance(transactional_id, str) or not transactional_id:
             raise InvalidRequest(f"transactional.id must be a non-empty string, not {transactional_id!r}")
         self.transactional_id = transactional_id

@@ -28,7 +28,7 @@ from typing import Any
 from lakelog.errors import InvalidRequest, UnknownTopicOrPartition
 from lakelog.log import open_partition
 from lakelog.log.partition import PartitionLog
-from lakelog.store import Location, check_root
+from lakelog.store import Location, open_root
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class CommittedWait:
         self._logs: dict[int, PartitionLog] | None = None
 
     def _open(self) -> dict[int, PartitionLog]:
-        location = check_root(self.root, self.storage_options)
+        location = open_root(self.root, self.storage_options)
         # Partition 0 tells a missing topic and carries the partition count; open_partition refuses any other.
         first = open_partition(location, self.topic, 0)
         partitions = sorted(self.targets) if self.targets is not None else range(first.config.num_partitions)

@@ -59,7 +59,7 @@ from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOC
 from lakelog.coordinator.group_coordinator import GroupCoordinator
 from lakelog.errors import InvalidArgument, InvalidConfig, InvalidType, KafkaError
 from lakelog.log.partition import Clock, wall_clock_ms
-from lakelog.store import check_root
+from lakelog.store import open_root
 from lakelog.store.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,8 @@ class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
         self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
         # The clock of this consumer's timers and of the coordinator it calls (S6.5: session timeouts).
         self._clock = clock
-        self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
+        # UnresolvedRoot for a root never initialised (a typo): nothing is written there.
+        self._root = open_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: every retry of this consumer and of the coordinator it calls.
         self._retry = RetryPolicy.from_config(self.config)
         self._group_id: str | None = self.config["group.id"]

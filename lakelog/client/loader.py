@@ -48,7 +48,7 @@ from lakelog.errors import InvalidRequest, OffsetMismatch
 from lakelog.log import BatchHeader, PartitionLog, open_partition
 from lakelog.log.records import NO_PRODUCER_ID, PAYLOAD_SCHEMA
 from lakelog.quality.gate import dlq_topic, gated_suites
-from lakelog.store import Location, check_root
+from lakelog.store import Location, open_root
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def load(
 
     `source` is a local path or a URI of the root's kinds (`s3://...`, read with the root's storage settings).
     """
-    root = check_root(root)
+    root = open_root(root)
     path = Location.of(source, root.io.settings if not root.is_local else None, what="source")
     found = path.io.info(path.uri)
     if found is None or found.is_dir:

@@ -51,7 +51,7 @@ from lakelog.log import BatchHeader, PartitionLog, allocate_producer_id, open_pa
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.records import next_sequence
 from lakelog.log.verification import TransactionVerification
-from lakelog.store import check_root
+from lakelog.store import open_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
 if TYPE_CHECKING:
@@ -187,7 +187,8 @@ class Producer(ProducerLifecycle):
         # confluent-kafka's `logger`: this producer's own log lines go there (default: this module's logger).
         self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or log
         self._clock = clock
-        self._root = check_root(self.config["lakelog.root"], storage_options(self.config))
+        # UnresolvedRoot for a root never initialised (a typo): nothing is written there.
+        self._root = open_root(self.config["lakelog.root"], storage_options(self.config))
         # retry.backoff.ms / retry.backoff.max.ms: every retry of this producer and of the coordinators it calls.
         self._retry = RetryPolicy.from_config(self.config)
         self._default_on_delivery: DeliveryCallback | None = callbacks.get("on_delivery")

@@ -60,7 +60,7 @@ from lakelog.errors import (
 )
 from lakelog.log import READ_COMMITTED, open_partition, topic_config
 from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, PartitionScan, plan_scan
-from lakelog.store import Location, check_root
+from lakelog.store import Location, open_root
 from lakelog.store.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ def run_transform(
         )
     # A client config from a connection names the root and its storage options too: those are the same root.
     config.pop("lakelog.root", None)
-    location = check_root(root, {**config_storage_options(config), **(storage_options or {})})
+    location = open_root(root, {**config_storage_options(config), **(storage_options or {})})
     input_partitions = topic_config(location, input_topic).num_partitions
     topic_config(location, output_topic)  # UnknownTopicOrPartition before anything is written
     job = _Job(

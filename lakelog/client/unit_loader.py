@@ -43,7 +43,7 @@ from lakelog.client.loader import count_rows, open_source, source_format, source
 from lakelog.client.producer import partition_for
 from lakelog.errors import InvalidRequest, PurgeQueue
 from lakelog.log import topic_config
-from lakelog.store import Location, check_root
+from lakelog.store import Location, open_root
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def load_unit(
         raise InvalidRequest(f"unit must be a non-empty string, not {unit!r}")
     if not isinstance(batch_records, int) or isinstance(batch_records, bool) or batch_records < 1:
         raise InvalidRequest(f"batch_records must be a positive integer, not {batch_records!r}")
-    location = check_root(root, storage_options)
+    location = open_root(root, storage_options)
     partitions = topic_config(location, topic).num_partitions
     transactional_id = unit_transactional_id(unit)
     writer = TransactionalBatchWriter(location, transactional_id, producer_config=producer_config)

@@ -11,7 +11,7 @@ from lakelog.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOr
 from lakelog.log.partition import Clock, PartitionLog, wall_clock_ms
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.topic_config import TopicConfig
-from lakelog.store import Location, Table, TableNotFoundError, check_root
+from lakelog.store import Location, Table, TableNotFoundError, check_root, ensure_initialised
 
 TOPICS_DIR = "topics"
 # Internal logs kept outside `<root>/<log_name>/`, and their partition count where it is fixed by design:
@@ -35,10 +35,11 @@ def create_topic(
 ) -> TopicConfig:
     """Create a topic's partition tables; TopicAlreadyExists if partition 0 exists.
 
-    Partition 0 is created first, by put-if-absent, and decides the race; the
+    A root not yet initialised becomes one first. Partition 0 is created first, by put-if-absent, and decides the race; the
     others follow and are completed by `open_partition` if a crash cut them short.
     """
     topic_config = validate_new_topic(topic, num_partitions, config)
+    ensure_initialised(root)  # the explicit admin path may make a root (lakelog.store.cluster)
     path = topic_path(root, topic)
     _, created = Table.create(path / "0", PARTITION_SCHEMA, topic_config.table_configuration())
     if not created:

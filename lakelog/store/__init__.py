@@ -1,5 +1,6 @@
 """Storage: Delta table access (the only package that calls deltalake) and file IO by URI scheme."""
 
+from lakelog.store.cluster import ensure_initialised, initialise_root, open_root
 from lakelog.store.fileio import FileIO, FileStatus, Location, load_file_io
 from lakelog.store.pinned import PinnedSnapshot
 from lakelog.store.root import check_root
@@ -15,5 +16,8 @@ __all__ = [
     "Table",
     "TableNotFoundError",
     "check_root",
+    "ensure_initialised",
+    "initialise_root",
     "load_file_io",
+    "open_root",
 ]

@@ -14,6 +14,7 @@ import pytest
 
 from lakelog.airflow.assets import sanitize_uri, topic_asset_uri
 from lakelog.errors import InvalidConfig
+from lakelog.store import initialise_root
 
 
 @pytest.fixture
@@ -63,6 +64,9 @@ def test_a_malformed_connection_is_invalid_config_naming_what_is_wrong(hooks, ex
 def test_the_hook_reads_a_connection_from_the_environment(hooks, monkeypatch, tmp_path):
     monkeypatch.setenv("AIRFLOW_CONN_LAKELOG_DEFAULT", json.dumps({"conn_type": "lakelog", "extra": {"root": str(tmp_path)}}))
     hook = hooks.LakelogHook()
+    reachable, message = hook.test_connection()  # a folder that is no lakelog root (yet): say how one is made
+    assert not reachable and f"lakelog init --root {tmp_path}" in message and "\n" not in message
+    initialise_root(str(tmp_path))
     assert hook.root == str(tmp_path)
     assert hook.test_connection() == (True, f"lakelog root {tmp_path} is reachable")
     with pytest.raises(InvalidConfig, match="'elsewhere' is not defined.*AIRFLOW_CONN_ELSEWHERE"):

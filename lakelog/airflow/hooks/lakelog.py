@@ -28,7 +28,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from lakelog.config import STORAGE_PREFIX
 from lakelog.errors import InvalidConfig, KafkaException
-from lakelog.store import Location, check_root
+from lakelog.store import Location, open_root
 
 logger = logging.getLogger(__name__)
 
@@ -137,8 +137,8 @@ class LakelogHook(BaseHook):
         return dict(self.connection.storage_options)
 
     def location(self) -> Location:
-        """The root, checked (on S3: that conditional puts hold, once per process)."""
-        return check_root(self.connection.root, self.connection.storage_options)
+        """The root, checked (on S3: that conditional puts hold; an initialised root: UnresolvedRoot if not), once per process."""
+        return open_root(self.connection.root, self.connection.storage_options)
 
     def client_config(self, kind: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self.connection.client_config(kind, overrides)
