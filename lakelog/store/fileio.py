@@ -33,6 +33,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakelog.errors import InvalidConfig, KafkaStorageError
+from lakelog.store.s3_requests import S3Requests
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,20 @@ class FileIO:
         with self._errors("writing", uri):
             with self.filesystem.open_output_stream(self.path(uri)) as stream:
                 stream.write(data)
+
+    def put_if_absent(self, uri: str, data: bytes) -> bool:
+        """Create the file `uri` whole with `data` unless it exists: True if this call created it.
+
+        The store's mutual exclusion, on which a Delta commit rests: of two calls
+        for one URI at most one returns True, and a reader sees the complete file
+        or none. A failure whose outcome is unknown raises KafkaStorageError.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot create {uri} put-if-absent")
+
+    def file_exists(self, uri: str) -> bool:
+        """Whether the file `uri` exists (one HEAD on an object store)."""
+        found = self.info(uri)
+        return found is not None and not found.is_dir
 
     def info(self, uri: str) -> FileStatus | None:
         """The entry at `uri`, or None if there is none."""
@@ -281,6 +296,29 @@ class LocalFileIO(FileIO):
             if os.path.exists(temporary):
                 os.remove(temporary)
 
+    def put_if_absent(self, uri: str, data: bytes) -> bool:
+        """Write a temporary file, then hard-link it to `uri`: the link fails if `uri` exists (no partial file is seen)."""
+        folder, name = os.path.split(uri)
+        temporary = os.path.join(folder, f".{name}.tmp-{uuid.uuid4().hex}")
+        with self._errors("writing", uri):
+            try:
+                with open(temporary, "wb") as out:
+                    out.write(data)
+            except FileNotFoundError:
+                os.makedirs(folder, exist_ok=True)
+                with open(temporary, "wb") as out:
+                    out.write(data)
+            try:
+                os.link(temporary, uri)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.remove(temporary)
+
+    def file_exists(self, uri: str) -> bool:
+        return os.path.isfile(uri)
+
 
 class S3FileIO(FileIO):
     """A bucket of Amazon S3 or of any store that speaks its API (MinIO, Ceph, R2, moto...)."""
@@ -347,6 +385,30 @@ class S3FileIO(FileIO):
             future.result(timeout=limit)
         except concurrent.futures.TimeoutError:
             raise KafkaStorageError(f"writing {uri} failed: the store did not answer within {limit:.0f} s", uri=uri) from None
+
+    def _requests(self) -> S3Requests:
+        requests = self.__dict__.get("_s3_requests")
+        if requests is None:
+            requests = self.__dict__["_s3_requests"] = S3Requests(self.settings)
+        return requests
+
+    def _bucket_key(self, uri: str) -> tuple[str, str]:
+        bucket, _, key = self.path(uri).partition("/")
+        return bucket, key
+
+    def put_if_absent(self, uri: str, data: bytes) -> bool:
+        """One PUT with `If-None-Match: *` (lakelog.store.s3_requests)."""
+        bucket, key = self._bucket_key(uri)
+        return self._requests().put_if_absent(bucket, key, data, uri)
+
+    def read(self, uri: str) -> bytes:
+        """One GET (pyarrow's stream would HEAD first); FileNotFoundError if absent."""
+        bucket, key = self._bucket_key(uri)
+        return self._requests().get(bucket, key, uri)
+
+    def file_exists(self, uri: str) -> bool:
+        bucket, key = self._bucket_key(uri)
+        return self._requests().head(bucket, key, uri)
 
     def make_dirs(self, uri: str) -> None:
         # Object stores have no folders; pyarrow would write empty marker objects.
