@@ -319,6 +319,26 @@ class LocalFileIO(FileIO):
     def file_exists(self, uri: str) -> bool:
         return os.path.isfile(uri)
 
+    def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy") -> int:
+        """Write a new Parquet file under a fresh name, in place (no temporary name and rename).
+
+        Callers write data files under names no commit references yet, so no reader
+        can see one half-written; a writer that dies mid-write leaves an orphan
+        vacuum removes. A name that exists already is refused (FileExistsError).
+        """
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression=compression)
+        data = sink.getvalue()
+        with self._errors("writing", uri):
+            try:
+                out = open(uri, "xb")  # noqa: SIM115 - closed below
+            except FileNotFoundError:
+                os.makedirs(os.path.dirname(uri), exist_ok=True)
+                out = open(uri, "xb")  # noqa: SIM115
+            with out:
+                out.write(data)
+        return data.size
+
 
 class S3FileIO(FileIO):
     """A bucket of Amazon S3 or of any store that speaks its API (MinIO, Ceph, R2, moto...)."""

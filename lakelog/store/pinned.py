@@ -1,4 +1,4 @@
-"""`PinnedSnapshot`: one snapshot of a table carried whole, with no Delta handle (picklable, read-only)."""
+"""`PinnedSnapshot`: one snapshot of a table carried whole, with no log to read (picklable, read-only)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 
 
 class PinnedSnapshot(Table):
-    """One snapshot of a table carried whole, with no Delta handle: picklable and read-only.
+    """One snapshot of a table carried whole, with no log to read: picklable and read-only.
 
     A Spark driver pins a partition's snapshot and hands it to executors, which
     read exactly its files (files a later compaction removes stay readable for
@@ -85,14 +85,14 @@ class PinnedSnapshot(Table):
         raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
 
     def __reduce__(self):
-        state = dict(
-            version=self._version,
-            table_id=self._table_id,
-            files=tuple(self._pinned_files),
-            app_versions=self._app_versions,
-            schema=self._schema,
-            configuration=self._configuration,
-        )
+        state = {
+            "version": self._version,
+            "table_id": self._table_id,
+            "files": tuple(self._pinned_files),
+            "app_versions": self._app_versions,
+            "schema": self._schema,
+            "configuration": self._configuration,
+        }
         return (_pinned_snapshot, (self.location, state))
 
 

@@ -135,20 +135,26 @@ class Snapshot:
         body = self.txns.get(app_id)
         return None if body is None else int(body["version"])
 
-    def entry(self, path: str) -> FileEntry:
+    def entry(self, path: str, add: dict[str, Any] | None = None) -> FileEntry:
         """The active file `path` with what its statistics say (parsed once)."""
         found = self._entries.get(path)
         if found is None:
-            found = self._entries[path] = file_entry(self.adds[path])
+            found = self._entries[path] = file_entry(self.adds[path] if add is None else add)
         return found
+
+    def entries(self) -> list[FileEntry]:
+        """Active files in no order (a copy of the adds is taken first: another thread may apply a commit)."""
+        return [self.entry(path, add) for path, add in list(self.adds.items())]
 
     def files(self) -> list[FileEntry]:
         """Active files ordered by first offset (then path); cached per version."""
-        if self._ordered is None or self._ordered[0] != self.version:
-            entries = [self.entry(path) for path in self.adds]
+        ordered = self._ordered
+        if ordered is None or ordered[0] != self.version:
+            version = self.version
+            entries = self.entries()
             entries.sort(key=lambda entry: (entry.min_offset, entry.path))
-            self._ordered = (self.version, entries)
-        return self._ordered[1]
+            ordered = self._ordered = (version, entries)
+        return ordered[1]
 
 
 def file_entry(add: dict[str, Any]) -> FileEntry:
