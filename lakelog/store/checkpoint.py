@@ -101,38 +101,33 @@ _KINDS = [field.name for field in CHECKPOINT_SCHEMA]
 
 
 def checkpoint_table(snapshot: Snapshot, tombstone_cutoff_ms: int) -> pa.Table:
-    """The checkpoint of `snapshot`: protocol, metaData, every txn and add, and tombstones deleted at or after the cutoff."""
+    """The checkpoint of `snapshot`: protocol, metaData, every txn and add, and tombstones deleted at or after the cutoff.
+
+    One row per action, the action in the column of its kind (the others null); built a kind at a time.
+    """
     snapshot.check("a checkpoint")
-    columns: dict[str, list[Any]] = {kind: [] for kind in _KINDS}
-
-    def row(kind: str, body: dict[str, Any]) -> None:
-        for other in _KINDS:
-            columns[other].append(body if other == kind else None)
-
-    row("protocol", _fit(snapshot.protocol or {}, PROTOCOL))
-    row("metaData", _fit(snapshot.metadata or {}, METADATA))
-    for body in snapshot.txns.values():
-        row("txn", _fit(body, TXN))
-    for body in snapshot.adds.values():
-        row("add", _fit(dict(body, partitionValues=body.get("partitionValues") or {}), ADD))
-    for body in snapshot.tombstones.values():
-        if (body.get("deletionTimestamp") or 0) >= tombstone_cutoff_ms:
-            row("remove", _fit(body, REMOVE))
-    return pa.table({kind: pa.array(columns[kind], CHECKPOINT_SCHEMA.field(kind).type) for kind in _KINDS}, CHECKPOINT_SCHEMA)
-
-
-def _fit(body: dict[str, Any], struct: pa.StructType) -> dict[str, Any]:
-    """`body` with exactly the struct's fields (missing ones None; maps as Arrow takes them)."""
-    fitted: dict[str, Any] = {}
-    for index in range(struct.num_fields):
-        field = struct.field(index)
-        value = body.get(field.name)
-        if pa.types.is_map(field.type) and isinstance(value, dict):
-            value = list(value.items())
-        elif pa.types.is_struct(field.type) and isinstance(value, dict):
-            value = _fit(value, field.type)
-        fitted[field.name] = value
-    return fitted
+    groups = [
+        ("protocol", [snapshot.protocol]),
+        ("metaData", [snapshot.metadata]),
+        ("txn", list(snapshot.txns.values())),
+        ("add", [body if "partitionValues" in body else dict(body, partitionValues={}) for body in snapshot.adds.values()]),
+        (
+            "remove",
+            [body for body in snapshot.tombstones.values() if (body.get("deletionTimestamp") or 0) >= tombstone_cutoff_ms],
+        ),
+    ]
+    pieces = []
+    for kind, bodies in groups:
+        if not bodies:
+            continue
+        columns = {
+            name: pa.array(bodies, CHECKPOINT_SCHEMA.field(name).type)
+            if name == kind
+            else pa.array([None] * len(bodies), CHECKPOINT_SCHEMA.field(name).type)
+            for name in _KINDS
+        }
+        pieces.append(pa.table(columns, schema=CHECKPOINT_SCHEMA))
+    return pa.concat_tables(pieces)
 
 
 def snapshot_from_checkpoint(parts: list[pa.Table], version: int) -> Snapshot:

@@ -67,16 +67,21 @@ class Snapshot:
         """Move to `version` (exactly one after this one) with the commit's actions."""
         if version != self.version + 1:
             raise SnapshotError(f"commit {version} cannot follow version {self.version}")
+        added: list[str] = []
+        removed = False
         for action in actions:
             if "add" in action:
                 body = action["add"]
                 path = body["path"]
+                removed = removed or path in self.adds
+                added.append(path)
                 self.adds[path] = body
                 self._entries.pop(path, None)
                 self.tombstones.pop(path, None)
             elif "remove" in action:
                 body = action["remove"]
                 path = body["path"]
+                removed = True
                 self.adds.pop(path, None)
                 self._entries.pop(path, None)
                 self.tombstones[path] = body
@@ -87,7 +92,23 @@ class Snapshot:
                 self.metadata = action["metaData"]
             elif "protocol" in action:
                 self.protocol = action["protocol"]
+        self._carry_order(version, added, removed)
         self.version = version
+
+    def _carry_order(self, version: int, added: list[str], removed: bool) -> None:
+        """Keep `files()`'s order across a commit that only appends files after the last one (an append's commit)."""
+        ordered, self._ordered = self._ordered, None
+        if ordered is None or ordered[0] != version - 1 or removed:
+            return
+        if not added:
+            self._ordered = (version, ordered[1])
+            return
+        if any(path not in self.adds for path in added):
+            return
+        entries = sorted((self.entry(path) for path in dict.fromkeys(added)), key=_order)
+        if ordered[1] and _order(entries[0]) < _order(ordered[1][-1]):
+            return
+        self._ordered = (version, ordered[1] + entries)
 
     def expire_tombstones(self, cutoff_ms: int) -> int:
         """Drop tombstones deleted before `cutoff_ms` (as a checkpoint does); returns how many."""
@@ -152,9 +173,13 @@ class Snapshot:
         if ordered is None or ordered[0] != self.version:
             version = self.version
             entries = self.entries()
-            entries.sort(key=lambda entry: (entry.min_offset, entry.path))
+            entries.sort(key=_order)
             ordered = self._ordered = (version, entries)
         return ordered[1]
+
+
+def _order(entry: FileEntry) -> tuple[int, str]:
+    return entry.min_offset, entry.path
 
 
 def file_entry(add: dict[str, Any]) -> FileEntry:
