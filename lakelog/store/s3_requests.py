@@ -22,6 +22,7 @@ import botocore.exceptions
 import botocore.session
 
 from lakelog.errors import KafkaStorageError
+from lakelog.store.s3_settings import parse_duration_s
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +53,6 @@ class S3Requests:
         return self._client[1]
 
     def _make_client(self) -> Any:
-        from lakelog.store.fileio import parse_duration_s
-
         settings = self.settings
         options: dict[str, Any] = {"s3": {"addressing_style": "path" if settings.get("endpoint_url") else "auto"}}
         if settings.get("connect_timeout"):

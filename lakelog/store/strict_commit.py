@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakelog.errors import CommitConflict, KafkaStorageError
+from lakelog.store.cleanup import interval_seconds
 from lakelog.store.delta_actions import MalformedCommit, commit_info, encode_commit, txn_action
 from lakelog.store.delta_log import TableNotFoundError, commit_name
 from lakelog.store.fileio import one_line
@@ -265,10 +266,8 @@ def is_checkpoint_version(version: int, interval: int) -> bool:
 
 def deleted_file_retention_ms(configuration: Mapping[str, str]) -> int:
     """The table's `delta.deletedFileRetentionDuration` in ms: how long tombstones are kept."""
-    from lakelog.store.maintenance import _interval_seconds
-
     default = DEFAULT_DELETED_FILE_RETENTION_MS / 1000
-    return int(_interval_seconds(configuration.get("delta.deletedFileRetentionDuration"), default) * 1000)
+    return int(interval_seconds(configuration.get("delta.deletedFileRetentionDuration"), default) * 1000)
 
 
 def _stop_here_if_asked(uri: str) -> None:
