@@ -192,3 +192,22 @@ def test_a_conforming_writer_refuses_a_lakelog_table_and_changes_nothing(root):
     assert Table.open(location).version == before.version
     # Readers still read it whole.
     assert DeltaTable(location.uri, storage_options=options).version() == before.version
+
+
+def test_lakelog_reads_and_appends_to_a_table_delta_rs_wrote_with_its_checkpoint(root):
+    """Tables written before lakelog made its own commits: delta-rs's commits and checkpoint, then lakelog's appends."""
+    location = Location.of(root) / "written-by-delta-rs"
+    options = location.io.delta_options()
+    rows = pa.table({"offset": pa.array([0], pa.int64()), "value": pa.array([b"a"], pa.binary())})
+    for _ in range(3):
+        write_deltalake(location.uri, rows, mode="append", storage_options=options)
+    DeltaTable(location.uri, storage_options=options).create_checkpoint()
+    write_deltalake(location.uri, rows, mode="append", storage_options=options)
+    names = set(DeltaLog(location).names())
+    assert f"{2:020d}.checkpoint.parquet" in names and "_last_checkpoint" in names
+    for version in range(4):
+        assert_same_at(location, version, replayed(location, version))
+    table = Table.open(location)
+    assert table.append(rows, app_versions={"app": 7}) == 4
+    assert_same_at(location, 4, replayed(location, 4))
+    assert DeltaTable(location.uri, storage_options=options).to_pyarrow_table().num_rows == 5
