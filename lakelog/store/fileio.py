@@ -207,8 +207,12 @@ class FileIO:
 
     # -- Parquet -------------------------------------------------------------------
 
-    def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy") -> int:
-        """Write `table` as one Parquet file in one put; returns its size in bytes."""
+    def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy", fresh: bool = False) -> int:
+        """Write `table` as one Parquet file in one put (readers see the old file or the new one); returns its size.
+
+        `fresh=True`: `uri` is a new name no reader knows yet (a data file before its
+        commit), so a local root may write it in place, without a temporary name.
+        """
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression=compression)
         data = sink.getvalue()
@@ -298,13 +302,15 @@ class LocalFileIO(FileIO):
     def file_exists(self, uri: str) -> bool:
         return os.path.isfile(uri)
 
-    def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy") -> int:
-        """Write a new Parquet file under a fresh name, in place (no temporary name and rename).
+    def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy", fresh: bool = False) -> int:
+        """As `FileIO.write_parquet`; a `fresh` file is written in place (no temporary name and rename).
 
-        Callers write data files under names no commit references yet, so no reader
-        can see one half-written; a writer that dies mid-write leaves an orphan
-        vacuum removes. A name that exists already is refused (FileExistsError).
+        A fresh name is one no commit references yet, so no reader can see the file
+        half-written; a writer that dies mid-write leaves an orphan vacuum removes.
+        A fresh name that exists already is refused (FileExistsError).
         """
+        if not fresh:
+            return super().write_parquet(table, uri, compression=compression)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression=compression)
         data = sink.getvalue()

@@ -354,7 +354,7 @@ def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
         f"part-compact-{first:020d}-{uuid.uuid4().hex}.{compression if compression != 'none' else 'uncompressed'}.parquet"
     )
     codec = "NONE" if compression == "none" else compression
-    merge.size = table.io.write_parquet(rows, table.child_uri(merge.path), compression=codec)
+    merge.size = table.io.write_parquet(rows, table.child_uri(merge.path), compression=codec, fresh=True)
     merge.written = True
     merge.records = rows.num_rows
     # The sources' whole range, not the rows' own: a key-compacted source claims offsets it no longer holds (S9.3).

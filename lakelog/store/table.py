@@ -271,7 +271,7 @@ class Table(StrictCommit):
         decided_on = self.version
         name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
         path = self.child_uri(name)
-        size = self.io.write_parquet(data, path, compression=compression)
+        size = self.io.write_parquet(data, path, compression=compression, fresh=True)
         modified_ms = _now_ms() if modification_time_ms is None else modification_time_ms
         action = add_action(name, size, modified_ms, True, file_statistics(data))
         return self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
@@ -317,7 +317,7 @@ class Table(StrictCommit):
                 name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
                 path = self.child_uri(name)
                 owned.append(path)
-                size = self.io.write_parquet(data, path, compression=compression)
+                size = self.io.write_parquet(data, path, compression=compression, fresh=True)
                 modified_ms = now_ms if modified_ms is None else modified_ms
                 actions.append(add_action(name, size, modified_ms, data_change, file_statistics(data, offset_range)))
                 schema = schema or data.schema
