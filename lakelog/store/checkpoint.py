@@ -106,9 +106,9 @@ def checkpoint_table(snapshot: Snapshot, tombstone_cutoff_ms: int) -> pa.Table:
     One row per action, the action in the column of its kind (the others null); built a kind at a time.
     """
     snapshot.check("a checkpoint")
-    groups = [
-        ("protocol", [snapshot.protocol]),
-        ("metaData", [snapshot.metadata]),
+    groups: list[tuple[str, list[dict[str, Any]]]] = [
+        ("protocol", [snapshot.protocol or {}]),
+        ("metaData", [snapshot.metadata or {}]),
         ("txn", list(snapshot.txns.values())),
         ("add", [body if "partitionValues" in body else dict(body, partitionValues={}) for body in snapshot.adds.values()]),
         (

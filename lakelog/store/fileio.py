@@ -17,6 +17,7 @@ on the CLI, `storage.<key>` in Spark); keys are listed in `S3_KEYS`.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ import urllib.parse
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
@@ -79,7 +81,7 @@ class FileIO:
         return {"settings": self.settings}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["settings"])
+        FileIO.__init__(self, state["settings"])
 
     def __repr__(self) -> str:
         shown = {key: ("***" if key in SECRET_KEYS else value) for key, value in self.settings.items()}
@@ -155,7 +157,7 @@ class FileIO:
         found = self.info(uri)
         return found is not None and found.is_dir
 
-    def list(self, uri: str, *, recursive: bool = False) -> list[FileStatus]:
+    def list(self, uri: str, *, recursive: bool = False) -> builtins.list[FileStatus]:
         """Entries under the folder `uri` (none if it is absent), sorted by URI."""
         selector = pafs.FileSelector(self.path(uri), recursive=recursive, allow_not_found=True)
         with self._errors("listing", uri):
@@ -165,7 +167,7 @@ class FileIO:
         entries = [self._status(base + entry.path[len(prefix) :], entry) for entry in found]
         return sorted(entries, key=lambda entry: entry.uri)
 
-    def glob(self, pattern: str) -> list[str]:
+    def glob(self, pattern: str) -> builtins.list[str]:
         """The files whose URIs match `pattern`, sorted: `*`, `?` and `[...]` within a name, `**` across folders.
 
         A pattern without wildcards names one file: it is returned if it is a file.
@@ -219,7 +221,7 @@ class FileIO:
         self.write(uri, data)
         return data.size
 
-    def read_parquet(self, uri: str, columns: list[str] | None = None, filters: Any = None) -> pa.Table:
+    def read_parquet(self, uri: str, columns: builtins.list[str] | None = None, filters: Any = None) -> pa.Table:
         """A Parquet file's rows (with `filters`, only those that pass); FileNotFoundError if absent."""
         with self._errors("reading", uri):
             if filters is None:
@@ -253,13 +255,14 @@ class _StorageErrors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, error, traceback) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None) -> None:
+        """Never swallows: an OSError leaves as KafkaStorageError, anything else (absent files too) as it is."""
         if error is None or isinstance(error, (FileNotFoundError, KafkaStorageError)):
-            return False
+            return None
         # Only failures to reach the bytes; a decoding error (ArrowInvalid) is the caller's to name.
         if isinstance(error, OSError):
             raise KafkaStorageError(f"{self.doing} {self.uri} failed: {one_line(error)}", uri=self.uri) from error
-        return False
+        return None
 
 
 class LocalFileIO(FileIO):
@@ -424,7 +427,7 @@ class Location:
     def is_dir(self) -> bool:
         return self.io.is_dir(self.uri)
 
-    def list(self, *, recursive: bool = False) -> list[FileStatus]:
+    def list(self, *, recursive: bool = False) -> builtins.list[FileStatus]:
         return self.io.list(self.uri, recursive=recursive)
 
     def children(self) -> Iterator[Location]:

@@ -258,7 +258,7 @@ def plan_compaction(files: list[FileEntry], fan_in: int = 10, target_file_bytes:
     if fan_in < 2:
         raise ValueError(f"fan_in must be at least 2, not {fan_in}")
     ordered = sorted(files, key=lambda entry: entry.min_offset)
-    for before, after in zip(ordered, ordered[1:]):
+    for before, after in zip(ordered, ordered[1:], strict=False):
         if after.min_offset <= before.max_offset:
             # Overlapping ranges (not written by lakelog): merging could interleave further.
             return []

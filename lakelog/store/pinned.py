@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -34,7 +35,7 @@ class PinnedSnapshot(Table):
         schema: pa.Schema,
         configuration: Mapping[str, str],
     ) -> None:
-        super().__init__(location, None)  # type: ignore[arg-type]
+        super().__init__(location, None)
         self._version = version
         self._table_id = table_id
         self._pinned_files = list(files)
@@ -84,7 +85,7 @@ class PinnedSnapshot(Table):
     def rewrite(self, removed: Sequence[FileEntry] = (), added: Sequence[object] = (), **_: object) -> int:
         raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, tuple[Location, dict[str, Any]]]:
         state = {
             "version": self._version,
             "table_id": self._table_id,

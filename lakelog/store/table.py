@@ -224,8 +224,9 @@ class Table(StrictCommit):
         except FileNotFoundError as error:
             raise CorruptRecord(f"{where} is missing", path=path) from error
         except KafkaStorageError as error:
-            if _is_decoding_error(error.__cause__):
-                raise CorruptRecord(f"{where} is unreadable: {one_line(error.__cause__)}", path=path) from error
+            cause = error.__cause__
+            if cause is not None and _is_decoding_error(cause):
+                raise CorruptRecord(f"{where} is unreadable: {one_line(cause)}", path=path) from error
             raise
         except pa.ArrowException as error:
             raise CorruptRecord(f"{where} is unreadable: {one_line(error)}", path=path) from error
@@ -238,7 +239,7 @@ class Table(StrictCommit):
                 actions = self._log.read_commit(version)
                 if actions is None:
                     break
-                info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
+                info: dict = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
                 entries.append({**info, "version": version})
         return entries
 
