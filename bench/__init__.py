@@ -7,6 +7,7 @@ informational: the exit status is 0 unless a benchmark crashes.
 """
 
 BENCHMARKS = (
+    "append_floor",
     "append_throughput",
     "append_latency",
     "conditional_append",
@@ -18,6 +19,7 @@ BENCHMARKS = (
     "spark_scan",
     "view_materialize",
     "s3_emulator",
+    "s3_commit",
     "airflow_load",
     "short_lived_producers",
     "producer_ids",

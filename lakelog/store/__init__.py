@@ -1,4 +1,4 @@
-"""Storage: Delta table access (the only package that calls deltalake) and file IO by URI scheme."""
+"""Storage: Delta tables, whose log lakelog reads and writes itself (no delta-rs), and file IO by URI scheme."""
 
 from lakelog.store.cluster import ensure_initialised, initialise_root, open_root
 from lakelog.store.fileio import FileIO, FileStatus, Location, load_file_io

@@ -17,7 +17,7 @@ on the CLI, `storage.<key>` in Spark); keys are listed in `S3_KEYS`.
 
 from __future__ import annotations
 
-import concurrent.futures
+import builtins
 import logging
 import os
 import re
@@ -26,6 +26,7 @@ import urllib.parse
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
@@ -33,6 +34,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakelog.errors import InvalidConfig, KafkaStorageError
+from lakelog.store.s3_settings import S3_KEYS, SECRET_KEYS, parse_duration_s, s3_settings, storage_key
 
 log = logging.getLogger(__name__)
 
@@ -41,26 +43,6 @@ S3 = "s3"
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$", re.DOTALL)
 # URI schemes a root may have, and what each one is read as.
 SCHEMES = {"file": LOCAL, "s3": S3, "s3a": S3}
-
-# Storage option keys for S3 roots (lower case; an `aws_` prefix and any case are accepted too), with the
-# environment variable each one defaults from.
-S3_KEYS = {
-    "endpoint_url": "AWS_ENDPOINT_URL",
-    "region": "AWS_REGION",
-    "access_key_id": "AWS_ACCESS_KEY_ID",
-    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
-    "session_token": "AWS_SESSION_TOKEN",
-    "allow_http": "AWS_ALLOW_HTTP",
-    # Per request: how long to wait, and how often object_store / the AWS SDK retry a failed request.
-    "timeout": None,
-    "connect_timeout": None,
-    "max_retries": None,
-    "retry_timeout": None,
-    # delta-rs's copy-then-delete commit: not atomic, so a root that asks for it is refused (S12.2).
-    "s3_allow_unsafe_rename": "AWS_S3_ALLOW_UNSAFE_RENAME",
-}
-SECRET_KEYS = ("access_key_id", "secret_access_key", "session_token")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
 
 
 @dataclass(frozen=True)
@@ -99,7 +81,7 @@ class FileIO:
         return {"settings": self.settings}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["settings"])
+        FileIO.__init__(self, state["settings"])
 
     def __repr__(self) -> str:
         shown = {key: ("***" if key in SECRET_KEYS else value) for key, value in self.settings.items()}
@@ -146,6 +128,20 @@ class FileIO:
             with self.filesystem.open_output_stream(self.path(uri)) as stream:
                 stream.write(data)
 
+    def put_if_absent(self, uri: str, data: bytes) -> bool:
+        """Create the file `uri` whole with `data` unless it exists: True if this call created it.
+
+        The store's mutual exclusion, on which a Delta commit rests: of two calls
+        for one URI at most one returns True, and a reader sees the complete file
+        or none. A failure whose outcome is unknown raises KafkaStorageError.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot create {uri} put-if-absent")
+
+    def file_exists(self, uri: str) -> bool:
+        """Whether the file `uri` exists (one HEAD on an object store)."""
+        found = self.info(uri)
+        return found is not None and not found.is_dir
+
     def info(self, uri: str) -> FileStatus | None:
         """The entry at `uri`, or None if there is none."""
         with self._errors("looking up", uri):
@@ -161,7 +157,7 @@ class FileIO:
         found = self.info(uri)
         return found is not None and found.is_dir
 
-    def list(self, uri: str, *, recursive: bool = False) -> list[FileStatus]:
+    def list(self, uri: str, *, recursive: bool = False) -> builtins.list[FileStatus]:
         """Entries under the folder `uri` (none if it is absent), sorted by URI."""
         selector = pafs.FileSelector(self.path(uri), recursive=recursive, allow_not_found=True)
         with self._errors("listing", uri):
@@ -171,7 +167,7 @@ class FileIO:
         entries = [self._status(base + entry.path[len(prefix) :], entry) for entry in found]
         return sorted(entries, key=lambda entry: entry.uri)
 
-    def glob(self, pattern: str) -> list[str]:
+    def glob(self, pattern: str) -> builtins.list[str]:
         """The files whose URIs match `pattern`, sorted: `*`, `?` and `[...]` within a name, `**` across folders.
 
         A pattern without wildcards names one file: it is returned if it is a file.
@@ -213,15 +209,19 @@ class FileIO:
 
     # -- Parquet -------------------------------------------------------------------
 
-    def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy") -> int:
-        """Write `table` as one Parquet file in one put; returns its size in bytes."""
+    def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy", fresh: bool = False) -> int:
+        """Write `table` as one Parquet file in one put (readers see the old file or the new one); returns its size.
+
+        `fresh=True`: `uri` is a new name no reader knows yet (a data file before its
+        commit), so a local root may write it in place, without a temporary name.
+        """
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression=compression)
         data = sink.getvalue()
         self.write(uri, data)
         return data.size
 
-    def read_parquet(self, uri: str, columns: list[str] | None = None, filters: Any = None) -> pa.Table:
+    def read_parquet(self, uri: str, columns: builtins.list[str] | None = None, filters: Any = None) -> pa.Table:
         """A Parquet file's rows (with `filters`, only those that pass); FileNotFoundError if absent."""
         with self._errors("reading", uri):
             if filters is None:
@@ -255,13 +255,14 @@ class _StorageErrors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, error, traceback) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None) -> None:
+        """Never swallows: an OSError leaves as KafkaStorageError, anything else (absent files too) as it is."""
         if error is None or isinstance(error, (FileNotFoundError, KafkaStorageError)):
-            return False
+            return None
         # Only failures to reach the bytes; a decoding error (ArrowInvalid) is the caller's to name.
         if isinstance(error, OSError):
             raise KafkaStorageError(f"{self.doing} {self.uri} failed: {one_line(error)}", uri=self.uri) from error
-        return False
+        return None
 
 
 class LocalFileIO(FileIO):
@@ -281,157 +282,50 @@ class LocalFileIO(FileIO):
             if os.path.exists(temporary):
                 os.remove(temporary)
 
-
-class S3FileIO(FileIO):
-    """A bucket of Amazon S3 or of any store that speaks its API (MinIO, Ceph, R2, moto...)."""
-
-    scheme = S3
-
-    def delta_options(self) -> dict[str, str]:
-        options = {}
-        for key, value in self.settings.items():
-            environment = S3_KEYS.get(key)
-            options[environment or key] = value
-        return options
-
-    def _make_filesystem(self) -> pafs.FileSystem:
-        settings = self.settings
-        kwargs: dict[str, Any] = {}
-        endpoint = settings.get("endpoint_url")
-        if endpoint:
-            parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-            kwargs["endpoint_override"] = parsed.netloc + parsed.path.rstrip("/")
-            kwargs["scheme"] = parsed.scheme
-        if settings.get("region"):
-            kwargs["region"] = settings["region"]
-        if settings.get("access_key_id") and settings.get("secret_access_key"):
-            kwargs["access_key"] = settings["access_key_id"]
-            kwargs["secret_key"] = settings["secret_access_key"]
-            if settings.get("session_token"):
-                kwargs["session_token"] = settings["session_token"]
-        if settings.get("connect_timeout"):
-            kwargs["connect_timeout"] = parse_duration_s("connect_timeout", settings["connect_timeout"])
-        if settings.get("timeout"):
-            kwargs["request_timeout"] = parse_duration_s("timeout", settings["timeout"])
-        if settings.get("max_retries"):
-            kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=int(settings["max_retries"]) + 1)
-        # A small file is one PutObject when the stream closes, not a multipart upload of three requests.
-        return pafs.S3FileSystem(allow_delayed_open=True, **kwargs)
-
-    def path(self, uri: str) -> str:
-        return uri.split("://", 1)[1]
-
-    def read_parquet(self, uri: str, columns: list[str] | None = None, filters: Any = None) -> pa.Table:
-        if columns is not None or filters is not None:
-            return super().read_parquet(uri, columns, filters)
-        # A whole file in one GET (after the HEAD) instead of a footer read and then the column chunks.
-        data = self.read(uri)
-        with self._errors("reading", uri):
-            with pq.ParquetFile(pa.BufferReader(data)) as parquet:
-                return parquet.read()
-
-    def write(self, uri: str, data: bytes | pa.Buffer) -> None:
-        """One PUT: S3 makes an object visible whole or not at all.
-
-        On Linux the AWS SDK applies no read timeout to a PutObject whose body is sent (pyarrow documents
-        `request_timeout` as ignored there), so a store that stops answering would hang the writer for
-        good: the put runs on a worker thread and is given up after `timeout` per attempt (30 s unless
-        set) plus a second per MiB. A put given up may still land later; callers write under fresh names
-        or caches, so a late object is at worst an orphan that vacuum removes.
-        """
-        size = len(data)
-        attempt_s = parse_duration_s("timeout", self.settings["timeout"]) if self.settings.get("timeout") else 30.0
-        limit = attempt_s * (int(self.settings.get("max_retries") or 0) + 1) + 1 + size / (1 << 20)
-        future = _put_pool().submit(super().write, uri, data)
-        try:
-            future.result(timeout=limit)
-        except concurrent.futures.TimeoutError:
-            raise KafkaStorageError(f"writing {uri} failed: the store did not answer within {limit:.0f} s", uri=uri) from None
-
-    def make_dirs(self, uri: str) -> None:
-        # Object stores have no folders; pyarrow would write empty marker objects.
-        return None
-
-    def delete_tree(self, uri: str) -> None:
-        with self._errors("deleting", uri):
-            self.filesystem.delete_dir_contents(self.path(uri), missing_dir_ok=True)
+    def put_if_absent(self, uri: str, data: bytes) -> bool:
+        """Write a temporary file, then hard-link it to `uri`: the link fails if `uri` exists (no partial file is seen)."""
+        folder, name = os.path.split(uri)
+        temporary = os.path.join(folder, f".{name}.tmp-{uuid.uuid4().hex}")
+        with self._errors("writing", uri):
             try:
-                self.filesystem.delete_file(self.path(uri) + "/")
-            except (FileNotFoundError, OSError):
-                pass
+                with open(temporary, "wb") as out:
+                    out.write(data)
+            except FileNotFoundError:
+                os.makedirs(folder, exist_ok=True)
+                with open(temporary, "wb") as out:
+                    out.write(data)
+            try:
+                os.link(temporary, uri)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.remove(temporary)
 
+    def file_exists(self, uri: str) -> bool:
+        return os.path.isfile(uri)
 
-def s3_settings(options: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """S3 settings: the AWS_* environment overlaid by explicit `options` (keys checked, values as strings)."""
-    environ = os.environ if environ is None else environ
-    settings: dict[str, str] = {}
-    for key, variable in S3_KEYS.items():
-        if variable and environ.get(variable):
-            settings[key] = environ[variable]
-    if "region" not in settings and environ.get("AWS_DEFAULT_REGION"):
-        settings["region"] = environ["AWS_DEFAULT_REGION"]
-    # delta-rs (object_store) also takes AWS_ENDPOINT for the endpoint: the store it commits to is the one checked (S12.2).
-    if "endpoint_url" not in settings and environ.get("AWS_ENDPOINT"):
-        settings["endpoint_url"] = environ["AWS_ENDPOINT"]
-    for raw_key, value in (options or {}).items():
-        key = storage_key(raw_key)
-        if value is None:
-            settings.pop(key, None)
-            continue
-        settings[key] = str(value).lower() if isinstance(value, bool) else str(value)
-    _check_s3_settings(settings)
-    return settings
+    def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy", fresh: bool = False) -> int:
+        """As `FileIO.write_parquet`; a `fresh` file is written in place (no temporary name and rename).
 
-
-def storage_key(raw_key: Any) -> str:
-    """The canonical name of a storage option (`AWS_ENDPOINT_URL`, `aws_endpoint_url` -> `endpoint_url`)."""
-    key = str(raw_key).strip().lower()
-    if key not in S3_KEYS and key.startswith("aws_"):
-        key = key[len("aws_") :]
-    if key not in S3_KEYS:
-        raise InvalidConfig(f"unknown storage option {raw_key!r}; known: {', '.join(S3_KEYS)}", key=f"lakelog.storage.{raw_key}")
-    return key
-
-
-def _check_s3_settings(settings: Mapping[str, str]) -> None:
-    for key in ("timeout", "connect_timeout", "retry_timeout"):
-        if key in settings:
-            parse_duration_s(key, settings[key])
-    if "max_retries" in settings and not settings["max_retries"].isdigit():
-        raise InvalidConfig(
-            f"storage option max_retries takes a count, not {settings['max_retries']!r}", key="lakelog.storage.max_retries"
-        )
-    for key in ("allow_http", "s3_allow_unsafe_rename"):
-        if key in settings and settings[key].lower() not in ("true", "false"):
-            raise InvalidConfig(f"storage option {key} takes true or false, not {settings[key]!r}", key=f"lakelog.storage.{key}")
-    endpoint = settings.get("endpoint_url", "")
-    if endpoint.startswith("http://") and settings.get("allow_http", "false").lower() != "true":
-        raise InvalidConfig(
-            f"endpoint {endpoint} is plain http: set allow_http=true (AWS_ALLOW_HTTP=true) to use it",
-            key="lakelog.storage.allow_http",
-        )
-
-
-def parse_duration_s(key: str, text: str) -> float:
-    """'30s', '500ms', '2min', '1h' or a number of seconds, in seconds."""
-    match = _DURATION.match(str(text))
-    if not match:
-        raise InvalidConfig(
-            f"storage option {key} takes a duration such as 30s or 500ms, not {text!r}", key=f"lakelog.storage.{key}"
-        )
-    value, unit = float(match.group(1)), match.group(2) or "s"
-    return value * {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
-
-
-_puts: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
-
-
-def _put_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """Threads for S3 puts; a forked child builds its own (it has the pool object but none of its threads)."""
-    global _puts
-    if _puts is None or _puts[0] != os.getpid():
-        _puts = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="lakelog-put"))
-    return _puts[1]
+        A fresh name is one no commit references yet, so no reader can see the file
+        half-written; a writer that dies mid-write leaves an orphan vacuum removes.
+        A fresh name that exists already is refused (FileExistsError).
+        """
+        if not fresh:
+            return super().write_parquet(table, uri, compression=compression)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression=compression)
+        data = sink.getvalue()
+        with self._errors("writing", uri):
+            try:
+                out = open(uri, "xb")  # noqa: SIM115 - closed below
+            except FileNotFoundError:
+                os.makedirs(os.path.dirname(uri), exist_ok=True)
+                out = open(uri, "xb")  # noqa: SIM115
+            with out:
+                out.write(data)
+        return data.size
 
 
 _file_ios: dict[tuple, FileIO] = {}
@@ -440,6 +334,8 @@ _file_ios_lock = threading.Lock()
 
 def load_file_io(scheme: str, settings: Mapping[str, str] | None = None) -> FileIO:
     """The FileIO of `scheme` with these settings (one shared instance per distinct set)."""
+    from lakelog.store.s3_fileio import S3FileIO  # it builds on FileIO: imported when first asked for
+
     kind = {LOCAL: LocalFileIO, S3: S3FileIO}[scheme]
     key = (scheme, tuple(sorted((settings or {}).items())))
     with _file_ios_lock:
@@ -531,7 +427,7 @@ class Location:
     def is_dir(self) -> bool:
         return self.io.is_dir(self.uri)
 
-    def list(self, *, recursive: bool = False) -> list[FileStatus]:
+    def list(self, *, recursive: bool = False) -> builtins.list[FileStatus]:
         return self.io.list(self.uri, recursive=recursive)
 
     def children(self) -> Iterator[Location]:
@@ -584,8 +480,8 @@ __all__ = [
     "FileIO",
     "FileStatus",
     "LocalFileIO",
+    "SECRET_KEYS",
     "Location",
-    "S3FileIO",
     "S3_KEYS",
     "load_file_io",
     "one_line",

@@ -1,34 +1,25 @@
 """Table maintenance that keeps the append path O(1) in the log's length.
 
-Measured with delta-rs 1.6 (bench/append_latency.py, FINDINGS.md), the cost of
-one commit grows with three things, and each has its remedy here:
+lakelog makes its own commits (lakelog.store.table, lakelog.store.delta_log):
+an append reads no listing, and a snapshot reads only the commits it has not
+seen, so neither the number of commit files kept nor a snapshot's age costs an
+append anything. What maintenance still bounds:
 
-1. The age of the `DeltaTable` handle: a handle replays every commit it has seen
-   since it was opened. `maintain` reopens it right after each checkpoint, so it
-   loads from that checkpoint alone.
-2. The number of files in `_delta_log/`: a commit lists the folder three times
-   in delta-rs 1.6 (`create_write_transaction` asks for the latest version
-   before its put and updates its own snapshot after it, a copy Python never
-   gets; then `Table.refresh` moves the handle, and every way to move it lists).
-   On S3 a listing starts after the handle's version; on a local root it reads
-   every entry of the folder (a directory has no start-after; object_store
-   drops the older names after reading and converting each, without a stat),
-   about 3 us per entry per listing, 10-12 ms more per commit per 1,000 log
-   files. Nothing above delta-rs removes these listings. Delta's
-   own cleanup deletes only log files older than `delta.logRetentionDuration`
-   (30 days), which is unbounded at high commit rates. `cleanup_log` deletes the
-   commits behind the kept checkpoints (count-based) once they are also older
-   than the table's `delta.logRetentionDuration` (the topic's
-   `delta.log.retention.ms`, 6 h), in ascending version order, so the folder
-   holds about two checkpoint intervals plus the retention's commits.
-3. The number of active files (about 1.2 ms per 1,000). `compact` merges runs of
-   consecutive small files, chosen like Lucene's log merge policy so that every
-   record is rewritten only O(log n) times and runs never interleave.
+1. The `_delta_log/` folder: `cleanup_log` deletes the commits behind the kept
+   checkpoints (count-based) once they are also older than the table's
+   `delta.logRetentionDuration` (the topic's `delta.log.retention.ms`, 6 h), in
+   ascending version order, so the folder holds about two checkpoint intervals
+   plus the retention's commits, and a cold open reads one checkpoint and fewer
+   than an interval of commits. It lists the folder, once per checkpoint.
+2. The number of active files, which a snapshot, a checkpoint and every reader
+   carry: `compact` merges runs of consecutive small files, chosen like Lucene's
+   log merge policy so that every record is rewritten only O(log n) times and
+   runs never interleave.
 
 Compaction never changes a row: it reads whole files, concatenates them in
 offset order and writes them back, and the new file's offset range is exactly
 the union of the ranges it replaces. It commits like an append: exactly version
-v+1 of the snapshot it was decided on, with `max_commit_retries=0`. On a lost
+v+1 of the snapshot it was decided on, never rebased. On a lost
 race it reloads and decides again (are the files it merged still all active?),
 so it can never remove a file that someone else removed, never duplicates rows,
 and never rebases an append (appends also commit with retries off: a compaction
@@ -52,7 +43,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 import uuid
 import weakref
@@ -61,21 +51,21 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
-from deltalake.transaction import AddAction, RemoveAction
 
 from lakelog.errors import CommitConflict, KafkaStorageError
 from lakelog.store import table as table_module
+from lakelog.store.cleanup import (
+    cleanup_log,
+    log_retention_seconds,
+    vacuum,
+)
+from lakelog.store.delta_actions import add_action, remove_action
 from lakelog.store.file_stats import file_statistics
 from lakelog.store.fileio import one_line
-from lakelog.store.table import FileEntry, Table, is_checkpoint_version, load_handle
+from lakelog.store.table import FileEntry, Table, is_checkpoint_version
 
 log = logging.getLogger(__name__)
 
-DELTA_LOG = "_delta_log"
-# Files a log cleanup may delete: commits, their checksums, and (single- or
-# multi-part) classic checkpoints. Anything else in _delta_log is left alone.
-_LOG_FILE = re.compile(r"^(\d{20})\.(?:json|crc|checkpoint\.parquet|checkpoint\.\d{10}\.\d{10}\.parquet)$")
 COMPACT_OPERATION = "lakelog.compact"
 
 
@@ -147,14 +137,13 @@ class _Merge:
 def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy(), *, now_ms: int | None = None) -> MaintenanceReport:
     """Run whatever maintenance is due after a commit; cheap when nothing is.
 
-    Call it with the table whose handle just committed (its version is the new
+    Call it with the table that just committed (its version is the new
     commit's version). What is due depends only on that version, so with many
     writers each step runs once, in the writer whose commit hit it:
 
     - the commit wrote a checkpoint (`Table` writes one after the commit of every
       version v with (v + 1) % delta.checkpointInterval == 0, once it has checked
-      the commit is the log's v): reopen the handle so it loads from that
-      checkpoint, delete old log files (`cleanup_log`), and every
+      the commit is the log's v): bring the snapshot up to date, delete old log files (`cleanup_log`), and every
       `vacuum_every_checkpoints` checkpoints `vacuum`;
     - v % check_every == 0 and at least `segment_files` files are active: `compact`.
 
@@ -242,15 +231,13 @@ def refresh_if_stale(table: Table, max_age_s: float) -> bool:
 
 
 def reopen(table: Table) -> int:
-    """Replace the table's handle with a fresh one at the latest version.
+    """Bring the table's snapshot to the latest version (it reads only the commits it has not seen).
 
-    A fresh handle loads from the latest checkpoint; a handle kept across many
-    commits replays all of them on every commit (FINDINGS.md). The snapshot may
-    move forward: callers decide on whatever snapshot is in hand afterwards.
+    Kept for callers of the delta-rs era, when a handle had to be replaced to load
+    from the newest checkpoint: lakelog's snapshot never replays a commit twice.
+    The snapshot may move forward: callers decide on whatever is in hand afterwards.
     """
-    table._handle = load_handle(table.location)
-    table._commits_on_handle = 0
-    return table.version
+    return table.refresh()
 
 
 # -- compaction ----------------------------------------------------------------
@@ -271,7 +258,7 @@ def plan_compaction(files: list[FileEntry], fan_in: int = 10, target_file_bytes:
     if fan_in < 2:
         raise ValueError(f"fan_in must be at least 2, not {fan_in}")
     ordered = sorted(files, key=lambda entry: entry.min_offset)
-    for before, after in zip(ordered, ordered[1:]):
+    for before, after in zip(ordered, ordered[1:], strict=False):
         if after.min_offset <= before.max_offset:
             # Overlapping ranges (not written by lakelog): merging could interleave further.
             return []
@@ -367,7 +354,7 @@ def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
         f"part-compact-{first:020d}-{uuid.uuid4().hex}.{compression if compression != 'none' else 'uncompressed'}.parquet"
     )
     codec = "NONE" if compression == "none" else compression
-    merge.size = table.io.write_parquet(rows, table.child_uri(merge.path), compression=codec)
+    merge.size = table.io.write_parquet(rows, table.child_uri(merge.path), compression=codec, fresh=True)
     merge.written = True
     merge.records = rows.num_rows
     # The sources' whole range, not the rows' own: a key-compacted source claims offsets it no longer holds (S9.3).
@@ -378,12 +365,12 @@ def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
 
 def _commit_merges(table: Table, merges: list[_Merge], decided_on: int, now_ms: int) -> None:
     """The strict commit of `Table` (S9.5, S12.3); CommitConflict on a lost race (the merged files stay, `compact` decides)."""
-    actions: list[AddAction | RemoveAction] = []
+    actions = []
     for merge in merges:
         modified_ms = newest_modification(merge.sources)
-        actions.append(AddAction(merge.path, merge.size, {}, now_ms if modified_ms is None else modified_ms, False, merge.stats))
+        actions.append(add_action(merge.path, merge.size, now_ms if modified_ms is None else modified_ms, False, merge.stats))
         for source in merge.sources:
-            actions.append(RemoveAction(source.path, False, now_ms, source.size_bytes, {}))
+            actions.append(remove_action(source.path, now_ms, False, source.size_bytes))
     metadata = {"lakelog.operation": COMPACT_OPERATION, "lakelog.decided_on": str(decided_on)}
     table._commit(actions, table.schema, "append", decided_on, None, metadata, [])
 
@@ -400,133 +387,18 @@ def newest_modification(sources: Sequence[FileEntry]) -> int | None:
 
 def _is_active(table: Table, path: str) -> bool:
     try:
-        table._handle.update_incremental()
+        table.refresh()
     except Exception:  # noqa: BLE001 - best effort: assume active, never delete a maybe-live file
         return True
     return any(entry.path == path for entry in table.files())
 
 
-# -- the transaction log folder --------------------------------------------------
-
-
-def cleanup_log(table: Table, *, keep_checkpoints: int = 2, retention_s: float | None = None, now: float | None = None) -> int:
-    """Delete log files behind the `keep_checkpoints`-th latest checkpoint that are older than the retention.
-
-    Delta readers need only the latest checkpoint and the commits after it; the
-    older files are time travel and slack for readers that listed the folder
-    before the newest checkpoints. A file goes only if it is both behind the kept
-    checkpoints (count) and older than `retention_s` (default: the table's
-    `delta.logRetentionDuration`, the topic's `delta.log.retention.ms`; 6 h if
-    unset), so external readers and time travel work within the retention.
-
-    Files are deleted in ascending version order, stopping at the first version
-    kept, so "N.json was deleted" implies "(N-1).json was deleted first":
-    `Table._commit` relies on it to tell, after its put of N.json, a commit into
-    a hole from the log's N (S9.5). No safety rests on the retention. `now` is
-    the store clock's reading to compare modification times with. Returns the
-    number of files deleted.
-    """
-    infos = table.io.list(table.child_uri(DELTA_LOG))
-    by_version: dict[int, list] = {}
-    for info in infos:
-        match = _LOG_FILE.match(info.name)
-        if not info.is_dir and match is not None:
-            by_version.setdefault(int(match.group(1)), []).append(info)
-    checkpoints = sorted(version for version, files in by_version.items() if any(".checkpoint." in info.name for info in files))
-    if len(checkpoints) < keep_checkpoints:
-        return 0
-    keep_from = checkpoints[-keep_checkpoints]
-    if retention_s is None:
-        retention_s = log_retention_seconds(table)
-    cutoff = (time.time() if now is None else now) - retention_s
-    deleted = 0
-    for version in sorted(by_version):
-        if version >= keep_from:
-            break
-        files = by_version[version]
-        if any(info.mtime is None or info.mtime > cutoff for info in files):
-            break
-        # The commit file last: a version whose commit file is there is whole (its checkpoint may remain
-        # if a delete below fails, which a reader never uses behind a newer one).
-        for info in sorted(files, key=lambda info: info.name.endswith(".json")):
-            if table.io.delete(info.uri):
-                deleted += 1
-    if deleted:
-        log.info(
-            "%s: deleted %d log file(s) behind checkpoint %d and older than %.0f s", table.uri, deleted, keep_from, retention_s
-        )
-    return deleted
-
-
-DEFAULT_LOG_RETENTION_S = 6 * 3600.0
-
-
-def log_retention_seconds(table: Table) -> float:
-    """The table's `delta.logRetentionDuration` in seconds (DEFAULT_LOG_RETENTION_S if unset or unreadable)."""
-    return _interval_seconds(table.configuration.get("delta.logRetentionDuration"), DEFAULT_LOG_RETENTION_S)
-
-
-# -- deleting removed data files ----------------------------------------------
-
-
-def vacuum(table: Table, *, dry_run: bool = False, now_ms: int | None = None) -> list[str]:
-    """Delete data files that no snapshot within the retention can reference.
-
-    Retention is the table's `delta.deletedFileRetentionDuration` (the topic's
-    `delete.retention.ms`). A file is deleted if it is not active and either its
-    remove action is older than the retention (delta-rs' "lite" vacuum finds
-    those), or it is in no remove action of the snapshot at all (a failed
-    commit's file, or one whose expired remove action a checkpoint dropped) and
-    it was written more than the retention ago (so it is not an append or a
-    compaction still on its way to a commit). A file in no remove action is aged
-    to `now_ms` (None: the wall clock); removed files are aged by delta-rs, on the
-    wall clock. Makes no commit. Returns the relative paths deleted (or that would
-    be, with `dry_run`).
-    """
-    table.refresh()
-    handle = load_handle(table.location)
-    retention_s = _retention_seconds(table)
-    expired = set(handle.vacuum(dry_run=True))
-    tombstoned = set(handle.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False))
-    active = {entry.path for entry in _active_paths(handle)}
-    cutoff = _now_ms(now_ms) / 1000 - retention_s
-    doomed = []
-    for info in table.io.list(table.uri):
-        name = info.name
-        if info.is_dir or name.startswith(("_", ".")) or name in active:
-            continue
-        if name in expired or (name not in tombstoned and info.mtime is not None and info.mtime < cutoff):
-            doomed.append(name)
-    if not dry_run:
-        for name in doomed:
-            _delete_quietly(table, name)
-    return sorted(doomed)
+# -- helpers -----------------------------------------------------------------------
 
 
 def _now_ms(now_ms: int | None) -> int:
     """`now_ms` as passed in, or the wall clock's reading."""
     return time.time_ns() // 1_000_000 if now_ms is None else now_ms
-
-
-def _active_paths(handle: DeltaTable) -> list[FileEntry]:
-    actions = pa.table(handle.get_add_actions(flatten=True))
-    return [FileEntry(path, 0, 0, 0, 0, 0, 0) for path in actions.column("path").to_pylist()]
-
-
-def _retention_seconds(table: Table) -> float:
-    return _interval_seconds(table.configuration.get("delta.deletedFileRetentionDuration"), 7 * 86400.0)
-
-
-def _interval_seconds(text: str | None, default: float) -> float:
-    """A Delta interval ("interval 6 hours") in seconds; `default` if unset or unreadable."""
-    match = re.fullmatch(r"\s*interval\s+(\d+)\s+(\w+?)s?\s*", text or "")
-    if not match:
-        return default
-    unit = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}.get(match.group(2))
-    return default if unit is None else int(match.group(1)) * unit
-
-
-# -- helpers -----------------------------------------------------------------------
 
 
 def _delete_quietly(table: Table, name: str) -> None:

@@ -1,9 +1,10 @@
-"""`PinnedSnapshot`: one snapshot of a table carried whole, with no Delta handle (picklable, read-only)."""
+"""`PinnedSnapshot`: one snapshot of a table carried whole, with no log to read (picklable, read-only)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -15,7 +16,7 @@ logger = logging.getLogger(__name__)
 
 
 class PinnedSnapshot(Table):
-    """One snapshot of a table carried whole, with no Delta handle: picklable and read-only.
+    """One snapshot of a table carried whole, with no log to read: picklable and read-only.
 
     A Spark driver pins a partition's snapshot and hands it to executors, which
     read exactly its files (files a later compaction removes stay readable for
@@ -34,7 +35,7 @@ class PinnedSnapshot(Table):
         schema: pa.Schema,
         configuration: Mapping[str, str],
     ) -> None:
-        super().__init__(location, None)  # type: ignore[arg-type]
+        super().__init__(location, None)
         self._version = version
         self._table_id = table_id
         self._pinned_files = list(files)
@@ -84,15 +85,15 @@ class PinnedSnapshot(Table):
     def rewrite(self, removed: Sequence[FileEntry] = (), added: Sequence[object] = (), **_: object) -> int:
         raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
 
-    def __reduce__(self):
-        state = dict(
-            version=self._version,
-            table_id=self._table_id,
-            files=tuple(self._pinned_files),
-            app_versions=self._app_versions,
-            schema=self._schema,
-            configuration=self._configuration,
-        )
+    def __reduce__(self) -> tuple[Any, tuple[Location, dict[str, Any]]]:
+        state = {
+            "version": self._version,
+            "table_id": self._table_id,
+            "files": tuple(self._pinned_files),
+            "app_versions": self._app_versions,
+            "schema": self._schema,
+            "configuration": self._configuration,
+        }
         return (_pinned_snapshot, (self.location, state))
 
 

@@ -1,126 +1,116 @@
 """Delta table access with the strict commit: exactly version v+1, or `CommitConflict`.
 
-This is the only module that imports `deltalake`. A `Table` holds one handle at a
-known snapshot version. Callers decide on that snapshot, then `append` commits
-version `version + 1` with no retry: if another writer took that version first,
-`CommitConflict` is raised, the handle is brought up to date, and the caller
-decides again. delta-rs' own retries (which rebase an append onto a newer
-version) are always switched off.
+A `Table` holds a `Snapshot` at a known version, replayed by lakelog from the
+table's log (lakelog.store.delta_log). Callers decide on that snapshot, then
+`append` commits version `version + 1` with no retry: if another writer took
+that version first, `CommitConflict` is raised, the snapshot is brought up to
+date, and the caller decides again. Nothing here calls delta-rs: lakelog builds
+the commit's actions (lakelog.store.delta_actions) and writes
+`_delta_log/<v+1>.json` itself, put-if-absent through the file IO.
 
-A commit is a put-if-absent of `_delta_log/<v+1>.json`. After every put the
-commit is proven to be the log's version v+1 and not a refill of a file log
-cleanup deleted (S9.5: no timing bound on how long a writer paused between its
-decision and its put); only then does lakelog write a checkpoint (delta-rs's
-post-commit hooks are off).
+After every put the commit is proven to be the log's version v+1 and not a
+refill of a file log cleanup deleted (S9.5: no timing bound on how long a writer
+paused between its decision and its put): a HEAD of `<v>.json`, the only guard,
+since nothing between the decision and the put reads the log. Only then does
+the snapshot take the commit (from the actions in hand: no read) and lakelog
+write a checkpoint when one is due. The append path is a Parquet put, the
+commit put and that HEAD: three requests on S3, none growing with the log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
-from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 
-from lakelog.errors import CommitConflict, CorruptRecord, KafkaException, KafkaStorageError
+from lakelog.errors import CorruptRecord, KafkaException, KafkaStorageError
+from lakelog.store.delta_actions import (
+    COMMIT_ID_KEY,
+    MalformedCommit,
+    add_action,
+    commit_info,
+    encode_commit,
+    metadata_action,
+    protocol_action,
+    remove_action,
+)
+from lakelog.store.delta_log import LAST_CHECKPOINT, DeltaLog, TableNotFoundError, commit_name
+from lakelog.store.delta_schema import UnsupportedSchema, schema_string
 from lakelog.store.file_stats import file_statistics, footer_statistics
 from lakelog.store.fileio import Location, one_line
+from lakelog.store.snapshot import FileEntry, Snapshot, SnapshotError, replay
+from lakelog.store.strict_commit import (
+    StrictCommit,
+    _now_ms,
+    _remove_quietly,
+    checkpoint_interval,
+    deleted_file_retention_ms,
+    is_checkpoint_version,
+)
 
 if TYPE_CHECKING:
     from lakelog.store.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
-# custom_metadata key naming each commit, so a writer can tell its own commit in the log (S12.3).
-COMMIT_ID_KEY = "lakelog.commit"
 
-# A handle reused for many commits slows down (FINDINGS.md); reopen it this often.
+# Kept for callers that read it: a snapshot no longer ages (it replays only the commits it has not seen).
 REOPEN_EVERY_COMMITS = 100
-DEFAULT_CHECKPOINT_INTERVAL = 100
-# delta-rs's post-commit hook would write a checkpoint from the writer's own state before anyone checked
-# that its commit is the log's version and not a refill of a hole log cleanup left (S9.5), and would
-# delete log files by its own rule. lakelog does both itself: `Table._commit` checkpoints after its check,
-# `maintenance.cleanup_log` deletes in ascending version order.
-NO_POST_COMMIT_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
-@dataclass(frozen=True)
-class FileEntry:
-    """One active data file of a snapshot, with the offset range its statistics give."""
+class Table(StrictCommit):
+    """One Delta table and a snapshot of it at a known version.
 
-    path: str
-    min_offset: int
-    max_offset: int
-    num_records: int
-    size_bytes: int
-    min_producer_id: int
-    max_producer_id: int
-    # The add action's modificationTime: when the file was committed, by the clock its writer passed in.
-    modification_time_ms: int = 0
-    # Rows whose key is null, from the statistics (-1: not recorded): a file of markers only has no keyed row.
-    null_keys: int = -1
-
-
-class Table:
-    """One Delta table and a handle at a known snapshot version.
-
-    Every delta-rs, pyarrow or OS failure leaves here as `KafkaStorageError`
-    (retriable) or `CorruptRecord` (not), naming the table and version.
+    Every pyarrow or OS failure leaves here as `KafkaStorageError` (retriable) or
+    `CorruptRecord` (not), naming the table and version.
     """
 
-    def __init__(self, location: Location | str, handle: DeltaTable) -> None:
+    def __init__(self, location: Location | str, snapshot: Snapshot | None) -> None:
         self.location = Location.of(location, what="table")
         self.uri = self.location.uri
         self.io = self.location.io
-        self._handle = handle
-        self._commits_on_handle = 0
-        self._files: tuple[int, list[FileEntry]] | None = None
+        self._log = DeltaLog(self.location)
+        self._snapshot = snapshot if snapshot is not None else Snapshot(-1)
 
     # -- opening and creating -------------------------------------------------
 
     @classmethod
-    def open(cls, location: Location | str) -> Table:
-        """Open an existing table at its latest version; `TableNotFoundError` if absent."""
+    def open(cls, location: Location | str, version: int | None = None) -> Table:
+        """Open an existing table at its latest version (or at `version`); `TableNotFoundError` if absent."""
         location = Location.of(location, what="table")
         with storage_errors(location.uri, "opening"):
-            return cls(location, load_handle(location))
+            return cls(location, DeltaLog(location).load(version))
 
     @classmethod
     def create(cls, location: Location | str, schema: pa.Schema, configuration: Mapping[str, str]) -> tuple[Table, bool]:
         """Create the table as version 0 (put-if-absent); returns (table, created by this call)."""
         location = Location.of(location, what="table")
-        location.io.make_dirs(location.uri)
+        now_ms = _now_ms()
+        try:
+            text = schema_string(schema)
+        except UnsupportedSchema as error:
+            raise KafkaStorageError(f"creating {location.uri} failed: {error}", uri=location.uri) from error
+        actions = [
+            commit_info(now_ms, "CREATE TABLE", uuid.uuid4().hex, {"mode": "ErrorIfExists"}, None),
+            protocol_action(),
+            metadata_action(None, text, configuration, now_ms),
+        ]
+        delta_log = DeltaLog(location)
         try:
             with storage_errors(location.uri, "creating"):
-                try:
-                    handle = DeltaTable.create(
-                        location.uri,
-                        schema,
-                        mode="error",
-                        configuration=dict(configuration),
-                        raise_if_key_not_exists=False,
-                        storage_options=location.io.delta_options(),
-                        # With retries a creator that lost version 0 would commit a second CREATE as version 1.
-                        commit_properties=CommitProperties(max_commit_retries=0),
-                    )
-                except DeltaError:
-                    if not DeltaTable.is_deltatable(location.uri, location.io.delta_options()):
-                        raise
-                    handle = None
+                location.io.make_dirs(location.uri)
+                created = delta_log.put_commit(0, encode_commit(actions))
         except KafkaStorageError:
             if not cls.exists(location):
                 raise
-            handle = None
-        if handle is None:
+            created = False
+        if not created:
             return cls.open(location), False
-        table = cls(location, handle)
+        table = cls(location, replay([(0, actions)]))
         if not table._created_in_the_log():
             return cls.open(location), False
         log.info("created table %s", location.uri)
@@ -129,20 +119,22 @@ class Table:
     def _created_in_the_log(self) -> bool:
         """After a successful put of 0.json: is it the log's version 0, or a refill of one log cleanup deleted (S9.5)?
 
-        A creator paused between delta-rs's look for the table and its put could
-        put 0.json into the hole cleanup leaves behind a long-lived table's
-        checkpoints. The latest snapshot then is that table's: another table id.
-        The stray 0.json is removed (logged) and the creator opens the table.
+        Cleanup deletes only behind checkpoints, so a table whose 0.json is gone
+        has a `_last_checkpoint`; if there is one, the latest snapshot decides: a
+        creator paused between its look for the table and its put finds another
+        table id there. The stray 0.json is removed (logged) and the creator
+        opens the table.
         """
         try:
-            latest = load_handle(self.location)
-            if latest.metadata().id == self.table_id:
+            if not self.io.file_exists(self._log.file_uri(LAST_CHECKPOINT)):
                 return True
-        except (DeltaError, OSError) as error:
+            if self._log.load().table_id == self.table_id:
+                return True
+        except (KafkaStorageError, SnapshotError, MalformedCommit, OSError) as error:
             raise KafkaStorageError(
                 f"creating {self.uri}: version 0 was written but the log cannot be read: {one_line(error)}", uri=self.uri
             ) from error
-        stray = self.child_uri(f"_delta_log/{0:020d}.json")
+        stray = self._log.file_uri(commit_name(0))
         log.warning("%s: the create put version 0 into a hole of an existing table's log; removing it", self.uri)
         try:
             if self.table_id in self.io.read(stray).decode("utf-8", "replace"):
@@ -155,59 +147,34 @@ class Table:
     def exists(location: Location | str) -> bool:
         location = Location.of(location, what="table")
         with storage_errors(location.uri, "looking up"):
-            return DeltaTable.is_deltatable(location.uri, location.io.delta_options())
+            return DeltaLog(location).exists()
 
     # -- the snapshot in hand -------------------------------------------------
 
     @property
     def version(self) -> int:
-        return self._handle.version()
+        return self._snapshot.version
 
     @property
     def table_id(self) -> str:
         """The Delta table's id: a table created again in the same place gets a new one."""
-        return self._handle.metadata().id
+        return self._snapshot.table_id
 
     @property
     def configuration(self) -> dict[str, str]:
-        return dict(self._handle.metadata().configuration)
+        return self._snapshot.configuration
 
     @property
     def schema(self) -> pa.Schema:
-        return pa.schema(self._handle.schema().to_arrow())
+        return self._snapshot.schema
 
     def app_version(self, app_id: str) -> int | None:
         """The `txn` version recorded for `app_id` in this snapshot (survives checkpoints)."""
-        with storage_errors(self.uri, "reading", self.version):
-            return self._handle.transaction_version(app_id)
+        return self._snapshot.app_version(app_id)
 
     def files(self) -> list[FileEntry]:
         """Active data files of this snapshot, ordered by first offset; cached per version."""
-        version = self.version
-        if self._files is None or self._files[0] != version:
-            with storage_errors(self.uri, "listing the files of", version):
-                actions = pa.table(self._handle.get_add_actions(flatten=True))
-            entries = []
-            if actions.num_rows:
-                columns = actions.to_pydict()
-                null_keys = columns.get("null_count.key") or [None] * actions.num_rows
-                for i in range(actions.num_rows):
-                    entries.append(
-                        FileEntry(
-                            path=columns["path"][i],
-                            min_offset=columns["min.offset"][i],
-                            max_offset=columns["max.offset"][i],
-                            num_records=columns["num_records"][i],
-                            size_bytes=columns["size_bytes"][i],
-                            min_producer_id=columns["min.producer_id"][i],
-                            max_producer_id=columns["max.producer_id"][i],
-                            modification_time_ms=columns["modification_time"][i] or 0,
-                            null_keys=-1 if null_keys[i] is None else null_keys[i],
-                        )
-                    )
-            entries.sort(key=lambda entry: entry.min_offset)
-            self._files = (version, entries)
-        return self._files[1]
+        return self._snapshot.files()
 
     def file_path(self, entry: FileEntry) -> str:
         return self.child_uri(entry.path)
@@ -222,16 +189,8 @@ class Table:
 
     def data_files(self) -> list[FileEntry]:
         """Active data files of this snapshot, by path, for tables of any schema (no offset statistics)."""
-        with storage_errors(self.uri, "listing the files of", self.version):
-            actions = pa.table(self._handle.get_add_actions(flatten=True))
-        if not actions.num_rows:
-            return []
-        columns = actions.to_pydict()
-        entries = [
-            FileEntry(path, 0, 0, records, size, 0, 0)
-            for path, records, size in zip(columns["path"], columns["num_records"], columns["size_bytes"])
-        ]
-        return sorted(entries, key=lambda entry: entry.path)
+        entries = self._snapshot.entries()
+        return sorted((FileEntry(entry.path, 0, 0, entry.num_records, entry.size_bytes, 0, 0) for entry in entries), key=_path)
 
     def read_data_file(self, entry: FileEntry) -> pa.Table:
         """One data file of a table of any schema, in the table's schema; CorruptRecord if unreadable."""
@@ -265,30 +224,31 @@ class Table:
         except FileNotFoundError as error:
             raise CorruptRecord(f"{where} is missing", path=path) from error
         except KafkaStorageError as error:
-            if _is_decoding_error(error.__cause__):
-                raise CorruptRecord(f"{where} is unreadable: {one_line(error.__cause__)}", path=path) from error
+            cause = error.__cause__
+            if cause is not None and _is_decoding_error(cause):
+                raise CorruptRecord(f"{where} is unreadable: {one_line(cause)}", path=path) from error
             raise
         except pa.ArrowException as error:
             raise CorruptRecord(f"{where} is unreadable: {one_line(error)}", path=path) from error
 
     def history(self, limit: int) -> list[dict]:
+        """The commitInfo of the newest `limit` commits still in the log, newest first, each with its `version`."""
+        entries: list[dict] = []
         with storage_errors(self.uri, "reading the history of", self.version):
-            return self._handle.history(limit)
+            for version in range(self.version, max(-1, self.version - limit), -1):
+                actions = self._log.read_commit(version)
+                if actions is None:
+                    break
+                info: dict = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
+                entries.append({**info, "version": version})
+        return entries
 
-    # -- moving the handle ----------------------------------------------------
+    # -- moving the snapshot ----------------------------------------------------
 
     def refresh(self) -> int:
-        """Bring the handle to the latest version (reopening an aged handle); returns it."""
-        if self._commits_on_handle < REOPEN_EVERY_COMMITS:
-            try:
-                self._handle.update_incremental()
-                return self.version
-            except (DeltaError, OSError):
-                # Log cleanup may have deleted commits this old handle would replay: load from a checkpoint.
-                pass
+        """Bring the snapshot to the latest version (reading only the commits after it); returns it."""
         with storage_errors(self.uri, "reloading", self.version):
-            self._handle = load_handle(self.location)
-        self._commits_on_handle = 0
+            self._snapshot = self._log.advance(self._snapshot)
         return self.version
 
     # -- the strict commit ----------------------------------------------------
@@ -312,15 +272,9 @@ class Table:
         decided_on = self.version
         name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
         path = self.child_uri(name)
-        size = self.io.write_parquet(data, path, compression=compression)
-        action = AddAction(
-            path=name,
-            size=size,
-            partition_values={},
-            modification_time=time.time_ns() // 1_000_000 if modification_time_ms is None else modification_time_ms,
-            data_change=True,
-            stats=file_statistics(data),
-        )
+        size = self.io.write_parquet(data, path, compression=compression, fresh=True)
+        modified_ms = _now_ms() if modification_time_ms is None else modification_time_ms
+        action = add_action(name, size, modified_ms, True, file_statistics(data))
         return self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
 
     def rewrite(
@@ -354,8 +308,8 @@ class Table:
         decided_on = self.version
         if not removed and not added and not app_versions:
             raise ValueError(f"{self.uri}: a rewrite with no file and no app version would commit nothing")
-        now_ms = time.time_ns() // 1_000_000
-        actions: list[AddAction | RemoveAction] = []
+        now_ms = _now_ms()
+        actions: list[dict[str, Any]] = []
         owned: list[str] = []
         schema: pa.Schema | None = None
         try:
@@ -364,16 +318,16 @@ class Table:
                 name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
                 path = self.child_uri(name)
                 owned.append(path)
-                size = self.io.write_parquet(data, path, compression=compression)
+                size = self.io.write_parquet(data, path, compression=compression, fresh=True)
                 modified_ms = now_ms if modified_ms is None else modified_ms
-                actions.append(AddAction(name, size, {}, modified_ms, data_change, file_statistics(data, offset_range)))
+                actions.append(add_action(name, size, modified_ms, data_change, file_statistics(data, offset_range)))
                 schema = schema or data.schema
         except BaseException:
             for path in owned:
-                _remove_quietly(self, path)
+                _remove_quietly(self.io, self.uri, path)
             raise
         for entry in removed:
-            actions.append(RemoveAction(entry.path, data_change, now_ms, entry.size_bytes, {}))
+            actions.append(remove_action(entry.path, now_ms, data_change, entry.size_bytes))
         return self._commit(actions, schema or self.schema, "append", decided_on, app_versions, metadata, owned)
 
     def commit_files(
@@ -396,6 +350,7 @@ class Table:
         (the files are left for the caller).
         """
         decided_on = self.version
+        now_ms = _now_ms()
         actions = []
         for name in names:
             path = self.child_uri(name)
@@ -407,16 +362,9 @@ class Table:
             except pa.ArrowException as error:
                 raise CorruptRecord(f"cannot commit {path}: {one_line(error)}", path=path) from error
             info = self.io.info(path)
-            actions.append(
-                AddAction(
-                    path=name,
-                    size=info.size if info is not None else 0,
-                    partition_values={},
-                    modification_time=time.time_ns() // 1_000_000,
-                    data_change=True,
-                    stats=statistics,
-                )
-            )
+            actions.append(add_action(name, info.size if info is not None else 0, now_ms, True, statistics))
+        if overwrite:
+            actions.extend(remove_action(entry.path, now_ms, True, entry.size_bytes) for entry in self.data_files())
         mode = "overwrite" if overwrite else "append"
         return self._commit(actions, schema, mode, decided_on, app_versions, metadata, [])
 
@@ -427,231 +375,14 @@ class Table:
         version, an unknown outcome resolved by reading the log (S12.3).
         """
         decided_on = self.version
-        commit_id = uuid.uuid4().hex
-        properties = CommitProperties(max_commit_retries=0, custom_metadata={COMMIT_ID_KEY: commit_id})
-        version = decided_on + 1
-        try:
-            self._handle.alter.set_table_properties(
-                dict(configuration),
-                raise_if_not_exists=False,
-                commit_properties=properties,
-                post_commithook_properties=NO_POST_COMMIT_HOOKS,
-            )
-        except (CommitFailedError, DeltaError, OSError) as error:
-            if not self._landed(decided_on, commit_id, error, []):
-                raise CommitConflict(
-                    f"version {version} of {self.uri} was taken by another writer",
-                    decided_on=decided_on,
-                    current_version=self.version,
-                ) from error
-        self._check_not_in_the_past(version, commit_id, [], [])
-        self._commits_on_handle += 1
-        self.refresh()
-        self._checkpoint_if_due(version)
-        return version
-
-    def _commit(
-        self,
-        actions: list[AddAction | RemoveAction],
-        schema: pa.Schema,
-        mode: str,
-        decided_on: int,
-        app_versions: Mapping[str, int] | None,
-        metadata: Mapping[str, str] | None,
-        owned: list[str],
-    ) -> int:
-        """Commit `actions` as exactly version `decided_on + 1`; resolve an unknown outcome by reading the log (S12.3).
-
-        `owned` are files this call wrote: deleted again when the commit is known
-        to have lost (S8.3), kept when its outcome is unknown (it may still land).
-        """
-        commit_id = uuid.uuid4().hex
-        properties = CommitProperties(
-            max_commit_retries=0,
-            app_transactions=[Transaction(app_id, version) for app_id, version in (app_versions or {}).items()],
-            custom_metadata={**dict(metadata or {}), COMMIT_ID_KEY: commit_id},
-        )
-        version = decided_on + 1
-        added = [action.path for action in actions if isinstance(action, AddAction)]
-        try:
-            self._handle.create_write_transaction(
-                actions, mode=mode, schema=schema, commit_properties=properties, post_commithook_properties=NO_POST_COMMIT_HOOKS
-            )
-        except (CommitFailedError, DeltaError, OSError) as error:
-            if not self._landed(decided_on, commit_id, error, added):
-                if owned:
-                    log.debug(
-                        "%s: version %d went to another writer; deleting this writer's %d file(s)", self.uri, version, len(owned)
-                    )
-                for path in owned:
-                    _remove_quietly(self, path)
-                raise CommitConflict(
-                    f"version {version} of {self.uri} was taken by another writer",
-                    decided_on=decided_on,
-                    current_version=self.version,
-                ) from error
-            log.warning(
-                "%s: commit of version %d reported %s, but the log holds it: committed", self.uri, version, one_line(error)
-            )
-        self._check_not_in_the_past(version, commit_id, added, owned)
-        self._commits_on_handle += 1
-        self.refresh()
-        if self.version < version:
-            raise KafkaStorageError(f"{self.uri}: version {version} is not visible after its commit", uri=self.uri)
-        self._checkpoint_if_due(version)
-        return version
-
-    def _check_not_in_the_past(self, version: int, commit_id: str, added: list[str], owned: list[str]) -> None:
-        """After a successful put of `version`.json: prove it is the log's version, not a hole's refill (S9.5).
-
-        `maintenance.cleanup_log` deletes commit files in ascending version order
-        and never one at or after the checkpoints it keeps, so if N.json had been
-        deleted before this writer's put, (N-1).json was deleted before it. One
-        HEAD of (N-1).json is the proof in the common case, whatever the writer's
-        pause between its decision and its put. If (N-1).json is gone, the latest
-        snapshot decides (`_in_latest_snapshot`); a commit found in the past is a
-        lost race, `CommitConflict`, with its stray commit file and this writer's
-        files removed (logged); one that cannot be told is `KafkaStorageError`.
-        """
-        if version == 0:
-            return
-        before = self.child_uri(f"_delta_log/{version - 1:020d}.json")
-        try:
-            if self.io.info(before) is not None:
-                return
-        except KafkaStorageError as failure:
-            raise KafkaStorageError(
-                f"version {version} of {self.uri} was written but its place in the log is unknown: {failure}",
-                uri=self.uri,
-                decided_on=version - 1,
-            ) from failure
-        if self._in_latest_snapshot(
-            version, added, f"version {version} of {self.uri} was written but its place in the log is unknown"
-        ):
-            return
-        log.warning(
-            "%s: the put of version %d refilled a commit file log cleanup had deleted (the writer decided on a snapshot "
-            "older than the kept log): a lost race; removing it and this writer's %d file(s)",
-            self.uri,
-            version,
-            len(owned),
-        )
-        stray = self.child_uri(f"_delta_log/{version:020d}.json")
-        try:
-            if commit_id in self.io.read(stray).decode("utf-8", "replace"):
-                self.io.delete(stray)
-        except (FileNotFoundError, KafkaStorageError) as error:
-            log.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
-        for path in owned:
-            _remove_quietly(self, path)
-        raise CommitConflict(
-            f"version {version} of {self.uri} was taken by another writer long ago",
-            decided_on=version - 1,
-            current_version=self.version,
-        )
-
-    def _in_latest_snapshot(self, version: int, added: list[str], unknown: str) -> bool:
-        """Whether a commit of `version` that added the files `added` is in the log, read on the latest snapshot.
-
-        True if one of its files is active there or removed since (a tombstone);
-        False if none is: the commit is not the log's `version` (the log's was
-        another writer's). A commit that added no file cannot be told this way:
-        `KafkaStorageError` (unknown outcome, S12.3), as when the log cannot be
-        read. The one case read wrongly as False: the commit was the log's, and
-        its files were removed and their tombstones expired (the table's
-        `delete.retention.ms`) while this call was paused. The handle moves to the
-        latest snapshot.
-        """
-        try:
-            self._handle = load_handle(self.location)
-            self._commits_on_handle = 0
-            if self.version < version:
-                raise KafkaStorageError(
-                    f"{unknown}: the latest snapshot is version {self.version}", uri=self.uri, decided_on=version - 1
-                )
-            if not added:
-                raise KafkaStorageError(f"{unknown}: the commit added no file to look for", uri=self.uri, decided_on=version - 1)
-            active = set(pa.table(self._handle.get_add_actions(flatten=True)).column("path").to_pylist())
-            removed = set(self._handle.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False))
-        except (DeltaError, OSError) as error:
-            raise KafkaStorageError(f"{unknown}: {one_line(error)}", uri=self.uri, decided_on=version - 1) from error
-        return any(name in active or name in removed for name in added)
-
-    def _checkpoint_if_due(self, version: int) -> None:
-        """Write a checkpoint at the snapshot in hand if `version` or it is on the checkpoint interval.
-
-        Called only after `_check_not_in_the_past`, so a checkpoint is never built
-        from a commit that refilled a hole. The handle may have moved past
-        `version` (others committed): the checkpoint is then of that later
-        version, a snapshot read from the log. A failure is logged, not raised:
-        the commit stands and the next interval checkpoints again.
-        """
-        interval = checkpoint_interval(self.configuration)
-        if not (is_checkpoint_version(version, interval) or is_checkpoint_version(self.version, interval)):
-            return
-        try:
-            self._handle.create_checkpoint()
-        except (DeltaError, OSError) as error:
-            log.warning("%s: checkpoint at version %d failed: %s", self.uri, self.version, one_line(error))
-
-    def _landed(self, decided_on: int, commit_id: str, error: BaseException, added: list[str]) -> bool:
-        """After a failed commit: True if version decided_on+1 holds this commit, False if another writer's.
-
-        Raises KafkaStorageError if the log cannot tell (version decided_on+1 is not
-        there, or cannot be read): the commit may still land, so it is neither failed
-        nor to be retried blindly (S12.3). If log cleanup deleted that version's
-        file, the latest snapshot decides (`_in_latest_snapshot`, S9.5).
-        """
-        version = decided_on + 1
-        unknown = f"committing version {version} of {self.uri} failed ({one_line(error)}) and its outcome is unknown"
-        try:
-            self.refresh()
-            if self.version < version:
-                raise KafkaStorageError(f"{unknown}: the version is not in the log yet", uri=self.uri, decided_on=decided_on)
-            text = self.io.read(self.child_uri(f"_delta_log/{version:020d}.json")).decode("utf-8", "replace")
-        except FileNotFoundError:
-            # Deleted by log cleanup: after this commit landed, or before a put into the past was tried (S9.5).
-            return self._in_latest_snapshot(version, added, f"{unknown}: its log file is gone")
-        except KafkaStorageError as failure:
-            if failure.__cause__ is None:
-                raise
-            raise KafkaStorageError(f"{unknown}: {failure}", uri=self.uri, decided_on=decided_on) from error
-        return commit_id in text
+        current = self._snapshot.metadata or {}
+        merged = {**self.configuration, **{str(key): str(value) for key, value in configuration.items()}}
+        action = metadata_action(self.table_id, self._snapshot.schema_string, merged, current.get("createdTime") or _now_ms())
+        return self._commit([action], self.schema, "set_configuration", decided_on, None, None, [])
 
 
-# Opening lists _delta_log, then reads the checkpoint and commits it chose: a writer's log cleanup
-# (maintenance.cleanup_log) may delete one in between. It deletes only behind a newer checkpoint, so a
-# new listing loads; a partition written at heartbeat rate checkpoints every second or so.
-OPEN_ATTEMPTS = 5
-
-
-def load_handle(location: Location | str) -> DeltaTable:
-    """A delta-rs handle at the table's latest version, listing the log again if a file vanished under it."""
-    location = Location.of(location, what="table")
-    for attempt in range(OPEN_ATTEMPTS):
-        try:
-            return DeltaTable(location.uri, storage_options=location.io.delta_options())
-        except TableNotFoundError:
-            raise
-        except DeltaError as error:
-            vanished = "_delta_log" in str(error) and "not found" in str(error).lower()
-            if not vanished or attempt == OPEN_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
-def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:
-    """The table's `delta.checkpointInterval` (DEFAULT_CHECKPOINT_INTERVAL if unset or not a number)."""
-    value = configuration.get("delta.checkpointInterval")
-    try:
-        return max(1, int(value)) if value is not None else DEFAULT_CHECKPOINT_INTERVAL
-    except ValueError:
-        return DEFAULT_CHECKPOINT_INTERVAL
-
-
-def is_checkpoint_version(version: int, interval: int) -> bool:
-    """Whether a checkpoint is written at this version (99, 199, ...: delta-rs 1.6's own schedule, kept)."""
-    return version > 0 and (version + 1) % interval == 0
+def _path(entry: FileEntry) -> str:
+    return entry.path
 
 
 def _added_item(item: Any) -> tuple[pa.Table, tuple[int, int] | None, int | None]:
@@ -661,14 +392,6 @@ def _added_item(item: Any) -> tuple[pa.Table, tuple[int, int] | None, int | None
     if len(item) == 2:
         return item[0], item[1], None
     return item[0], item[1], item[2]
-
-
-def _remove_quietly(table: Table, path: str) -> None:
-    try:
-        table.io.delete(path)
-    except KafkaStorageError as error:
-        # Only a cache of nothing: vacuum removes files in no commit later.
-        log.warning("%s: could not delete %s after a lost commit: %s", table.uri, path, error)
 
 
 def _is_decoding_error(error: BaseException | None) -> bool:
@@ -683,14 +406,24 @@ def _is_decoding_error(error: BaseException | None) -> bool:
 
 @contextlib.contextmanager
 def storage_errors(uri: str, doing: str, version: int | None = None) -> Iterator[None]:
-    """Turn a delta-rs, pyarrow or OS failure into KafkaStorageError naming the table and version."""
+    """Turn a pyarrow, OS or log-format failure into KafkaStorageError naming the table and version."""
     try:
         yield
-    except (KafkaException, TableNotFoundError, CommitFailedError):
+    except (KafkaException, TableNotFoundError):
         raise
-    except (DeltaError, OSError, pa.ArrowException) as error:
+    except (OSError, pa.ArrowException, SnapshotError, MalformedCommit) as error:
         at = f" at version {version}" if version is not None else ""
         raise KafkaStorageError(f"{doing} {uri}{at} failed: {one_line(error)}", uri=uri, version=version) from error
 
 
-__all__ = ["FileEntry", "Table", "TableNotFoundError", "REOPEN_EVERY_COMMITS", "storage_errors"]
+__all__ = [
+    "COMMIT_ID_KEY",
+    "FileEntry",
+    "REOPEN_EVERY_COMMITS",
+    "Table",
+    "TableNotFoundError",
+    "checkpoint_interval",
+    "deleted_file_retention_ms",
+    "is_checkpoint_version",
+    "storage_errors",
+]

@@ -125,7 +125,7 @@ def test_S9_5_a_create_that_refilled_version_0_is_not_a_create(partition, root):
     elsewhere, _ = Table.create(Location.of(root) / "elsewhere", table.schema, {})
     zero = f"_delta_log/{0:020d}.json"
     table.io.write(table.child_uri(zero), elsewhere.io.read(elsewhere.child_uri(zero)))
-    creator = Table(table.location, elsewhere._handle)
+    creator = Table(table.location, elsewhere._snapshot)
     assert not creator._created_in_the_log()
     assert 0 not in log_versions(table), "the stray 0.json is removed"
     assert Table.open(table.location).version == 3 * INTERVAL

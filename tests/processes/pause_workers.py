@@ -6,40 +6,46 @@ Kept free of pytest so the child imports little. Reports are plain tuples on a q
 
 from __future__ import annotations
 
-import os
-import signal
 import traceback
 
 from lakelog.log import open_partition, payload_table
 
 
-def append_paused_before_the_put(root, topic, value, paused, queue) -> None:
-    """Append one record; its first commit attempt stops the process after the decision, before the put.
+def append_paused_before_the_put(root, topic, value, queue) -> None:
+    """Append one record; its first commit stops the process after the decision, just before the commit's put.
 
-    The pause point wraps `Table._commit` (test only): the rows are stamped with their offsets and the
-    version to take is fixed when it is reached. `paused` is set just before SIGSTOP, so the test knows
-    the decision is made; after SIGCONT the put runs and the append's outcome is reported.
+    The stop is the store's own (lakelog.store.strict_commit.STOP_BEFORE_COMMIT_PUT, set by the test in
+    this process's environment): the Parquet file is written, the actions are built for version v+1, and
+    the process SIGSTOPs itself before the put-if-absent of v+1.json. The decisions (versions decided on)
+    and the WARNINGs the store logs are reported with the append's outcome.
     """
     try:
+        import logging
+
         log = open_partition(root, topic, 0)
         table = log.table
         commit = table._commit
         attempts = []
+        warnings: list[str] = []
 
-        def pausing_commit(actions, schema, mode, decided_on, *args):
+        class Collect(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if record.levelno >= logging.WARNING:
+                    warnings.append(record.getMessage())
+
+        logging.getLogger("lakelog.store").addHandler(Collect())
+
+        def recording_commit(actions, schema, mode, decided_on, *args):
             attempts.append(decided_on)
-            if len(attempts) == 1:
-                paused.set()
-                os.kill(os.getpid(), signal.SIGSTOP)
             return commit(actions, schema, mode, decided_on, *args)
 
-        table._commit = pausing_commit
+        table._commit = recording_commit
         try:
             result = log.append(payload_table([value]))
         except Exception as error:  # noqa: BLE001 - reported: the test judges the outcome
-            queue.put(("refused", type(error).__name__, str(error), attempts))
+            queue.put(("refused", type(error).__name__, str(error), attempts, warnings))
         else:
-            queue.put(("appended", result.base_offset, result.version, attempts))
+            queue.put(("appended", result.base_offset, result.version, attempts, warnings))
         queue.put(("done",))
     except BaseException:
         queue.put(("crashed", traceback.format_exc()))

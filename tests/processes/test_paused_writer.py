@@ -1,12 +1,14 @@
-"""S9.5: a writer paused for any time between its decision and its put cannot commit into the past.
+"""S9.5: a writer paused for any time between its decision and its commit's put cannot commit into the past.
 
 Log cleanup deletes commit files behind the kept checkpoints once they are older than the retention. A
-writer that decided on version v and is then paused (here SIGSTOP, for as long as the test likes) may
-find v+1.json deleted when it resumes, and its put-if-absent of v+1.json would succeed into the hole.
-`Table._commit` checks after every put that the file is the log's version (a HEAD of v.json, which
-cleanup deletes first, then the latest snapshot), so the writer sees a lost race and decides again on
-the latest snapshot; no checkpoint is built from its stale state (lakelog writes checkpoints itself,
-after the check). Real processes, real tables, a tiny retention, no sleep standing in for a bound.
+writer that decided on version v and is then stopped (SIGSTOP, at the store's own stop point between the
+last read and the put of v+1.json, for as long as the test likes) may find v+1.json deleted when it
+resumes, and its put-if-absent of v+1.json succeeds into the hole. Nothing between the decision and the
+put reads the log, so the one guard is the check after the put (`Table._check_not_in_the_past`): a HEAD
+of v.json, which cleanup deleted first, then the latest snapshot. The resumed writer must see a lost
+race: the refill WARNING is logged, its stray commit file and its Parquet file are removed, and it
+decides again on the latest snapshot (or its append is refused); no checkpoint is built from its stale
+state. Real processes, real tables, a tiny retention, no sleep standing in for a bound.
 """
 
 from __future__ import annotations
@@ -14,18 +16,21 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import time
 
 import pytest
 
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store import Location
 from lakelog.store.maintenance import cleanup_log
+from lakelog.store.strict_commit import STOP_BEFORE_COMMIT_PUT
 from processes.pause_workers import append_paused_before_the_put
 
 pytestmark = [pytest.mark.roots("local", "s3"), pytest.mark.slow]
 
 INTERVAL = 5
 LATER_COMMITS = 3 * INTERVAL
+REFILL_WARNING = "refilled a commit file log cleanup had deleted"
 
 
 def all_rows(root: str, topic: str) -> list[dict]:
@@ -39,14 +44,32 @@ def all_rows(root: str, topic: str) -> list[dict]:
     return rows
 
 
-def test_S9_5_a_writer_paused_past_log_cleanup_cannot_commit_into_the_hole_it_left(root):
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (state T in /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def wait_until_stopped(process, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not stopped(process.pid):
+        assert process.is_alive(), "the writer exited before its stop point"
+        assert time.monotonic() < deadline, "the writer never reached its stop point"
+        time.sleep(0.05)
+
+
+def test_S9_5_a_writer_stopped_before_its_put_past_log_cleanup_cannot_commit_into_the_hole(root, monkeypatch):
     create_topic(root, "t", 1, {"checkpoint.interval.commits": INTERVAL, "delta.log.retention.ms": 0})
     context = multiprocessing.get_context("spawn")
-    paused, reports = context.Event(), context.Queue()
-    writer = context.Process(target=append_paused_before_the_put, args=(root, "t", b"paused", paused, reports), daemon=True)
+    reports = context.Queue()
+    table_uri = open_partition(root, "t", 0).table.uri
+    # The spawned writer inherits this environment: it stops itself before its first commit put to the table.
+    monkeypatch.setenv(STOP_BEFORE_COMMIT_PUT, table_uri)
+    writer = context.Process(target=append_paused_before_the_put, args=(root, "t", b"paused", reports), daemon=True)
     writer.start()
+    monkeypatch.delenv(STOP_BEFORE_COMMIT_PUT)
     try:
-        assert paused.wait(120), "the writer never reached its pause point"
+        wait_until_stopped(writer, 120)
         # The writer decided on version 0 and will put 1.json. Meanwhile: three checkpoints, then cleanup.
         log = open_partition(root, "t", 0)
         acknowledged = {}
@@ -55,7 +78,9 @@ def test_S9_5_a_writer_paused_past_log_cleanup_cannot_commit_into_the_hole_it_le
             acknowledged[value] = log.append(payload_table([value])).base_offset
         cleanup_log(log.table, keep_checkpoints=2, retention_s=0)
         delta_log = Location.of(log.table.uri) / "_delta_log"
-        assert not (delta_log / f"{1:020d}.json").exists(), "cleanup left the version the writer will put"
+        assert not (delta_log / f"{0:020d}.json").exists() and not (delta_log / f"{1:020d}.json").exists(), (
+            "cleanup left the version the writer decided on, or the one it will put"
+        )
         os.kill(writer.pid, signal.SIGCONT)
         report = reports.get(timeout=120)
         assert report[0] != "crashed", report[1]
@@ -65,14 +90,16 @@ def test_S9_5_a_writer_paused_past_log_cleanup_cannot_commit_into_the_hole_it_le
         if writer.is_alive():
             os.kill(writer.pid, signal.SIGCONT)
             writer.kill()
+    *_, attempts, warnings = report
+    assert attempts[0] == 0, attempts
+    assert any(REFILL_WARNING in warning for warning in warnings), warnings
     rows = all_rows(root, "t")
     values = [row["value"] for row in rows]
     if report[0] == "appended":
         # Told of the lost race, the writer decided again on the latest snapshot (S9.5): its record is there.
-        _, offset, version, attempts = report
+        offset, version = report[1], report[2]
         acknowledged[b"paused"] = offset
-        assert attempts[0] == 0 and len(attempts) >= 2, attempts
-        assert version > LATER_COMMITS
+        assert len(attempts) >= 2 and version > LATER_COMMITS, (attempts, version)
     else:
         # Refused: its record must not be in the log.
         assert b"paused" not in values, report
@@ -80,4 +107,9 @@ def test_S9_5_a_writer_paused_past_log_cleanup_cannot_commit_into_the_hole_it_le
     assert {row["value"]: row["offset"] for row in rows} == acknowledged
     # The stray commit file was removed again, and the log loads from its checkpoints.
     assert not (delta_log / f"{1:020d}.json").exists()
-    assert open_partition(root, "t", 0).table.version == (report[2] if report[0] == "appended" else LATER_COMMITS)
+    table = open_partition(root, "t", 0).table
+    assert table.version == (report[2] if report[0] == "appended" else LATER_COMMITS)
+    # Its Parquet file was removed: every data file in the folder is an active file of the latest snapshot.
+    active = {entry.path for entry in table.files()}
+    on_disk = {entry.name for entry in Location.of(table.uri).list() if entry.name.endswith(".parquet")}
+    assert on_disk == active, on_disk - active

@@ -1,64 +1,95 @@
-"""Opening a table while a writer's log cleanup deletes old commits (lakelog.store.table.load_handle).
+"""Opening a table while a writer's log cleanup deletes old commits (lakelog.store.delta_log.DeltaLog.load).
 
-delta-rs lists `_delta_log` and then reads the checkpoint and commits it chose; cleanup may delete one of
-them in between (seen once in the main job: "Kernel error: File not found: .../_delta_log/...18.json").
-It deletes only behind a newer checkpoint, so listing again loads. The race itself needs a reader stalled
-between two system calls, so here delta-rs's constructor fails as it did, a given number of times, and
-then opens the real table.
+A cold open reads `_last_checkpoint`, the checkpoint it names, then the commits after it; cleanup may
+delete what it chose in between (seen once in the main job with delta-rs's opener). It deletes only
+behind a newer checkpoint, so opening again loads. A `_last_checkpoint` that is missing or names a
+checkpoint that is gone sends the open to one listing of the log. A snapshot whose next commit files
+cleanup deleted (a reader idle past the log retention) is reloaded from the newest checkpoint.
 """
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from lakelog.errors import KafkaStorageError
 from lakelog.log import create_topic, open_partition, payload_table
-from lakelog.store import table as table_module
-from lakelog.store.table import OPEN_ATTEMPTS, Table, load_handle
+from lakelog.store import delta_log as delta_log_module
+from lakelog.store.delta_log import LOAD_ATTEMPTS, DeltaLog
+from lakelog.store.maintenance import cleanup_log
+from lakelog.store.table import Table
 
-
-def failing_first(times: int, error: Exception):
-    calls = []
-
-    def open_table(uri: str, **options) -> DeltaTable:
-        calls.append(uri)
-        if len(calls) <= times:
-            raise error
-        return DeltaTable(uri, **options)
-
-    return open_table, calls
+INTERVAL = 5
 
 
 @pytest.fixture
-def uri(root):
-    create_topic(root, "t", 1)
+def log(root):
+    create_topic(root, "t", 1, {"checkpoint.interval.commits": INTERVAL})
     log = open_partition(root, "t", 0)
-    log.append(payload_table([b"a"]))
-    return log.table.uri
+    for index in range(3 * INTERVAL):
+        log.append(payload_table([b"%d" % index]))
+    return log
 
 
-def vanished(uri: str) -> DeltaError:
-    return DeltaError(f"Kernel error: File not found: {uri}/_delta_log/00000000000000000018.json")
+def test_a_last_checkpoint_naming_a_deleted_checkpoint_opens_from_the_newest(log):
+    table = log.table
+    cleanup_log(table, keep_checkpoints=2, retention_s=0)
+    table.io.write(table.child_uri("_delta_log/_last_checkpoint"), json.dumps({"version": INTERVAL - 1, "size": 1}).encode())
+    opened = Table.open(table.location)
+    assert opened.version == table.version and opened.files() == table.files()
 
 
-def test_a_log_file_that_vanished_under_the_listing_is_listed_again(uri, monkeypatch):
-    open_table, calls = failing_first(OPEN_ATTEMPTS - 1, vanished(uri))
-    monkeypatch.setattr(table_module, "DeltaTable", open_table)
-    assert load_handle(uri).version() == 1
-    assert Table.open(uri).version == 1
-    assert len(calls) == OPEN_ATTEMPTS + 1
+def test_a_missing_last_checkpoint_after_cleanup_is_found_by_one_listing(log):
+    table = log.table
+    cleanup_log(table, keep_checkpoints=2, retention_s=0)
+    table.io.delete(table.child_uri("_delta_log/_last_checkpoint"))
+    listings = []
+    names = DeltaLog.names
+
+    def counted(self):
+        listings.append(self.uri)
+        return names(self)
+
+    DeltaLog.names = counted
+    try:
+        opened = Table.open(table.location)
+    finally:
+        DeltaLog.names = names
+    assert opened.version == table.version and opened.files() == table.files()
+    assert len(listings) == 1
 
 
-def test_it_gives_up_after_a_few_attempts_and_other_errors_are_not_retried(uri, monkeypatch):
-    open_table, calls = failing_first(OPEN_ATTEMPTS, vanished(uri))
-    monkeypatch.setattr(table_module, "DeltaTable", open_table)
-    with pytest.raises(DeltaError, match="File not found"):
-        load_handle(uri)
-    assert len(calls) == OPEN_ATTEMPTS
-    for error in (DeltaError("Kernel error: invalid checkpoint schema"), TableNotFoundError(f"{uri} does not exist")):
-        open_table, calls = failing_first(1, error)
-        monkeypatch.setattr(table_module, "DeltaTable", open_table)
-        with pytest.raises(type(error)):
-            load_handle(uri)
-        assert len(calls) == 1
+def test_a_checkpoint_that_vanished_under_the_open_is_opened_again_then_given_up(log, monkeypatch):
+    table = log.table
+    read = DeltaLog._read_checkpoint
+    calls = []
+
+    def vanishing(times):
+        def read_checkpoint(self, version, parts):
+            calls.append(version)
+            if len(calls) <= times:
+                raise delta_log_module._Vanished(f"checkpoint {version}")
+            return read(self, version, parts)
+
+        return read_checkpoint
+
+    monkeypatch.setattr(DeltaLog, "_read_checkpoint", vanishing(LOAD_ATTEMPTS - 1))
+    assert Table.open(table.location).version == table.version
+    assert len(calls) == LOAD_ATTEMPTS
+    calls.clear()
+    monkeypatch.setattr(DeltaLog, "_read_checkpoint", vanishing(LOAD_ATTEMPTS))
+    with pytest.raises(KafkaStorageError, match="deleted under each"):
+        Table.open(table.location)
+    assert len(calls) == LOAD_ATTEMPTS
+
+
+def test_a_snapshot_whose_next_commits_were_cleaned_up_reloads_to_the_latest(log, root):
+    idle = Table.open(log.table.location)
+    behind = idle.version
+    for index in range(3 * INTERVAL):
+        log.append(payload_table([b"later-%d" % index]))
+    cleanup_log(log.table, keep_checkpoints=2, retention_s=0)
+    assert not idle.io.exists(idle.child_uri(f"_delta_log/{behind + 1:020d}.json"))
+    assert idle.refresh() == log.table.version
+    assert idle.files() == log.table.files()

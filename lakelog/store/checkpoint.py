@@ -1,0 +1,208 @@
+"""Classic single-file Parquet checkpoints and `_last_checkpoint` (Delta's PROTOCOL.md, "Checkpoints").
+
+A checkpoint of version v is the snapshot at v written as rows of actions, one
+action per row in a column of its kind (`protocol`, `metaData`, `txn`, `add`,
+`remove` for the tombstones not yet expired). `_last_checkpoint` names the
+newest one so a reader opens from it. lakelog writes both from its own
+snapshot (`checkpoint_table`, `last_checkpoint`) and reads checkpoints any Delta
+writer made (`snapshot_from_checkpoint`: delta-rs's, with its extra columns,
+and multi-part ones read part by part).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pyarrow as pa
+
+from lakelog.store.snapshot import Snapshot
+
+logger = logging.getLogger(__name__)
+
+_STRING_MAP = pa.map_(pa.field("key", pa.string(), False), pa.field("value", pa.string()))
+_DELETION_VECTOR = pa.struct(
+    [
+        pa.field("storageType", pa.string(), False),
+        pa.field("pathOrInlineDv", pa.string(), False),
+        pa.field("offset", pa.int32()),
+        pa.field("sizeInBytes", pa.int32(), False),
+        pa.field("cardinality", pa.int64(), False),
+    ]
+)
+ADD = pa.struct(
+    [
+        pa.field("path", pa.string(), False),
+        pa.field("partitionValues", _STRING_MAP, False),
+        pa.field("size", pa.int64(), False),
+        pa.field("modificationTime", pa.int64(), False),
+        pa.field("dataChange", pa.bool_(), False),
+        pa.field("stats", pa.string()),
+        pa.field("tags", _STRING_MAP),
+        pa.field("deletionVector", _DELETION_VECTOR),
+        pa.field("baseRowId", pa.int64()),
+        pa.field("defaultRowCommitVersion", pa.int64()),
+        pa.field("clusteringProvider", pa.string()),
+    ]
+)
+REMOVE = pa.struct(
+    [
+        pa.field("path", pa.string(), False),
+        pa.field("deletionTimestamp", pa.int64()),
+        pa.field("dataChange", pa.bool_(), False),
+        pa.field("extendedFileMetadata", pa.bool_()),
+        pa.field("partitionValues", _STRING_MAP),
+        pa.field("size", pa.int64()),
+        pa.field("stats", pa.string()),
+        pa.field("tags", _STRING_MAP),
+        pa.field("deletionVector", _DELETION_VECTOR),
+        pa.field("baseRowId", pa.int64()),
+        pa.field("defaultRowCommitVersion", pa.int64()),
+    ]
+)
+METADATA = pa.struct(
+    [
+        pa.field("id", pa.string(), False),
+        pa.field("name", pa.string()),
+        pa.field("description", pa.string()),
+        pa.field(
+            "format",
+            pa.struct([pa.field("provider", pa.string(), False), pa.field("options", _STRING_MAP, False)]),
+            False,
+        ),
+        pa.field("schemaString", pa.string(), False),
+        pa.field("partitionColumns", pa.list_(pa.field("element", pa.string(), False)), False),
+        pa.field("createdTime", pa.int64()),
+        pa.field("configuration", _STRING_MAP, False),
+    ]
+)
+PROTOCOL = pa.struct(
+    [
+        pa.field("minReaderVersion", pa.int32(), False),
+        pa.field("minWriterVersion", pa.int32(), False),
+        pa.field("readerFeatures", pa.list_(pa.field("element", pa.string(), False))),
+        pa.field("writerFeatures", pa.list_(pa.field("element", pa.string(), False))),
+    ]
+)
+TXN = pa.struct(
+    [pa.field("appId", pa.string(), False), pa.field("version", pa.int64(), False), pa.field("lastUpdated", pa.int64())]
+)
+CHECKPOINT_SCHEMA = pa.schema(
+    [
+        pa.field("add", ADD),
+        pa.field("remove", REMOVE),
+        pa.field("metaData", METADATA),
+        pa.field("protocol", PROTOCOL),
+        pa.field("txn", TXN),
+    ]
+)
+_KINDS = [field.name for field in CHECKPOINT_SCHEMA]
+
+
+def checkpoint_table(snapshot: Snapshot, tombstone_cutoff_ms: int) -> pa.Table:
+    """The checkpoint of `snapshot`: protocol, metaData, every txn and add, and tombstones deleted at or after the cutoff.
+
+    One row per action, the action in the column of its kind (the others null); built a kind at a time.
+    """
+    snapshot.check("a checkpoint")
+    groups: list[tuple[str, list[dict[str, Any]]]] = [
+        ("protocol", [snapshot.protocol or {}]),
+        ("metaData", [snapshot.metadata or {}]),
+        ("txn", list(snapshot.txns.values())),
+        ("add", [body if "partitionValues" in body else dict(body, partitionValues={}) for body in snapshot.adds.values()]),
+        (
+            "remove",
+            [body for body in snapshot.tombstones.values() if (body.get("deletionTimestamp") or 0) >= tombstone_cutoff_ms],
+        ),
+    ]
+    pieces = []
+    for kind, bodies in groups:
+        if not bodies:
+            continue
+        columns = {
+            name: pa.array(bodies, CHECKPOINT_SCHEMA.field(name).type)
+            if name == kind
+            else pa.array([None] * len(bodies), CHECKPOINT_SCHEMA.field(name).type)
+            for name in _KINDS
+        }
+        pieces.append(pa.table(columns, schema=CHECKPOINT_SCHEMA))
+    return pa.concat_tables(pieces)
+
+
+def snapshot_from_checkpoint(parts: list[pa.Table], version: int) -> Snapshot:
+    """The snapshot a checkpoint of `version` holds (its parts in order; extra columns are ignored)."""
+    snapshot = Snapshot(version)
+    for part in parts:
+        for kind in _KINDS:
+            if kind not in part.column_names:
+                continue
+            column = part.column(kind)
+            if column.null_count == len(column):
+                continue
+            for body in column.drop_null().to_pylist():
+                _load(snapshot, kind, _plain(body))
+    return snapshot
+
+
+def _load(snapshot: Snapshot, kind: str, body: dict[str, Any]) -> None:
+    if kind == "add":
+        snapshot.adds[body["path"]] = body
+    elif kind == "remove":
+        snapshot.tombstones[body["path"]] = body
+    elif kind == "txn":
+        snapshot.txns[body["appId"]] = body
+    elif kind == "metaData":
+        snapshot.metadata = body
+    elif kind == "protocol":
+        snapshot.protocol = body
+
+
+# Fields of map type: a checkpoint gives them back as lists of (key, value) pairs.
+_MAP_FIELDS = {"partitionValues", "configuration", "options", "tags"}
+
+
+def _plain(value: Any, name: str | None = None) -> Any:
+    """A row read back as the JSON action body: maps as dicts, null fields dropped."""
+    if isinstance(value, dict):
+        return {key: _plain(item, key) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        if name in _MAP_FIELDS:
+            return dict(value)
+        return [_plain(item) for item in value]
+    return value
+
+
+def last_checkpoint(version: int, table: pa.Table, size_in_bytes: int, parts: int | None = None) -> bytes:
+    """The `_last_checkpoint` file naming the checkpoint of `version`."""
+    body: dict[str, Any] = {
+        "version": version,
+        "size": table.num_rows,
+        "sizeInBytes": size_in_bytes,
+        "numOfAddFiles": table.column("add").length() - table.column("add").null_count,
+    }
+    if parts is not None:
+        body["parts"] = parts
+    return json.dumps(body).encode("utf-8")
+
+
+def read_last_checkpoint(data: bytes) -> tuple[int, int | None] | None:
+    """(version, parts) from a `_last_checkpoint` file's bytes; None if they are unreadable."""
+    try:
+        body = json.loads(data)
+        version = body["version"]
+        parts = body.get("parts")
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(version, int) or version < 0:
+        return None
+    return version, parts if isinstance(parts, int) and parts > 1 else None
+
+
+__all__ = [
+    "CHECKPOINT_SCHEMA",
+    "checkpoint_table",
+    "last_checkpoint",
+    "read_last_checkpoint",
+    "snapshot_from_checkpoint",
+]

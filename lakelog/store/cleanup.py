@@ -1,0 +1,149 @@
+"""Deleting what no snapshot needs: old files of the transaction log (`cleanup_log`) and removed data files (`vacuum`).
+
+Both run off the append path (the log layer's `maintain`, once per checkpoint
+or every few checkpoints) and both list a folder: that is their cost, paid once
+per checkpoint interval, never per commit. Neither makes a commit, so neither
+races appends. Time is passed in (`now` / `now_ms`) so a test moves time on
+instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import TYPE_CHECKING
+
+from lakelog.errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from lakelog.store.table import Table
+
+logger = logging.getLogger(__name__)
+log = logger
+
+DELTA_LOG = "_delta_log"
+# Files a log cleanup may delete: commits, their checksums, and (single- or
+# multi-part) classic checkpoints. Anything else in _delta_log is left alone.
+_LOG_FILE = re.compile(r"^(\d{20})\.(?:json|crc|checkpoint\.parquet|checkpoint\.\d{10}\.\d{10}\.parquet)$")
+
+
+def cleanup_log(table: Table, *, keep_checkpoints: int = 2, retention_s: float | None = None, now: float | None = None) -> int:
+    """Delete log files behind the `keep_checkpoints`-th latest checkpoint that are older than the retention.
+
+    Delta readers need only the latest checkpoint and the commits after it; the
+    older files are time travel and slack for readers that listed the folder
+    before the newest checkpoints. A file goes only if it is both behind the kept
+    checkpoints (count) and older than `retention_s` (default: the table's
+    `delta.logRetentionDuration`, the topic's `delta.log.retention.ms`; 6 h if
+    unset), so external readers and time travel work within the retention.
+
+    Files are deleted in ascending version order, stopping at the first version
+    kept, so "N.json was deleted" implies "(N-1).json was deleted first":
+    `Table._commit` relies on it to tell, after its put of N.json, a commit into
+    a hole from the log's N (S9.5). No safety rests on the retention. `now` is
+    the store clock's reading to compare modification times with. Returns the
+    number of files deleted.
+    """
+    infos = table.io.list(table.child_uri(DELTA_LOG))
+    by_version: dict[int, list] = {}
+    for info in infos:
+        match = _LOG_FILE.match(info.name)
+        if not info.is_dir and match is not None:
+            by_version.setdefault(int(match.group(1)), []).append(info)
+    checkpoints = sorted(version for version, files in by_version.items() if any(".checkpoint." in info.name for info in files))
+    if len(checkpoints) < keep_checkpoints:
+        return 0
+    keep_from = checkpoints[-keep_checkpoints]
+    if retention_s is None:
+        retention_s = log_retention_seconds(table)
+    cutoff = (time.time() if now is None else now) - retention_s
+    deleted = 0
+    for version in sorted(by_version):
+        if version >= keep_from:
+            break
+        files = by_version[version]
+        if any(info.mtime is None or info.mtime > cutoff for info in files):
+            break
+        # The commit file last: a version whose commit file is there is whole (its checkpoint may remain
+        # if a delete below fails, which a reader never uses behind a newer one).
+        for info in sorted(files, key=lambda info: info.name.endswith(".json")):
+            if table.io.delete(info.uri):
+                deleted += 1
+    if deleted:
+        log.info(
+            "%s: deleted %d log file(s) behind checkpoint %d and older than %.0f s", table.uri, deleted, keep_from, retention_s
+        )
+    return deleted
+
+
+DEFAULT_LOG_RETENTION_S = 6 * 3600.0
+
+
+def log_retention_seconds(table: Table) -> float:
+    """The table's `delta.logRetentionDuration` in seconds (DEFAULT_LOG_RETENTION_S if unset or unreadable)."""
+    return interval_seconds(table.configuration.get("delta.logRetentionDuration"), DEFAULT_LOG_RETENTION_S)
+
+
+# -- deleting removed data files ----------------------------------------------
+
+
+def vacuum(table: Table, *, dry_run: bool = False, now_ms: int | None = None) -> list[str]:
+    """Delete data files that no snapshot within the retention can reference.
+
+    Retention is the table's `delta.deletedFileRetentionDuration` (the topic's
+    `delete.retention.ms`). A file is deleted if it is not active and either its
+    remove action (a tombstone of the snapshot) is older than the retention, or it is in no remove action of the snapshot at all (a failed
+    commit's file, or one whose expired remove action a checkpoint dropped) and
+    it was written more than the retention ago (so it is not an append or a
+    compaction still on its way to a commit). A file in no remove action is aged
+    to `now_ms` (None: the wall clock); tombstones are aged on the wall clock. Makes no commit. Returns the relative paths deleted (or that would
+    be, with `dry_run`).
+    """
+    table.refresh()
+    snapshot = table._snapshot
+    retention_s = _retention_seconds(table)
+    wall_cutoff_ms = time.time() * 1000 - retention_s * 1000
+    tombstoned = set(snapshot.tombstones)
+    expired = {path for path, body in snapshot.tombstones.items() if (body.get("deletionTimestamp") or 0) < wall_cutoff_ms}
+    active = set(snapshot.adds)
+    cutoff = _now_ms(now_ms) / 1000 - retention_s
+    doomed = []
+    for info in table.io.list(table.uri):
+        name = info.name
+        if info.is_dir or name.startswith(("_", ".")) or name in active:
+            continue
+        if name in expired or (name not in tombstoned and info.mtime is not None and info.mtime < cutoff):
+            doomed.append(name)
+    if not dry_run:
+        for name in doomed:
+            _delete_quietly(table, name)
+    return sorted(doomed)
+
+
+def _now_ms(now_ms: int | None) -> int:
+    """`now_ms` as passed in, or the wall clock's reading."""
+    return time.time_ns() // 1_000_000 if now_ms is None else now_ms
+
+
+def _retention_seconds(table: Table) -> float:
+    return interval_seconds(table.configuration.get("delta.deletedFileRetentionDuration"), 7 * 86400.0)
+
+
+def interval_seconds(text: str | None, default: float) -> float:
+    """A Delta interval ("interval 6 hours") in seconds; `default` if unset or unreadable."""
+    match = re.fullmatch(r"\s*interval\s+(\d+)\s+(\w+?)s?\s*", text or "")
+    if not match:
+        return default
+    unit = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}.get(match.group(2))
+    return default if unit is None else int(match.group(1)) * unit
+
+
+def _delete_quietly(table: Table, name: str) -> None:
+    try:
+        table.io.delete(table.child_uri(name))
+    except KafkaStorageError as error:
+        log.warning("%s: could not delete %s (vacuum will): %s", table.uri, name, error)
+
+
+__all__ = ["DEFAULT_LOG_RETENTION_S", "cleanup_log", "interval_seconds", "log_retention_seconds", "vacuum"]

@@ -1,0 +1,239 @@
+"""A table's `_delta_log` folder: reading commits and checkpoints into a `Snapshot`, putting commits, writing checkpoints.
+
+Costs, which are the point of this module (none grows with the commit files kept):
+
+- `advance` moves a snapshot forward by reading `<v+1>.json`, `<v+2>.json`, ...
+  until one is absent: a GET (an open) per version, never a listing. When none
+  is newer it also looks up `<v>.json` (one HEAD): log cleanup deletes commit
+  files in ascending version order, so if `<v>.json` is still there, `<v+1>.json`
+  was never deleted and the snapshot is the latest; if it is gone, the log has
+  moved past this snapshot's reach and the snapshot is loaded cold.
+- `load` (a cold open) reads `_last_checkpoint`, the checkpoint it names, and
+  the commits after it. With no `_last_checkpoint` it replays from `0.json`.
+  Only if neither is there (a table whose `_last_checkpoint` was lost after
+  cleanup), or the checkpoint it names is gone, is the folder listed once to find
+  the newest checkpoint: on S3 one request per 1,000 keys, starting after the
+  named checkpoint when there is one; on a local root one directory read.
+- `put_commit` is one put-if-absent of `<v+1>.json`.
+- `write_checkpoint` writes the Parquet checkpoint and then `_last_checkpoint`,
+  unless that already names a newer one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakelog.errors import KafkaStorageError
+from lakelog.store.checkpoint import checkpoint_table, last_checkpoint, read_last_checkpoint, snapshot_from_checkpoint
+from lakelog.store.delta_actions import decode_commit
+from lakelog.store.fileio import Location
+from lakelog.store.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+DELTA_LOG = "_delta_log"
+LAST_CHECKPOINT = "_last_checkpoint"
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+# A cold open that meets a file cleanup deleted under it starts again (cleanup only deletes behind newer checkpoints).
+LOAD_ATTEMPTS = 5
+
+
+class TableNotFoundError(Exception):
+    """No Delta table at this location (no commit, no checkpoint)."""
+
+
+def commit_name(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+def checkpoint_name(version: int, part: int | None = None, parts: int | None = None) -> str:
+    if part is None or parts is None:
+        return f"{version:020d}.checkpoint.parquet"
+    return f"{version:020d}.checkpoint.{part:010d}.{parts:010d}.parquet"
+
+
+class DeltaLog:
+    """The `_delta_log` folder of the table at `location`."""
+
+    def __init__(self, location: Location) -> None:
+        self.location = location
+        self.io = location.io
+        self.uri = f"{location.uri.rstrip('/')}/{DELTA_LOG}"
+
+    def file_uri(self, name: str) -> str:
+        return f"{self.uri}/{name}"
+
+    # -- commits -----------------------------------------------------------------------
+
+    def read_commit(self, version: int) -> list[dict] | None:
+        """The actions of commit `version`, or None if its file is absent."""
+        try:
+            data = self.io.read(self.file_uri(commit_name(version)))
+        except FileNotFoundError:
+            return None
+        return decode_commit(data, f"{self.file_uri(commit_name(version))}")
+
+    def read_commit_bytes(self, version: int) -> bytes | None:
+        try:
+            return self.io.read(self.file_uri(commit_name(version)))
+        except FileNotFoundError:
+            return None
+
+    def commit_exists(self, version: int) -> bool:
+        return self.io.file_exists(self.file_uri(commit_name(version)))
+
+    def put_commit(self, version: int, data: bytes) -> bool:
+        """Put-if-absent of `<version>.json`: True if this call created it, False if the version was taken."""
+        return self.io.put_if_absent(self.file_uri(commit_name(version)), data)
+
+    def delete_commit(self, version: int) -> bool:
+        return self.io.delete(self.file_uri(commit_name(version)))
+
+    # -- the snapshot -------------------------------------------------------------------
+
+    def advance(self, snapshot: Snapshot) -> Snapshot:
+        """`snapshot` moved to the latest version (in place), or a cold-loaded one if the log moved past its reach."""
+        moved = False
+        while True:
+            actions = self.read_commit(snapshot.version + 1)
+            if actions is None:
+                break
+            snapshot.apply(actions, snapshot.version + 1)
+            moved = True
+        if moved or snapshot.version < 0 or self.commit_exists(snapshot.version):
+            return snapshot
+        log.info("%s: commit %d is gone (log cleanup): opening from the latest checkpoint", self.location.uri, snapshot.version)
+        return self.load()
+
+    def load(self, version: int | None = None) -> Snapshot:
+        """The snapshot at the latest version (or at `version`): `TableNotFoundError` if there is no table."""
+        for attempt in range(LOAD_ATTEMPTS):
+            try:
+                return self._load(version)
+            except _Vanished as vanished:
+                if attempt == LOAD_ATTEMPTS - 1:
+                    raise KafkaStorageError(
+                        f"opening {self.location.uri}: {vanished} was deleted under each of {LOAD_ATTEMPTS} attempts",
+                        uri=self.location.uri,
+                    ) from None
+                log.debug("%s: %s vanished while opening; again", self.location.uri, vanished)
+        raise AssertionError("unreachable")
+
+    def _load(self, version: int | None) -> Snapshot:
+        start = self._start(version)
+        snapshot = Snapshot(-1) if start is None else self._read_checkpoint(*start)
+        first = snapshot.version
+        while version is None or snapshot.version < version:
+            actions = self.read_commit(snapshot.version + 1)
+            if actions is None:
+                break
+            snapshot.apply(actions, snapshot.version + 1)
+        if snapshot.version < 0:
+            raise TableNotFoundError(f"no Delta table at {self.location.uri}")
+        if version is not None and snapshot.version != version:
+            raise TableNotFoundError(f"version {version} of {self.location.uri} is not in its log")
+        if version is None and snapshot.version == first and not self.commit_exists(first):
+            # Cleanup deleted the checkpoint's successors after it was read: the log moved past it.
+            raise _Vanished(commit_name(first))
+        snapshot.check(self.location.uri)
+        return snapshot
+
+    def _start(self, version: int | None) -> tuple[int, int | None] | None:
+        """The checkpoint (version, parts) to start from; None: replay from 0.json."""
+        try:
+            named = read_last_checkpoint(self.io.read(self.file_uri(LAST_CHECKPOINT)))
+        except FileNotFoundError:
+            named = None
+        if named is not None and (version is None or named[0] <= version) and self._checkpoint_exists(*named):
+            return named
+        if (named is None or version is not None) and self.commit_exists(0):
+            return None
+        # `_last_checkpoint` is missing or names a checkpoint that is gone, and 0.json is gone: list once.
+        found = self.latest_checkpoint(before=None if version is None else version + 1)
+        if found is not None:
+            return found
+        if self.commit_exists(0):
+            return None
+        if named is not None:
+            raise _Vanished(checkpoint_name(named[0]))
+        raise TableNotFoundError(f"no Delta table at {self.location.uri}")
+
+    def _checkpoint_exists(self, version: int, parts: int | None) -> bool:
+        return self.io.file_exists(self.file_uri(checkpoint_name(version, 1 if parts else None, parts)))
+
+    def _read_checkpoint(self, version: int, parts: int | None) -> Snapshot:
+        names = [checkpoint_name(version)] if not parts else [checkpoint_name(version, i, parts) for i in range(1, parts + 1)]
+        tables = []
+        for name in names:
+            try:
+                data = self.io.read(self.file_uri(name))
+            except FileNotFoundError:
+                raise _Vanished(name) from None
+            try:
+                tables.append(pq.read_table(pa.BufferReader(data)))
+            except pa.ArrowException as error:
+                raise KafkaStorageError(f"checkpoint {self.file_uri(name)} is unreadable: {error}", uri=self.uri) from error
+        return snapshot_from_checkpoint(tables, version)
+
+    def latest_checkpoint(self, *, before: int | None = None) -> tuple[int, int | None] | None:
+        """The newest complete checkpoint (below `before`), by one listing of the folder."""
+        found: dict[int, set[int]] = {}
+        totals: dict[int, int | None] = {}
+        for name in self.names():
+            match = _CHECKPOINT.match(name)
+            if match is None:
+                continue
+            version = int(match.group(1))
+            if before is not None and version >= before:
+                continue
+            if match.group(2) is None:
+                totals[version] = None
+                found.setdefault(version, set())
+            else:
+                parts = int(match.group(3))
+                found.setdefault(version, set()).add(int(match.group(2)))
+                if len(found[version]) == parts:
+                    totals.setdefault(version, parts)
+        return (max(totals), totals[max(totals)]) if totals else None
+
+    def names(self) -> Iterator[str]:
+        """Names of the log's files (one listing)."""
+        for entry in self.io.list(self.uri):
+            if not entry.is_dir:
+                yield entry.name
+
+    def exists(self) -> bool:
+        """Whether a table is here: a `_last_checkpoint`, a `0.json`, or (listed) any commit or checkpoint."""
+        if self.io.file_exists(self.file_uri(LAST_CHECKPOINT)) or self.commit_exists(0):
+            return True
+        return any(_COMMIT.match(name) or _CHECKPOINT.match(name) for name in self.names())
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def write_checkpoint(self, snapshot: Snapshot, tombstone_cutoff_ms: int) -> None:
+        """Write the checkpoint of `snapshot`, then point `_last_checkpoint` at it unless it names a newer one."""
+        table = checkpoint_table(snapshot, tombstone_cutoff_ms)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="snappy")
+        data = sink.getvalue()
+        self.io.write(self.file_uri(checkpoint_name(snapshot.version)), data)
+        try:
+            named = read_last_checkpoint(self.io.read(self.file_uri(LAST_CHECKPOINT)))
+        except FileNotFoundError:
+            named = None
+        if named is not None and named[0] >= snapshot.version:
+            return
+        self.io.write(self.file_uri(LAST_CHECKPOINT), last_checkpoint(snapshot.version, table, data.size))
+
+
+class _Vanished(Exception):
+    """A log file the open chose was deleted before it was read."""
+
+
+__all__ = ["DELTA_LOG", "DeltaLog", "LAST_CHECKPOINT", "TableNotFoundError", "checkpoint_name", "commit_name"]

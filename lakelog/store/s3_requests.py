@@ -1,0 +1,150 @@
+"""Single S3 requests pyarrow's filesystem cannot make: a conditional PUT, a bare GET, a bare HEAD.
+
+A commit is `PUT _delta_log/<v+1>.json` with `If-None-Match: *`, which S3 (and
+MinIO, R2, moto...) refuse with 412 if the key exists: put-if-absent, the
+mutual exclusion Delta's protocol asks of the store. pyarrow's S3 filesystem
+cannot send that header, so these requests go through botocore, built from the
+same settings as the filesystem (`S3_KEYS`). A GET of an absent key is one
+request here (pyarrow asks with a HEAD first), so probing the log forward for
+the next commit costs one request per version.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import botocore.config
+import botocore.exceptions
+import botocore.session
+
+from lakelog.errors import KafkaStorageError
+from lakelog.store.s3_settings import parse_duration_s
+
+logger = logging.getLogger(__name__)
+
+_ABSENT = {"404", "NoSuchKey", "NotFound"}
+_TAKEN = {"412", "PreconditionFailed"}
+# S3 answers 409 to a conditional write racing another on the same key: this one did not land, or not yet.
+_CONFLICT = {"409", "ConditionalRequestConflict", "OperationAborted"}
+
+
+class ConditionalWriteConflict(KafkaStorageError):
+    """A conditional PUT the store refused as racing another one: its outcome is the log's to tell."""
+
+
+class S3Requests:
+    """One botocore S3 client per process for a set of settings (clients are thread-safe; a fork makes its own)."""
+
+    def __init__(self, settings: Mapping[str, str]) -> None:
+        self.settings = dict(settings)
+        self._client: tuple[int, Any] | None = None
+        self._lock = threading.Lock()
+
+    def client(self) -> Any:
+        pid = os.getpid()
+        if self._client is None or self._client[0] != pid:
+            with self._lock:
+                if self._client is None or self._client[0] != pid:
+                    self._client = (pid, self._make_client())
+        return self._client[1]
+
+    def _make_client(self) -> Any:
+        settings = self.settings
+        options: dict[str, Any] = {"s3": {"addressing_style": "path" if settings.get("endpoint_url") else "auto"}}
+        if settings.get("connect_timeout"):
+            options["connect_timeout"] = parse_duration_s("connect_timeout", settings["connect_timeout"])
+        if settings.get("timeout"):
+            options["read_timeout"] = parse_duration_s("timeout", settings["timeout"])
+        attempts = int(settings["max_retries"]) + 1 if settings.get("max_retries") else 3
+        # total_max_attempts counts the first request (botocore's max_attempts does not).
+        options["retries"] = {"total_max_attempts": attempts, "mode": "standard"}
+        # No CRC32 of each small body (S3 checks Content-MD5-less PUTs by their signature's payload hash anyway).
+        options["request_checksum_calculation"] = "when_required"
+        options["response_checksum_validation"] = "when_required"
+        endpoint = settings.get("endpoint_url") or None
+        if endpoint and "://" not in endpoint:
+            endpoint = f"https://{endpoint}"
+        session = botocore.session.get_session()
+        client = session.create_client(
+            "s3",
+            region_name=settings.get("region") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            endpoint_url=endpoint,
+            aws_access_key_id=settings.get("access_key_id") or None,
+            aws_secret_access_key=settings.get("secret_access_key") or None,
+            aws_session_token=settings.get("session_token") or None,
+            config=botocore.config.Config(**options),
+        )
+        # botocore asks for "100 Continue" before a PutObject's body: a round trip more per commit for ~1 KB.
+        client.meta.events.register_last("before-sign.s3.PutObject", _no_expect_header)
+        return client
+
+    def put_if_absent(self, bucket: str, key: str, data: bytes, uri: str) -> bool:
+        """PUT with `If-None-Match: *`: True if this request created the object, False if the key was taken.
+
+        `ConditionalWriteConflict` (a KafkaStorageError) if the store answered 409;
+        a lost answer, retried by botocore, may come back as False although this
+        request's object landed: callers read the object to tell (S12.3).
+        """
+        try:
+            self.client().put_object(Bucket=bucket, Key=key, Body=bytes(data), IfNoneMatch="*")
+            return True
+        except botocore.exceptions.ClientError as error:
+            code = _code(error)
+            if code & _TAKEN:
+                return False
+            if code & _CONFLICT:
+                raise ConditionalWriteConflict(
+                    f"writing {uri} raced another conditional write ({'/'.join(sorted(code))})", uri=uri
+                ) from error
+            raise _storage_error("writing", uri, error) from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise _storage_error("writing", uri, error) from error
+
+    def get(self, bucket: str, key: str, uri: str) -> bytes:
+        """The object's bytes in one GET; FileNotFoundError if absent."""
+        try:
+            response = self.client().get_object(Bucket=bucket, Key=key)
+            with response["Body"] as body:
+                return body.read()
+        except botocore.exceptions.ClientError as error:
+            if _code(error) & _ABSENT:
+                raise FileNotFoundError(uri) from None
+            raise _storage_error("reading", uri, error) from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise _storage_error("reading", uri, error) from error
+
+    def head(self, bucket: str, key: str, uri: str) -> bool:
+        """Whether the object exists, in one HEAD."""
+        try:
+            self.client().head_object(Bucket=bucket, Key=key)
+            return True
+        except botocore.exceptions.ClientError as error:
+            if _code(error) & _ABSENT:
+                return False
+            raise _storage_error("looking up", uri, error) from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise _storage_error("looking up", uri, error) from error
+
+
+def _no_expect_header(request: Any, **_: Any) -> None:
+    if "Expect" in request.headers:
+        del request.headers["Expect"]
+
+
+def _code(error: botocore.exceptions.ClientError) -> set[str]:
+    """The error's code and HTTP status, to test against the sets above."""
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    status = str(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+    return {code, status}
+
+
+def _storage_error(doing: str, uri: str, error: Exception) -> KafkaStorageError:
+    text = " ".join(str(error).split())
+    return KafkaStorageError(f"{doing} {uri} failed: {text}", uri=uri)
+
+
+__all__ = ["ConditionalWriteConflict", "S3Requests"]
