@@ -7,10 +7,14 @@ conditional PUT of a commit, a bare GET, a bare HEAD) through botocore
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
+import gc
 import logging
 import os
+import threading
 import urllib.parse
+import weakref
 from typing import Any
 
 import pyarrow as pa
@@ -59,7 +63,9 @@ class S3FileIO(FileIO):
         if settings.get("max_retries"):
             kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=int(settings["max_retries"]) + 1)
         # A small file is one PutObject when the stream closes, not a multipart upload of three requests.
-        return pafs.S3FileSystem(allow_delayed_open=True, **kwargs)
+        filesystem = pafs.S3FileSystem(allow_delayed_open=True, **kwargs)
+        _release_at_exit(self)
+        return filesystem
 
     def path(self, uri: str) -> str:
         return uri.split("://", 1)[1]
@@ -137,6 +143,36 @@ def _put_pool() -> concurrent.futures.ThreadPoolExecutor:
     if _puts is None or _puts[0] != os.getpid():
         _puts = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="lakelog-put"))
     return _puts[1]
+
+
+# The AWS SDK under pyarrow must be shut down after the last S3 filesystem is gone and no put is in flight; left to
+# the interpreter's teardown, a process that used S3 may abort at exit ("terminate called without an active
+# exception", apache/arrow#34314, #41087) after its work is done, and a CLI command would then exit 134.
+_holders: weakref.WeakSet[S3FileIO] = weakref.WeakSet()
+_exit_hook: list[bool] = []
+_exit_lock = threading.Lock()
+
+
+def _release_at_exit(io: S3FileIO) -> None:
+    with _exit_lock:
+        _holders.add(io)
+        if not _exit_hook:
+            # Registered after pyarrow's own hook (made when S3 was initialised), so it runs before it.
+            atexit.register(_finalize_s3)
+            _exit_hook.append(True)
+
+
+def _finalize_s3() -> None:
+    """At exit: let in-flight puts finish, drop every S3 filesystem this process made, then shut the SDK down."""
+    if _puts is not None and _puts[0] == os.getpid():
+        _puts[1].shutdown(wait=True)
+    for io in list(_holders):
+        io._filesystem = None
+    gc.collect()
+    try:
+        pafs.ensure_s3_finalized()
+    except Exception as error:  # at exit nothing can be done but say so
+        logger.debug("finalising pyarrow's S3 support at exit failed: %s", error)
 
 
 __all__ = ["S3FileIO"]
