@@ -362,6 +362,16 @@ if watch and sys.platform.startswith("linux"):
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != watch:
         sys.exit("s3emulator: parent already gone")
+# Real S3 decides a conditional PUT (If-None-Match: *) atomically. moto 5.2.5 looks for the key, then puts it, on its
+# request threads, so two racing creates could both be answered 200 (seen: two processes both created one topic's
+# partition 0). One lock around moto's PutObject makes the emulator's put-if-absent atomic, as the store's is.
+import threading
+from moto.s3.responses import S3Response
+_put_object, _put_lock = S3Response.put_object, threading.Lock()
+def _atomic_put_object(self):
+    with _put_lock:
+        return _put_object(self)
+S3Response.put_object = _atomic_put_object
 sys.argv = ["moto.server"] + sys.argv[2:]
 runpy.run_module("moto.server", run_name="__main__", alter_sys=True)
 """
