@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from lakelog.store.table import Table
 
 logger = logging.getLogger(__name__)
-log = logger
 
 DELTA_LOG = "_delta_log"
 # Files a log cleanup may delete: commits, their checksums, and (single- or
@@ -71,7 +70,7 @@ def cleanup_log(table: Table, *, keep_checkpoints: int = 2, retention_s: float |
             if table.io.delete(info.uri):
                 deleted += 1
     if deleted:
-        log.info(
+        logger.info(
             "%s: deleted %d log file(s) behind checkpoint %d and older than %.0f s", table.uri, deleted, keep_from, retention_s
         )
     return deleted
@@ -143,7 +142,7 @@ def _delete_quietly(table: Table, name: str) -> None:
     try:
         table.io.delete(table.child_uri(name))
     except KafkaStorageError as error:
-        log.warning("%s: could not delete %s (vacuum will): %s", table.uri, name, error)
+        logger.warning("%s: could not delete %s (vacuum will): %s", table.uri, name, error)
 
 
 __all__ = ["DEFAULT_LOG_RETENTION_S", "cleanup_log", "interval_seconds", "log_retention_seconds", "vacuum"]

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from lakelog.store.snapshot import Snapshot
 
 logger = logging.getLogger(__name__)
-log = logger
 
 DEFAULT_CHECKPOINT_INTERVAL = 100
 DEFAULT_DELETED_FILE_RETENTION_MS = 7 * 86_400_000
@@ -98,7 +97,7 @@ class StrictCommit:
         if not created:
             if not self._landed(decided_on, commit_id, failure or "the version was taken", added):
                 if owned:
-                    log.debug(
+                    logger.debug(
                         "%s: version %d went to another writer; deleting this writer's %d file(s)", self.uri, version, len(owned)
                     )
                 for path in owned:
@@ -110,7 +109,7 @@ class StrictCommit:
                     current_version=self.version,
                 ) from failure
             if failure is not None:
-                log.warning(
+                logger.warning(
                     "%s: commit of version %d reported %s, but the log holds it: committed", self.uri, version, one_line(failure)
                 )
         self._check_not_in_the_past(version, commit_id, added, owned)
@@ -148,7 +147,7 @@ class StrictCommit:
             version, added, f"version {version} of {self.uri} was written but its place in the log is unknown"
         ):
             return
-        log.warning(
+        logger.warning(
             "%s: the put of version %d refilled a commit file log cleanup had deleted (the writer decided on a snapshot "
             "older than the kept log): a lost race; removing it and this writer's %d file(s)",
             self.uri,
@@ -160,7 +159,7 @@ class StrictCommit:
             if commit_id in self.io.read(stray).decode("utf-8", "replace"):
                 self.io.delete(stray)
         except (FileNotFoundError, KafkaStorageError) as error:
-            log.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
+            logger.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
         for path in owned:
             _remove_quietly(self.io, self.uri, path)
         raise CommitConflict(
@@ -210,7 +209,7 @@ class StrictCommit:
             self._snapshot.expire_tombstones(cutoff_ms)
             self._log.write_checkpoint(self._snapshot, cutoff_ms)
         except (KafkaStorageError, SnapshotError, OSError, pa.ArrowException) as error:
-            log.warning("%s: checkpoint at version %d failed: %s", self.uri, self.version, one_line(error))
+            logger.warning("%s: checkpoint at version %d failed: %s", self.uri, self.version, one_line(error))
 
     def _landed(self, decided_on: int, commit_id: str, error: BaseException | str, added: list[str]) -> bool:
         """After a put that did not report success: True if version decided_on+1 holds this commit, False if another's.
@@ -240,7 +239,7 @@ class StrictCommit:
         try:
             self.refresh()
         except KafkaStorageError as error:
-            log.debug("%s: could not reload after a lost race: %s", self.uri, error)
+            logger.debug("%s: could not reload after a lost race: %s", self.uri, error)
 
 
 _OPERATIONS = {
@@ -287,7 +286,7 @@ def _remove_quietly(io: FileIO, uri: str, path: str) -> None:
         io.delete(path)
     except KafkaStorageError as error:
         # Only a cache of nothing: vacuum removes files in no commit later.
-        log.warning("%s: could not delete %s after a lost commit: %s", uri, path, error)
+        logger.warning("%s: could not delete %s after a lost commit: %s", uri, path, error)
 
 
 __all__ = ["StrictCommit", "checkpoint_interval", "deleted_file_retention_ms", "is_checkpoint_version"]
