@@ -32,7 +32,7 @@ from lakelog.log import producer_state
 from lakelog.log.fetch_files import AbortedRows, contiguous, read_ahead
 from lakelog.log.producer_index import ProducerIndex
 from lakelog.log.producer_state import ProducerEntry, Verdict
-from lakelog.log.records import BatchHeader, ControlType, conform_payload, last_sequence, stamp
+from lakelog.log.records import BatchHeader, ControlType, conform_payload, last_sequence, stamp, stamped_statistics
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.log.verification import TransactionVerification, verify_batch
@@ -210,7 +210,7 @@ class PartitionLog:
             new_leo = decision.base_offset + payload.num_rows
             # The producer's entry is its rows (S9.4): only the LEO and the caller's ids go to the txn actions.
             versions = {LOG_END_OFFSET_APP_ID: new_leo, **(app_versions or {})}
-            version = self._commit(rows, new_leo, versions, backoff, now_ms)
+            version = self._commit(payload, rows, decision.base_offset, header, None, versions, backoff, now_ms)
             if version is None:
                 reloaded = True
                 continue
@@ -267,30 +267,42 @@ class PartitionLog:
             now_ms = self._clock()
             leo = self.log_end_offset()
             rows = stamp(payload, leo, header, now_ms * 1000, control)
-            version = self._commit(rows, leo + 1, {LOG_END_OFFSET_APP_ID: leo + 1}, backoff, now_ms)
+            version = self._commit(payload, rows, leo, header, control, {LOG_END_OFFSET_APP_ID: leo + 1}, backoff, now_ms)
             if version is None:
                 continue
             return AppendResult(leo, leo, version)
 
     def _commit(
         self,
+        payload: pa.Table,
         rows: pa.Table,
-        new_leo: int,
+        base_offset: int,
+        header: BatchHeader,
+        control: ControlType | None,
         versions: Mapping[str, int],
         backoff: Backoff,
         now_ms: int,
     ) -> int | None:
-        """Commit `rows` as exactly the next version, then maintain the table; returns the version.
+        """Commit `rows` (`stamp` of `payload` at `base_offset` with `header` and `control`) as exactly the next
+        version, then maintain the table; returns the version.
 
         None if another writer took that version: after the backoff's wait the
         snapshot is reloaded, and the caller decides again on it. KafkaTimeout once
-        the backoff's deadline has passed. The rows are folded into the producer
-        index, so the next decision reads no file for them. `now_ms`, the log's clock
+        the backoff's deadline has passed. The batch is folded into the producer
+        index, so the next decision reads no file for it. `now_ms`, the log's clock
         at the decision, is the file's append time (its add action's modificationTime).
+        The file's statistics and the producer's entry come from what stamping put in
+        the rows, with no pass over them.
         """
+        count = rows.num_rows
+        new_leo = base_offset + count
         try:
             version = self.table.append(
-                rows, app_versions=versions, compression=self.config.compression_type, modification_time_ms=now_ms
+                rows,
+                app_versions=versions,
+                compression=self.config.compression_type,
+                modification_time_ms=now_ms,
+                statistics=stamped_statistics(payload, base_offset, header, control),
             )
         except CommitConflict as conflict:
             taken = getattr(conflict, "decided_on", self.version) + 1
@@ -318,7 +330,9 @@ class PartitionLog:
         ):
             # This commit did not move the recorded log start: carry it, sparing a txn lookup per append.
             self._recorded_start = (version, self._recorded_start[1])
-        self._producer_index.apply(rows, now_ms)
+        last_timestamp_ms = rows.column("timestamp")[count - 1].value // 1000
+        entry = producer_state.batch_entry(header, base_offset, count, last_timestamp_ms, now_ms, control is not None)
+        self._producer_index.apply(base_offset, count, entry)
         self.last_maintenance = maintain(self.table, self.maintenance)
         return version
 

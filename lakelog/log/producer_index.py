@@ -91,14 +91,12 @@ class ProducerIndex:
             return None
         return found
 
-    def apply(self, rows: pa.Table, append_time_ms: int) -> None:
-        """Fold the rows of a commit this process made at `append_time_ms`; ignored unless they start at the position."""
-        if self.position is None or rows.num_rows == 0:
+    def apply(self, first_offset: int, count: int, entry: ProducerEntry | None) -> None:
+        """Fold a commit this process made: `count` rows from `first_offset` on, leaving `entry` to their producer
+        (producer_state.batch_entry; None: rows without a producer id). Ignored unless they start at the position."""
+        if self.position is None or count == 0 or first_offset != self.position:
             return
-        offsets = rows.column("offset")
-        if offsets[0].as_py() != self.position:
-            return
-        self._fold([(rows.select(STATE_COLUMNS), append_time_ms)], offsets[-1].as_py() + 1)
+        self._fold_entries({} if entry is None else {entry.producer_id: entry}, first_offset + count)
 
     def catch_up(self, table: Table, end_offset: int) -> None:
         """Fold the rows [position, end_offset) of the table's snapshot in hand; CorruptRecord if a file is missing."""
@@ -130,6 +128,9 @@ class ProducerIndex:
         changed: dict[int, ProducerEntry] = {}
         for rows, append_time_ms in chunks:
             changed.update(fold(rows, append_time_ms))
+        self._fold_entries(changed, end_offset)
+
+    def _fold_entries(self, changed: dict[int, ProducerEntry], end_offset: int) -> None:
         self._entries.update(changed)
         for entry in changed.values():
             if not entry.transaction_open and (self._oldest is None or entry.last_timestamp_ms < self._oldest):

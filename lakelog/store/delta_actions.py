@@ -32,6 +32,10 @@ ENGINE_INFO = "lakelog"
 COMMIT_ID_KEY = "lakelog.commit"
 
 
+# json.dumps(action, separators=(",", ":")) builds an encoder per call; this one is made once.
+_COMMIT_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 class MalformedCommit(ValueError):
     """A commit file that is not Delta's newline-delimited JSON of actions."""
 
@@ -109,7 +113,8 @@ def commit_info(
 def encode_commit(actions: list[dict[str, Any]]) -> bytes:
     """A commit file's bytes: one action per line (commitInfo first, as Delta writers put it)."""
     ordered = sorted(actions, key=lambda action: "commitInfo" not in action)
-    return ("\n".join(json.dumps(action, separators=(",", ":")) for action in ordered) + "\n").encode("utf-8")
+    encode = _COMMIT_ENCODER.encode
+    return ("\n".join([encode(action) for action in ordered]) + "\n").encode("utf-8")
 
 
 def decode_commit(data: bytes, where: str = "a commit file") -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakelog.errors import InvalidConfig, KafkaStorageError
+from lakelog.store import local_put
 from lakelog.store.s3_settings import S3_KEYS, SECRET_KEYS, parse_duration_s, s3_settings, storage_key
 
 log = logging.getLogger(__name__)
@@ -283,24 +284,9 @@ class LocalFileIO(FileIO):
                 os.remove(temporary)
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
-        """Write a temporary file, then hard-link it to `uri`: the link fails if `uri` exists (no partial file is seen)."""
-        folder, name = os.path.split(uri)
-        temporary = os.path.join(folder, f".{name}.tmp-{uuid.uuid4().hex}")
+        """The file appears whole under `uri`, or not at all if `uri` exists (lakelog.store.local_put)."""
         with self._errors("writing", uri):
-            try:
-                with open(temporary, "wb") as out:
-                    out.write(data)
-            except FileNotFoundError:
-                os.makedirs(folder, exist_ok=True)
-                with open(temporary, "wb") as out:
-                    out.write(data)
-            try:
-                os.link(temporary, uri)
-                return True
-            except FileExistsError:
-                return False
-            finally:
-                os.remove(temporary)
+            return local_put.put_if_absent(uri, data)
 
     def file_exists(self, uri: str) -> bool:
         return os.path.isfile(uri)

@@ -41,7 +41,9 @@ DEFAULT_CHECKPOINT_INTERVAL = 100
 DEFAULT_DELETED_FILE_RETENTION_MS = 7 * 86_400_000
 # Test hook (the S9.5 paused-writer test): a process whose environment names a substring of a table's URI
 # here stops itself with SIGSTOP after its decision, just before the put of its first commit to that table.
+# Read once, when this module is imported (a commit reads no environment).
 STOP_BEFORE_COMMIT_PUT = "LAKELOG_TEST_STOP_BEFORE_COMMIT_PUT"
+_stop_before_commit_put: str | None = os.environ.get(STOP_BEFORE_COMMIT_PUT) or None
 
 
 class StrictCommit:
@@ -88,7 +90,8 @@ class StrictCommit:
         everything = header + actions
         version = decided_on + 1
         added = [action["add"]["path"] for action in actions if "add" in action]
-        _stop_here_if_asked(self.uri)
+        if _stop_before_commit_put is not None:
+            _stop_here_if_asked(self.uri)
         try:
             created = self._log.put_commit(version, encode_commit(everything))
             failure: BaseException | None = None
@@ -271,9 +274,11 @@ def deleted_file_retention_ms(configuration: Mapping[str, str]) -> int:
 
 def _stop_here_if_asked(uri: str) -> None:
     """The paused-writer test's stop point (STOP_BEFORE_COMMIT_PUT): SIGSTOP once, between the decision and the put."""
-    wanted = os.environ.get(STOP_BEFORE_COMMIT_PUT)
+    global _stop_before_commit_put
+    wanted = _stop_before_commit_put
     if wanted and wanted in uri:
-        del os.environ[STOP_BEFORE_COMMIT_PUT]
+        _stop_before_commit_put = None
+        os.environ.pop(STOP_BEFORE_COMMIT_PUT, None)  # nor in a process this one starts
         os.kill(os.getpid(), signal.SIGSTOP)
 
 

@@ -261,20 +261,23 @@ class Table(StrictCommit):
         metadata: Mapping[str, str] | None = None,
         compression: str = "snappy",
         modification_time_ms: int | None = None,
+        statistics: str | None = None,
     ) -> int:
         """Commit `data` as one new file in version `self.version + 1`, or raise `CommitConflict`.
 
         The file is written under a fresh name first; if the commit loses its race
         the file is deleted again, so a refused append leaves the folder as it was.
         `modification_time_ms` is the add action's time (default: the wall clock);
-        the log passes its own clock, the append time of the batch.
+        the log passes its own clock, the append time of the batch. `statistics` are
+        the add action's (as `file_statistics(data)` gives them), when the caller
+        knows them without a pass over the rows (the log's stamped batches do).
         """
         decided_on = self.version
         name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
         path = self.child_uri(name)
         size = self.io.write_parquet(data, path, compression=compression, fresh=True)
         modified_ms = _now_ms() if modification_time_ms is None else modification_time_ms
-        action = add_action(name, size, modified_ms, True, file_statistics(data))
+        action = add_action(name, size, modified_ms, True, file_statistics(data) if statistics is None else statistics)
         return self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
 
     def rewrite(
