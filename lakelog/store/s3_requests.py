@@ -16,10 +16,12 @@ import os
 import threading
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 import botocore.config
 import botocore.exceptions
 import botocore.session
+from botocore.awsrequest import AWSRequest
 
 from lakelog.errors import KafkaStorageError
 from lakelog.store.s3_settings import parse_duration_s
@@ -27,6 +29,8 @@ from lakelog.store.s3_settings import parse_duration_s
 logger = logging.getLogger(__name__)
 
 _ABSENT = {"404", "NoSuchKey", "NotFound"}
+# A key placeholder: a presigned URL of it shows where the client puts a bucket's keys.
+_KEY = "lakelog-key"
 _TAKEN = {"412", "PreconditionFailed"}
 # S3 answers 409 to a conditional write racing another on the same key: this one did not land, or not yet.
 _CONFLICT = {"409", "ConditionalRequestConflict", "OperationAborted"}
@@ -43,6 +47,7 @@ class S3Requests:
         self.settings = dict(settings)
         self._client: tuple[int, Any] | None = None
         self._lock = threading.Lock()
+        self._object_urls: dict[str, tuple[Any, str]] = {}
 
     def client(self) -> Any:
         pid = os.getpid()
@@ -106,6 +111,11 @@ class S3Requests:
 
     def get(self, bucket: str, key: str, uri: str) -> bytes:
         """The object's bytes in one GET; FileNotFoundError if absent."""
+        plain = self._plain("GET", "GetObject", bucket, key)
+        if plain is not None:
+            if plain[0] == 404:
+                raise FileNotFoundError(uri)
+            return plain[1]
         try:
             response = self.client().get_object(Bucket=bucket, Key=key)
             with response["Body"] as body:
@@ -119,6 +129,9 @@ class S3Requests:
 
     def head(self, bucket: str, key: str, uri: str) -> bool:
         """Whether the object exists, in one HEAD."""
+        plain = self._plain("HEAD", "HeadObject", bucket, key)
+        if plain is not None:
+            return plain[0] == 200
         try:
             self.client().head_object(Bucket=bucket, Key=key)
             return True
@@ -128,6 +141,36 @@ class S3Requests:
             raise _storage_error("looking up", uri, error) from error
         except botocore.exceptions.BotoCoreError as error:
             raise _storage_error("looking up", uri, error) from error
+
+    def _plain(self, method: str, operation: str, bucket: str, key: str) -> tuple[int, bytes] | None:
+        """A GET or HEAD answered plainly (200, or 404: absent): its status and body, else None.
+
+        One request signed by the client's signer and sent on its connection pool, without the
+        client's per-call machinery (parameter checks, endpoint rules, user agent, the parsing of
+        every header; ~0.7 ms of CPU of a HEAD's 1.2). Any other answer, or a failure to get one,
+        is None: the caller then makes the request through the client, with its retries,
+        redirects and errors, so a HEAD or GET that fails costs one request more than it did.
+        """
+        try:
+            client = self.client()
+            request = AWSRequest(method=method, url=self._object_url(client, bucket) + quote(key, safe="/~"))
+            client._request_signer.sign(operation, request)
+            response = client._endpoint.http_session.send(request.prepare())
+            body = response.content
+        except Exception as error:  # noqa: BLE001 - the client's own request follows, and says what fails
+            logger.debug("a plain %s of s3://%s/%s failed (%s); asking through the client", method, bucket, key, error)
+            return None
+        return (response.status_code, body) if response.status_code in (200, 404) else None
+
+    def _object_url(self, client: Any, bucket: str) -> str:
+        """The URL of the bucket's objects up to the key, as the client addresses them (resolved once per bucket)."""
+        found = self._object_urls.get(bucket)
+        if found is None or found[0] is not client:
+            url = client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": _KEY}).split("?", 1)[0]
+            if not url.endswith("/" + _KEY):
+                raise ValueError(f"cannot tell where the key goes in {url}")
+            found = self._object_urls[bucket] = (client, url[: -len(_KEY)])
+        return found[1]
 
 
 def _no_expect_header(request: Any, **_: Any) -> None:

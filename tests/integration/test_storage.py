@@ -142,6 +142,34 @@ def test_S12_1_wrong_credentials_are_refused_and_create_nothing(authenticated):
     assert open_partition(check_root(f"s3://{BUCKET}/lake-api", right), "t", 0).log_end_offset() == 1
 
 
+def test_S12_1_a_head_or_get_answered_plainly_is_one_request_and_a_refusal_is_the_clients_error(authenticated, s3):
+    """A HEAD or GET the store answers 200 or 404 is one request (the commit's S9.5 HEAD, the probe for the next
+    version); any other answer goes through the botocore client, whose error is the one raised."""
+    keys = {"access_key_id": authenticated.credentials.access_key_id, "secret_access_key": "wrong"}
+    with ProxyProcess(s3.endpoint_url, strip=False) as proxy:
+        root = f"s3://lakelog-tests/plain-{uuid.uuid4().hex[:8]}"
+        io = check_root(root, {"endpoint_url": proxy.endpoint_url}).io
+        io.write(f"{root}/present.json", b"{}")
+        before = len(proxy.requests)
+        assert io.file_exists(f"{root}/present.json") is True
+        assert io.file_exists(f"{root}/absent.json") is False
+        assert io.read(f"{root}/present.json") == b"{}"
+        with pytest.raises(FileNotFoundError):
+            io.read(f"{root}/absent.json")
+        made = proxy.requests[before:]
+        assert [(request.method, request.status) for request in made] == [
+            ("HEAD", 200),
+            ("HEAD", 404),
+            ("GET", 200),
+            ("GET", 404),
+        ]
+    refused_io = Location.of(f"s3://{BUCKET}/lake-plain", {**keys, **_endpoint(authenticated)}).io
+    with pytest.raises(KafkaStorageError, match="SignatureDoesNotMatch|403"):
+        refused_io.file_exists(f"s3://{BUCKET}/lake-plain/x.json")
+    with pytest.raises(KafkaStorageError, match="SignatureDoesNotMatch|403"):
+        refused_io.read(f"s3://{BUCKET}/lake-plain/x.json")
+
+
 def _endpoint(emulator: S3Emulator) -> dict[str, str]:
     return {"endpoint_url": emulator.endpoint_url, "allow_http": "true", "region": "us-east-1"}
 
