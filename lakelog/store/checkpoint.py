@@ -165,7 +165,12 @@ _MAP_FIELDS = {"partitionValues", "configuration", "options", "tags"}
 def _plain(value: Any, name: str | None = None) -> Any:
     """A row read back as the JSON action body: maps as dicts, null fields dropped."""
     if isinstance(value, dict):
-        return {key: _plain(item, key) for key, item in value.items() if item is not None}
+        # Scalars (most fields) are taken as they are, without a call each.
+        return {
+            key: _plain(item, key) if type(item) is dict or type(item) is list else item
+            for key, item in value.items()
+            if item is not None
+        }
     if isinstance(value, list):
         if name in _MAP_FIELDS:
             return dict(value)

@@ -209,7 +209,7 @@ def file_entry(add: dict[str, Any]) -> FileEntry:
 
 
 def _integer(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if type(value) is int else 0  # not a bool, nor anything else JSON gives
 
 
 def replay(commits: list[tuple[int, list[dict[str, Any]]]], start: Snapshot | None = None) -> Snapshot:
