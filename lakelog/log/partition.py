@@ -286,13 +286,11 @@ class PartitionLog:
         """Commit `rows` (`stamp` of `payload` at `base_offset` with `header` and `control`) as exactly the next
         version, then maintain the table; returns the version.
 
-        None if another writer took that version: after the backoff's wait the
-        snapshot is reloaded, and the caller decides again on it. KafkaTimeout once
-        the backoff's deadline has passed. The batch is folded into the producer
-        index, so the next decision reads no file for it. `now_ms`, the log's clock
-        at the decision, is the file's append time (its add action's modificationTime).
-        The file's statistics and the producer's entry come from what stamping put in
-        the rows, with no pass over them.
+        None if another writer took that version: after the backoff's wait the snapshot is reloaded, and the
+        caller decides again on it. KafkaTimeout once the backoff's deadline has passed. The file's statistics
+        and the producer's entry (folded into the producer index: the next decision reads no file for it) come
+        from what stamping put in the rows, with no pass over them. `now_ms`, the log's clock at the decision,
+        is the file's append time (its add action's modificationTime).
         """
         count = rows.num_rows
         new_leo = base_offset + count
