@@ -133,6 +133,7 @@ def checkpoint_table(snapshot: Snapshot, tombstone_cutoff_ms: int) -> pa.Table:
 def snapshot_from_checkpoint(parts: list[pa.Table], version: int) -> Snapshot:
     """The snapshot a checkpoint of `version` holds (its parts in order; extra columns are ignored)."""
     snapshot = Snapshot(version)
+    removes = []
     for part in parts:
         for kind in _KINDS:
             if kind not in part.column_names:
@@ -140,16 +141,19 @@ def snapshot_from_checkpoint(parts: list[pa.Table], version: int) -> Snapshot:
             column = part.column(kind)
             if column.null_count == len(column):
                 continue
+            if kind == "remove":
+                removes.append(column.drop_null())  # made into bodies when first needed (vacuum, S9.5, the next checkpoint)
+                continue
             for body in column.drop_null().to_pylist():
                 _load(snapshot, kind, _plain(body))
+    if removes:
+        snapshot.defer_tombstones(lambda: [_plain(body) for column in removes for body in column.to_pylist()])
     return snapshot
 
 
 def _load(snapshot: Snapshot, kind: str, body: dict[str, Any]) -> None:
     if kind == "add":
         snapshot.adds[body["path"]] = body
-    elif kind == "remove":
-        snapshot.tombstones[body["path"]] = body
     elif kind == "txn":
         snapshot.txns[body["appId"]] = body
     elif kind == "metaData":

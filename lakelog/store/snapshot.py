@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,9 @@ import pyarrow as pa
 from lakelog.store.delta_schema import arrow_schema
 
 logger = logging.getLogger(__name__)
+
+# Held while a snapshot makes its checkpoint's tombstones into bodies (two threads asking at once read them once).
+_READING_TOMBSTONES = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,11 @@ class Snapshot:
         self.protocol: dict[str, Any] | None = None
         self.metadata: dict[str, Any] | None = None
         self.adds: dict[str, dict[str, Any]] = {}
-        self.tombstones: dict[str, dict[str, Any]] = {}
+        # The tombstones (see `tombstones`): those of commits after the checkpoint, and the checkpoint's, unread
+        # until first asked for (a cold open and the appends after it need none), less those an add took away.
+        self._tombstones: dict[str, dict[str, Any]] = {}
+        self._unread_tombstones: Callable[[], list[dict[str, Any]]] | None = None
+        self._taken_away: set[str] = set()
         self.txns: dict[str, dict[str, Any]] = {}
         self._entries: dict[str, FileEntry] = {}
         self._ordered: tuple[int, list[FileEntry]] | None = None
@@ -77,14 +86,17 @@ class Snapshot:
                 added.append(path)
                 self.adds[path] = body
                 self._entries.pop(path, None)
-                self.tombstones.pop(path, None)
+                self._tombstones.pop(path, None)
+                if self._unread_tombstones is not None:
+                    self._taken_away.add(path)
             elif "remove" in action:
                 body = action["remove"]
                 path = body["path"]
                 removed = True
                 self.adds.pop(path, None)
                 self._entries.pop(path, None)
-                self.tombstones[path] = body
+                self._tombstones[path] = body
+                self._taken_away.discard(path)
             elif "txn" in action:
                 body = action["txn"]
                 self.txns[body["appId"]] = body
@@ -110,6 +122,23 @@ class Snapshot:
             return
         self._ordered = (version, ordered[1] + entries)
 
+    @property
+    def tombstones(self) -> dict[str, dict[str, Any]]:
+        """The remove actions still kept, by path (a checkpoint's are made into action bodies on the first call)."""
+        if self._unread_tombstones is not None:
+            with _READING_TOMBSTONES:
+                read = self._unread_tombstones
+                if read is not None:
+                    kept = {body["path"]: body for body in read() if body["path"] not in self._taken_away}
+                    kept.update(self._tombstones)
+                    self._tombstones, self._taken_away = kept, set()
+                    self._unread_tombstones = None
+        return self._tombstones
+
+    def defer_tombstones(self, read: Callable[[], list[dict[str, Any]]]) -> None:
+        """The tombstones of a checkpoint this snapshot starts from: `read()` gives their bodies when first needed."""
+        self._unread_tombstones = read
+
     def expire_tombstones(self, cutoff_ms: int) -> int:
         """Drop tombstones deleted before `cutoff_ms` (as a checkpoint does); returns how many."""
         expired = [path for path, body in self.tombstones.items() if (body.get("deletionTimestamp") or 0) < cutoff_ms]
@@ -121,7 +150,8 @@ class Snapshot:
         """An independent copy (the action bodies are shared: they are never changed in place)."""
         other = Snapshot(self.version)
         other.protocol, other.metadata = self.protocol, self.metadata
-        other.adds, other.tombstones, other.txns = dict(self.adds), dict(self.tombstones), dict(self.txns)
+        other.adds, other._tombstones, other.txns = dict(self.adds), dict(self._tombstones), dict(self.txns)
+        other._unread_tombstones, other._taken_away = self._unread_tombstones, set(self._taken_away)
         other._entries = dict(self._entries)
         other._schema = self._schema
         return other
