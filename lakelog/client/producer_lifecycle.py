@@ -29,7 +29,7 @@ from lakelog import config
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, ClusterMetadata, Message
 from lakelog.config import validate_name
 from lakelog.errors import InvalidTopic, KafkaError, KafkaException, UnknownTopicOrPartition
-from lakelog.log import create_topic, topic_config
+from lakelog.log import create_topic, open_partition, topic_config
 
 if TYPE_CHECKING:
     import threading
@@ -361,7 +361,10 @@ class ProducerLifecycle:
         if topic.startswith(INTERNAL_PREFIX):
             return None
         try:
-            count = topic_config(self._root, topic).num_partitions
+            # Partition 0's log carries the topic's config: kept for its first batch, so that is not a second table load.
+            first = open_partition(self._root, topic, 0, clock=self._clock)
+            count = first.config.num_partitions
+            self._logs.setdefault((topic, 0), first)
         except InvalidTopic:
             return None
         except UnknownTopicOrPartition:
