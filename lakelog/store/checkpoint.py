@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from lakelog.store.snapshot import Snapshot
+from lakelog.store.snapshot import Snapshot, SnapshotError
 
 logger = logging.getLogger(__name__)
 
@@ -130,10 +131,16 @@ def checkpoint_table(snapshot: Snapshot, tombstone_cutoff_ms: int) -> pa.Table:
     return pa.concat_tables(pieces)
 
 
-def snapshot_from_checkpoint(parts: list[pa.Table], version: int) -> Snapshot:
-    """The snapshot a checkpoint of `version` holds (its parts in order; extra columns are ignored)."""
+def snapshot_from_checkpoint(
+    parts: list[pa.Table], version: int, unread_removes: Sequence[Callable[[], pa.ChunkedArray]] = ()
+) -> Snapshot:
+    """The snapshot a checkpoint of `version` holds (its parts in order; extra columns are ignored).
+
+    `unread_removes` read the `remove` columns of parts read without them; they are called, and their rows made
+    into tombstones, when the snapshot's tombstones are first asked for (a cold open needs none).
+    """
     snapshot = Snapshot(version)
-    removes = []
+    removes: list[pa.ChunkedArray | Callable[[], pa.ChunkedArray]] = list(unread_removes)
     for part in parts:
         for kind in _KINDS:
             if kind not in part.column_names:
@@ -147,8 +154,17 @@ def snapshot_from_checkpoint(parts: list[pa.Table], version: int) -> Snapshot:
             for body in column.drop_null().to_pylist():
                 _load(snapshot, kind, _plain(body))
     if removes:
-        snapshot.defer_tombstones(lambda: [_plain(body) for column in removes for body in column.to_pylist()])
+        snapshot.defer_tombstones(lambda: [_plain(body) for column in removes for body in _rows(column)])
     return snapshot
+
+
+def _rows(column: pa.ChunkedArray | Callable[[], pa.ChunkedArray]) -> list[Any]:
+    if callable(column):
+        try:
+            column = column().drop_null()
+        except pa.ArrowException as error:
+            raise SnapshotError(f"the tombstones of a checkpoint are unreadable: {error}") from error
+    return column.to_pylist()
 
 
 def _load(snapshot: Snapshot, kind: str, body: dict[str, Any]) -> None:

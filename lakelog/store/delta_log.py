@@ -169,7 +169,7 @@ class DeltaLog:
 
     def _read_checkpoint(self, version: int, parts: int | None) -> Snapshot:
         names = [checkpoint_name(version)] if not parts else [checkpoint_name(version, i, parts) for i in range(1, parts + 1)]
-        tables = []
+        tables, removes = [], []
         for name in names:
             try:
                 data = self.io.read(self.file_uri(name))
@@ -177,10 +177,15 @@ class DeltaLog:
                 raise _Vanished(name) from None
             try:
                 # One file read as it is, on this thread: read_table's dataset layer and thread pool cost more than the read.
-                tables.append(pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False))
+                parquet = pq.ParquetFile(pa.BufferReader(data))
+                columns = parquet.schema_arrow.names
+                # The tombstones (every file removed within the retention) are decoded when first asked for.
+                tables.append(parquet.read(columns=[column for column in columns if column != "remove"], use_threads=False))
+                if "remove" in columns:
+                    removes.append(lambda parquet=parquet: parquet.read(columns=["remove"], use_threads=False).column("remove"))
             except pa.ArrowException as error:
                 raise KafkaStorageError(f"checkpoint {self.file_uri(name)} is unreadable: {error}", uri=self.uri) from error
-        return snapshot_from_checkpoint(tables, version)
+        return snapshot_from_checkpoint(tables, version, removes)
 
     def latest_checkpoint(self, *, before: int | None = None) -> tuple[int, int | None] | None:
         """The newest complete checkpoint (below `before`), by one listing of the folder."""

@@ -36,7 +36,9 @@ from lakelog.store.delta_actions import (
     remove_action,
     txn_action,
 )
+from lakelog.store.delta_log import DeltaLog
 from lakelog.store.delta_schema import UnsupportedSchema, arrow_schema, schema_string
+from lakelog.store.fileio import Location
 from lakelog.store.snapshot import Snapshot, SnapshotError, replay
 
 SCHEMAS = [
@@ -203,5 +205,27 @@ def test_delta_rs_reads_a_checkpoint_lakelog_wrote():
         assert sorted(reference.to_pyarrow_table().column("offset").to_pylist()) == [1, 3, 4]
         assert reference.transaction_version("app") == 9
         assert reference.metadata().configuration == {"k": "2"}
+    finally:
+        shutil.rmtree(folder)
+
+
+@settings(deadline=None, max_examples=40)  # writes files: timings vary with the machine's load
+@given(st.lists(commit_strategy, min_size=1, max_size=12), st.data())
+def test_a_cold_open_from_a_checkpoint_on_disk_has_the_tombstones_of_a_replay(specs, data):
+    """The checkpoint's tombstones are decoded only when asked for (a cold open needs none): asked for after
+    the commits that follow the checkpoint (some re-add a removed path, some remove it again), they are the replay's."""
+    commits = build(specs)
+    at = data.draw(st.integers(1, len(commits) - 1))
+    folder = tempfile.mkdtemp()
+    try:
+        os.makedirs(f"{folder}/_delta_log")
+        for version, actions in commits:
+            with open(f"{folder}/_delta_log/{version:020d}.json", "wb") as out:
+                out.write(encode_commit(actions))
+        pq.write_table(checkpoint_table(replay(commits[: at + 1]), 0), f"{folder}/_delta_log/{at:020d}.checkpoint.parquet")
+        with open(f"{folder}/_delta_log/_last_checkpoint", "w") as out:
+            out.write(json.dumps({"version": at, "size": 1}))
+        loaded = DeltaLog(Location.of(folder)).load()
+        assert state(loaded) == state(replay(commits))
     finally:
         shutil.rmtree(folder)
