@@ -64,7 +64,7 @@ class S3Requests:
             options["connect_timeout"] = parse_duration_s("connect_timeout", settings["connect_timeout"])
         if settings.get("timeout"):
             options["read_timeout"] = parse_duration_s("timeout", settings["timeout"])
-        attempts = int(settings["max_retries"]) + 1 if settings.get("max_retries") else 3
+        attempts = self._attempts()
         # total_max_attempts counts the first request (botocore's max_attempts does not).
         options["retries"] = {"total_max_attempts": attempts, "mode": "standard"}
         # No CRC32 of each small body (S3 checks Content-MD5-less PUTs by their signature's payload hash anyway).
@@ -111,7 +111,7 @@ class S3Requests:
 
     def get(self, bucket: str, key: str, uri: str) -> bytes:
         """The object's bytes in one GET; FileNotFoundError if absent."""
-        plain = self._plain("GET", "GetObject", bucket, key)
+        plain = self._plain("GET", "GetObject", bucket, key, "reading", uri)
         if plain is not None:
             if plain[0] == 404:
                 raise FileNotFoundError(uri)
@@ -129,7 +129,7 @@ class S3Requests:
 
     def head(self, bucket: str, key: str, uri: str) -> bool:
         """Whether the object exists, in one HEAD."""
-        plain = self._plain("HEAD", "HeadObject", bucket, key)
+        plain = self._plain("HEAD", "HeadObject", bucket, key, "looking up", uri)
         if plain is not None:
             return plain[0] == 200
         try:
@@ -142,14 +142,16 @@ class S3Requests:
         except botocore.exceptions.BotoCoreError as error:
             raise _storage_error("looking up", uri, error) from error
 
-    def _plain(self, method: str, operation: str, bucket: str, key: str) -> tuple[int, bytes] | None:
+    def _plain(self, method: str, operation: str, bucket: str, key: str, doing: str, uri: str) -> tuple[int, bytes] | None:
         """A GET or HEAD answered plainly (200, or 404: absent): its status and body, else None.
 
         One request signed by the client's signer and sent on its connection pool, without the
         client's per-call machinery (parameter checks, endpoint rules, user agent, the parsing of
         every header; ~0.7 ms of CPU of a HEAD's 1.2). Any other answer, or a failure to get one,
         is None: the caller then makes the request through the client, with its retries,
-        redirects and errors, so a HEAD or GET that fails costs one request more than it did.
+        redirects and errors, so a HEAD or GET that fails costs one request more than it did;
+        except where no retry is configured (`max_retries` 0): a failure to get an answer is
+        then the storage error at once, one request as before.
         """
         try:
             client = self.client()
@@ -157,10 +159,19 @@ class S3Requests:
             client._request_signer.sign(operation, request)
             response = client._endpoint.http_session.send(request.prepare())
             body = response.content
+        except botocore.exceptions.BotoCoreError as error:
+            if self._attempts() <= 1:
+                raise _storage_error(doing, uri, error) from error
+            logger.debug("a plain %s of s3://%s/%s failed (%s); asking through the client", method, bucket, key, error)
+            return None
         except Exception as error:  # noqa: BLE001 - the client's own request follows, and says what fails
             logger.debug("a plain %s of s3://%s/%s failed (%s); asking through the client", method, bucket, key, error)
             return None
         return (response.status_code, body) if response.status_code in (200, 404) else None
+
+    def _attempts(self) -> int:
+        """Requests per call the settings allow: `max_retries` + 1 (3 unless set)."""
+        return int(self.settings["max_retries"]) + 1 if self.settings.get("max_retries") else 3
 
     def _object_url(self, client: Any, bucket: str) -> str:
         """The URL of the bucket's objects up to the key, as the client addresses them (resolved once per bucket)."""
