@@ -33,9 +33,9 @@ from lakelog.client import (
     TopicPartition,
 )
 from lakelog.client.sink_records import sweep_sink_records
-from lakelog.coordinator.group_coordinator import GroupCoordinator
-from lakelog.coordinator.internal_compaction import compact_internal_logs
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
+from lakelog.coordinator.runtime.internal_compaction import compact_internal_logs
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import (
     GroupIdNotFound,
     InvalidRequest,

@@ -16,7 +16,7 @@ from typing import Any
 from lakelog.cli_common import BadInput
 from lakelog.cli_common import print_rows as _print_rows
 from lakelog.client import TopicPartition, group_admin
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import CorruptRecord
 from lakelog.log import topic_config
 

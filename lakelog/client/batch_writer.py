@@ -58,7 +58,7 @@ from lakelog.client.sink_records import (
     read_records,
     record_value,
 )
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import (
     ConcurrentTransactions,
     InvalidRequest,

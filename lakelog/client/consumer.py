@@ -56,7 +56,7 @@ from lakelog.client.producer import split_callbacks
 from lakelog.client.types import Message, TopicPartition
 from lakelog.config import storage_options
 from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import InvalidArgument, InvalidConfig, InvalidType, KafkaError
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.store import open_root

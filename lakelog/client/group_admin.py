@@ -23,7 +23,7 @@ from lakelog.client.admin_types import NODE_ID, ConsumerGroupType, MemberAssignm
 from lakelog.client.types import OFFSET_INVALID, TopicPartition
 from lakelog.config import validate_name
 from lakelog.coordinator.group import NO_MEMBER_EPOCH, Group, TopicPartitionKey
-from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
 from lakelog.errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, KafkaException, NonEmptyGroup, UnknownTopicOrPartition
 from lakelog.log import open_partition, topic_config
 from lakelog.log.topics import existing_internal_partitions

@@ -55,8 +55,8 @@ from lakelog.store import open_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
 if TYPE_CHECKING:
-    from lakelog.coordinator.group_coordinator import GroupCoordinator
-    from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+    from lakelog.coordinator.group.coordinator import GroupCoordinator
+    from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 CALLBACK_KEYS = ("on_delivery", "error_cb")
@@ -344,7 +344,7 @@ class Producer(ProducerLifecycle):
         UnknownMemberId make the transaction abort-only)."""
         from lakelog.client.types import TopicPartition
         from lakelog.coordinator.group import GroupMetadata
-        from lakelog.coordinator.group_coordinator import GroupCoordinator
+        from lakelog.coordinator.group.coordinator import GroupCoordinator
 
         self._require_transactional("send_offsets_to_transaction")
         self._require_state("send_offsets_to_transaction", TransactionState.IN_TRANSACTION)
@@ -431,7 +431,7 @@ class Producer(ProducerLifecycle):
 
     def _transaction_coordinator(self) -> TransactionCoordinator:
         if self._coordinator is None:
-            from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+            from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 
             self._coordinator = TransactionCoordinator(
                 self._root, partition_logs=self._lend_log, retry=self._retry, clock=self._clock

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from lakelog.coordinator import TransactionMetadata, TxnState
-from lakelog.coordinator.transaction_coordinator import FaultHook, TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import FaultHook, TransactionCoordinator
 from lakelog.errors import InvalidRequest, InvalidTxnState, KafkaTimeout, OffsetMismatch, UnknownProducerId
 from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S, wall_clock_ms

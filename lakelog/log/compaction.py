@@ -34,7 +34,7 @@ unless files past that end fell below the LSO or a tombstone is due (Kafka
 cleans a dirty log only).
 
 `rewrite_below_lso(log, choose)` is the engine, shared with the internal logs
-(lakelog.coordinator.state_log compacts them by their record keys with its own
+(lakelog.coordinator.runtime.state_log compacts them by their record keys with its own
 `choose`); `compact_partition(log, now_ms)` is the topic cleaner.
 """
 

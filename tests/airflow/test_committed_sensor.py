@@ -26,7 +26,7 @@ import pytest
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.client.committed_wait import CommittedWait, parse_offsets
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import InvalidRequest, UnknownTopicOrPartition
 from lakelog.log import open_partition
 from tests.airflow.scheduler import Airflow

@@ -14,7 +14,7 @@ from helpers import FakeClock, table_fingerprint
 
 from lakelog import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from lakelog.coordinator.group import GroupMetadata, Heartbeat
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import (
     FencedInstanceId,
     InvalidConfig,

@@ -288,7 +288,7 @@ def test_delete_records_as_confluent_kafka(root, admin, topic):
 
 def test_list_consumer_groups_with_an_empty_set_lists_every_group(root, admin, topic):
     from lakelog.coordinator.group import Heartbeat
-    from lakelog.coordinator.group_coordinator import GroupCoordinator
+    from lakelog.coordinator.group.coordinator import GroupCoordinator
 
     name = topic()
     GroupCoordinator(root).commit_offsets("idle", "", -1, {(name, 0): (0, "")})
@@ -347,7 +347,7 @@ def test_a_with_block_closes_the_client_and_poll_waits_and_returns_0(root):
 
 def test_list_topics_and_list_groups_print_as_confluents_metadata(root, admin, topic):
     from lakelog.coordinator.group import Heartbeat
-    from lakelog.coordinator.group_coordinator import GroupCoordinator
+    from lakelog.coordinator.group.coordinator import GroupCoordinator
 
     name = topic(partitions=2)
     member_id = GroupCoordinator(root).heartbeat(Heartbeat("g", "", 0, (name,), frozenset())).member_id

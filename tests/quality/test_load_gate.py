@@ -149,7 +149,7 @@ def test_S11_3_S10_2_lakelog_load_dead_letters_a_bad_file_once(root, topic, caps
 def _load_and_die_at(root: str, topic: str, source: str, point: str) -> None:
     """`lakelog load` that SIGKILLs itself after its unit was judged: with the DLQ rows and the result row appended
     in the transaction but before the commit is decided ("judged"), or right after the decision ("decided")."""
-    from lakelog.coordinator import transaction_coordinator
+    from lakelog.coordinator.transaction import coordinator as transaction_coordinator
 
     def die(*_args, **_kwargs):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 
-from lakelog.coordinator.group_records import TopicPartitionKey
+from lakelog.coordinator.group.records import TopicPartitionKey
 from lakelog.errors import InvalidRequest
-
-logger = logging.getLogger(__name__)
 
 ASSIGNORS = ("uniform", "range")
 

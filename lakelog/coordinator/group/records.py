@@ -2,7 +2,7 @@
 
 A record is one row: key = the group id, value = the record's fields as JSON,
 with its `kind` and the version `"v"` of the codec that wrote it
-(lakelog.coordinator.record_codec). Decoding reads every version up to the
+(lakelog.coordinator.runtime.record_codec). Decoding reads every version up to the
 codec's own (a row without a version is one written before versions existed),
 ignores fields it does not know, and gives a field that an older writer did not
 write its default; any other row is `CorruptRecord`.
@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lakelog.coordinator.record_codec import (
+from lakelog.coordinator.runtime.record_codec import (
     RecordCodec,
     flag,
     integer,
@@ -27,10 +26,7 @@ from lakelog.coordinator.record_codec import (
     text,
 )
 from lakelog.errors import CorruptRecord
-
-logger = logging.getLogger(__name__)
-
-TopicPartitionKey = tuple[str, int]
+from lakelog.typedef import TopicPartitionKey
 
 # A member's lease is renewed once at most 1/LEASE_RENEW_DIVISOR of its session is left: a settled member
 # writes about once per session.timeout.ms, not once per heartbeat (Kafka keeps liveness in timers).

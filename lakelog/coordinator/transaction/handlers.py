@@ -1,4 +1,4 @@
-"""The transaction coordinator of one transactional.id, as a pure state machine (S4).
+"""The transaction coordinator of one transactional.id, as pure handlers (S4).
 
 Modelled on Kafka's `TransactionMetadata` / `TransactionCoordinator` with
 transactions version 2 (KIP-890 part 2). A handler takes the current metadata of
@@ -36,16 +36,22 @@ matches a marker to its open transaction in a partition must match on producer i
 from __future__ import annotations
 
 import dataclasses
-import enum
-import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
-from lakelog.coordinator.record_codec import VERSION_FIELD, RecordCodec
+from lakelog.coordinator.runtime.outcome import Outcome
+from lakelog.coordinator.transaction.metadata import TransactionMetadata, _partition_key
+from lakelog.coordinator.transaction.results import (
+    AddPartitionsResult,
+    EndTransactionResult,
+    InitProducerIdResult,
+    SweepAction,
+    TransactionMarkers,
+    markers_for,
+)
+from lakelog.coordinator.transaction.state import CONTROL_OF, NO_TIMESTAMP, TransactionConfig, TxnState, is_epoch_exhausted
 from lakelog.errors import (
     ConcurrentTransactions,
-    CorruptRecord,
     InvalidProducerIdMapping,
     InvalidRequest,
     InvalidTransactionTimeout,
@@ -53,356 +59,14 @@ from lakelog.errors import (
     KafkaException,
     ProducerFenced,
 )
-from lakelog.log.records import MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlType
-
-logger = logging.getLogger(__name__)
-
-NO_TIMESTAMP = -1
-TopicPartitionKey = tuple[str, int]
+from lakelog.log.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlType
+from lakelog.typedef import TopicPartitionKey
 
 R = TypeVar("R")
+# A transaction handler's answer: `__transaction_state` records, then a response or an error.
+TxnOutcome = Outcome[TransactionMetadata, R]
 
-
-class TxnState(enum.Enum):
-    """A coordinator state (S4.3); the value is Kafka's name, as DescribeTransactions shows it."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
-    DEAD = "Dead"
-
-    @property
-    def legal_previous(self) -> frozenset[TxnState]:
-        """The states this one may follow; `can_follow(None)` says whether it may start an id."""
-        return _LEGAL_PREVIOUS[self]
-
-    def can_follow(self, previous: TxnState | None) -> bool:
-        if previous is None:
-            return self is TxnState.EMPTY
-        return previous in self.legal_previous
-
-    @property
-    def is_prepared(self) -> bool:
-        """A decided end whose markers may not all be written yet (S4.5)."""
-        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
-
-    @property
-    def is_complete(self) -> bool:
-        return self in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-
-    @property
-    def is_idle(self) -> bool:
-        """No transaction is open (EMPTY, COMPLETE_*): the id may start one, or expire."""
-        return self in _IDLE
-
-
-_IDLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
-
-# Kafka's table (TransactionState.java) less TV2's aborts of an empty transaction,
-# which lakelog answers without a record. PREPARE_EPOCH_FENCE keeps Kafka's entries
-# but is never written here: fencing goes straight to PREPARE_ABORT.
-_LEGAL_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
-    TxnState.EMPTY: _IDLE,
-    TxnState.ONGOING: _IDLE | {TxnState.ONGOING},
-    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
-    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE}),
-    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
-    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
-    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.ONGOING}),
-    TxnState.DEAD: _IDLE,
-}
-
-_CONTROL_OF = {
-    TxnState.PREPARE_COMMIT: ControlType.COMMIT,
-    TxnState.PREPARE_ABORT: ControlType.ABORT,
-    TxnState.COMPLETE_COMMIT: ControlType.COMMIT,
-    TxnState.COMPLETE_ABORT: ControlType.ABORT,
-}
-
-# Column name -> Arrow type name of a `__transaction_state` row (what `to_row` yields).
-ROW_TYPES: dict[str, str] = {
-    "transactional_id": "string",
-    "producer_id": "int64",
-    "previous_producer_id": "int64",
-    "next_producer_id": "int64",
-    "producer_epoch": "int16",
-    "last_producer_epoch": "int16",
-    "transaction_timeout_ms": "int32",
-    "state": "string",
-    "partitions": "list<string>",
-    "txn_start_ms": "int64",
-    "txn_last_update_ms": "int64",
-    VERSION_FIELD: "int32",
-}
-# The version of the rows `to_row` writes; `from_row` reads every one up to it (lakelog.coordinator.record_codec).
-TRANSACTION_RECORD: RecordCodec[Any] = RecordCodec("__transaction_state", version=1)
-
-
-@dataclass(frozen=True)
-class TransactionConfig:
-    """The broker keys the coordinator decides with (S4.7, S8.2)."""
-
-    transaction_max_timeout_ms: int
-    transactional_id_expiration_ms: int
-
-    @classmethod
-    def from_broker_config(cls, config: Mapping[str, Any]) -> TransactionConfig:
-        """From a loaded `broker` config: `TransactionConfig.from_broker_config(lakelog.config.load("broker"))`."""
-        return cls(
-            transaction_max_timeout_ms=config["transaction.max.timeout.ms"],
-            transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
-        )
-
-
-@dataclass(frozen=True)
-class TransactionMetadata:
-    """The coordinator's state of one transactional.id; also one `__transaction_state` record.
-
-    `last_producer_epoch` is the client's epoch before the last bump it asked for
-    (an end of transaction), so a retry is recognised; -1 after init or fencing.
-    `previous_producer_id` is the producer id before the last rotation (-1 if none);
-    `next_producer_id` is the id a PREPARE_* record rotates to at completion (-1 if none).
-    """
-
-    transactional_id: str
-    producer_id: int
-    previous_producer_id: int
-    producer_epoch: int
-    last_producer_epoch: int
-    transaction_timeout_ms: int
-    state: TxnState
-    partitions: frozenset[TopicPartitionKey]
-    txn_start_ms: int
-    txn_last_update_ms: int
-    next_producer_id: int = NO_PRODUCER_ID
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.partitions, frozenset):
-            object.__setattr__(self, "partitions", frozenset(self.partitions))
-
-    def to_row(self) -> dict[str, Any]:
-        """This record as a flat dict of plain values; partitions as sorted "topic:partition" strings."""
-        return TRANSACTION_RECORD.stamp(
-            {
-                "transactional_id": self.transactional_id,
-                "producer_id": self.producer_id,
-                "previous_producer_id": self.previous_producer_id,
-                "next_producer_id": self.next_producer_id,
-                "producer_epoch": self.producer_epoch,
-                "last_producer_epoch": self.last_producer_epoch,
-                "transaction_timeout_ms": self.transaction_timeout_ms,
-                "state": self.state.value,
-                "partitions": [f"{topic}:{partition}" for topic, partition in sorted(self.partitions)],
-                "txn_start_ms": self.txn_start_ms,
-                "txn_last_update_ms": self.txn_last_update_ms,
-            }
-        )
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TransactionMetadata:
-        """The record `to_row` wrote (any version up to ours); raises CorruptRecord if the row is not one."""
-        TRANSACTION_RECORD.version_of(row)
-        try:
-            integers = {
-                name: _plain_int(row[name])
-                for name in (
-                    "producer_id",
-                    "previous_producer_id",
-                    "next_producer_id",
-                    "producer_epoch",
-                    "last_producer_epoch",
-                    "transaction_timeout_ms",
-                    "txn_start_ms",
-                    "txn_last_update_ms",
-                )
-            }
-            transactional_id = row["transactional_id"]
-            if not isinstance(transactional_id, str) or not transactional_id:
-                raise ValueError(f"transactional_id {transactional_id!r} is not a non-empty string")
-            return cls(
-                transactional_id=transactional_id,
-                state=TxnState(row["state"]),
-                partitions=frozenset(_parse_partition(text) for text in _as_list(row["partitions"])),
-                **integers,
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise CorruptRecord(f"not a __transaction_state row: {error}", row=dict(row)) from error
-
-
-def _plain_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{value!r} is not an integer")
-    if not isinstance(value, int):
-        # numpy / Arrow scalars arrive as ints with __index__; floats and strings do not.
-        if not hasattr(value, "__index__"):
-            raise TypeError(f"{value!r} is not an integer")
-        value = value.__index__()
-    return int(value)
-
-
-def _as_list(value: Any) -> list[Any]:
-    # Arrow gives a list or None, pandas a numpy array: no truthiness test on those.
-    return [] if value is None else list(value)
-
-
-def _parse_partition(text: str) -> TopicPartitionKey:
-    if isinstance(text, Mapping):
-        return _partition_key(text["topic"], text["partition"])
-    topic, separator, partition = str(text).rpartition(":")
-    if not separator or not topic:
-        raise ValueError(f"partition {text!r} is not 'topic:partition'")
-    return _partition_key(topic, int(partition))
-
-
-def _partition_key(topic: Any, partition: Any) -> TopicPartitionKey:
-    if not isinstance(topic, str) or not topic:
-        raise ValueError(f"topic {topic!r} is not a non-empty string")
-    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-        raise ValueError(f"partition {partition!r} of topic {topic!r} is not a non-negative integer")
-    return topic, partition
-
-
-@dataclass(frozen=True)
-class InitProducerIdResult:
-    """The identity the producer uses from now on (S4.1)."""
-
-    producer_id: int
-    producer_epoch: int
-
-
-@dataclass(frozen=True)
-class AddPartitionsResult:
-    """Every partition now in the ongoing transaction (S4.4)."""
-
-    partitions: frozenset[TopicPartitionKey]
-
-
-@dataclass(frozen=True)
-class EndTransactionResult:
-    """The decided result, and the identity the producer uses for its next transaction (S4.6)."""
-
-    result: ControlType
-    producer_id: int
-    producer_epoch: int
-
-
-class SweepAction(enum.Enum):
-    """What `sweep` found for one id."""
-
-    NONE = "none"
-    ABORT_TIMED_OUT = "abort_timed_out"
-    EXPIRE = "expire"
-    # A decided end whose markers the caller must write, then complete_transaction.
-    ROLL_FORWARD = "roll_forward"
-
-
-@dataclass(frozen=True)
-class TransactionMarkers:
-    """The control rows to append, one per partition, to finish a PREPARE_* transaction (S4.5)."""
-
-    transactional_id: str
-    control: ControlType
-    producer_id: int
-    producer_epoch: int
-    partitions: tuple[TopicPartitionKey, ...]
-
-
-@dataclass(frozen=True)
-class Outcome(Generic[R]):
-    """Records to append (in order, in one commit), then the response or the error to return."""
-
-    records: tuple[TransactionMetadata, ...] = ()
-    response: R | None = None
-    error: KafkaException | None = None
-    # Nothing decided yet: the request goes through only with a newly allocated producer id, which the caller
-    # allocates once this answer holds on the latest state, then asks again with it (S8.3: no id for a refusal).
-    needs_producer_id: bool = False
-
-    def __post_init__(self) -> None:
-        if self.response is not None and self.error is not None:
-            raise ValueError("an outcome has a response or an error, not both")
-        if self.needs_producer_id and (self.records or self.response is not None or self.error is not None):
-            raise ValueError("an outcome that needs a producer id decides nothing else")
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def state_after(self, current: TransactionMetadata | None) -> TransactionMetadata | None:
-        """The id's metadata once `records` are appended (None if it became DEAD)."""
-        if not self.records:
-            return current
-        last = self.records[-1]
-        return None if last.state is TxnState.DEAD else last
-
-
-_NEEDS_PRODUCER_ID: Outcome[Any] = Outcome(needs_producer_id=True)
-
-
-def replay(state_by_id: dict[str, TransactionMetadata], record: TransactionMetadata) -> dict[str, TransactionMetadata]:
-    """Apply one record to `state_by_id` in place and return it: last record wins, DEAD removes the id."""
-    if record.state is TxnState.DEAD:
-        state_by_id.pop(record.transactional_id, None)
-    else:
-        state_by_id[record.transactional_id] = record
-    return state_by_id
-
-
-def snapshot_of(state_by_id: Mapping[str, TransactionMetadata]) -> list[dict[str, Any]]:
-    """The state as JSON-able rows: the last record of every live id (what compaction would keep)."""
-    return [state_by_id[transactional_id].to_row() for transactional_id in sorted(state_by_id)]
-
-
-def state_from_snapshot(rows: list[Mapping[str, Any]]) -> dict[str, TransactionMetadata]:
-    """The state `snapshot_of` dumped; CorruptRecord if a row is not a record."""
-    state: dict[str, TransactionMetadata] = {}
-    for row in rows:
-        replay(state, TransactionMetadata.from_row(row))
-    return state
-
-
-def partition_for_transactional_id(transactional_id: str, num_partitions: int) -> int:
-    """The `__transaction_state/<n>` of an id: Kafka's `Utils.abs(id.hashCode) % n`."""
-    if num_partitions < 1:
-        raise ValueError(f"num_partitions must be at least 1, not {num_partitions}")
-    return _java_abs(java_string_hash(transactional_id)) % num_partitions
-
-
-def java_string_hash(text: str) -> int:
-    """Java's `String.hashCode()`: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    value = 0
-    for index in range(0, len(data), 2):
-        value = (31 * value + (data[index] << 8 | data[index + 1])) & 0xFFFFFFFF
-    return value - 2**32 if value >= 2**31 else value
-
-
-def _java_abs(value: int) -> int:
-    # Kafka's Utils.abs maps Integer.MIN_VALUE to 0 rather than overflowing.
-    return 0 if value == -(2**31) else abs(value)
-
-
-def is_epoch_exhausted(producer_epoch: int) -> bool:
-    """No further client epoch is left: MAX_EPOCH stays free so a holder can always be fenced."""
-    return producer_epoch >= MAX_EPOCH - 1
-
-
-def markers_for(metadata: TransactionMetadata | None) -> TransactionMarkers | None:
-    """The markers a PREPARE_* state still needs written (S4.5); None for any other state."""
-    if metadata is None or not metadata.state.is_prepared:
-        return None
-    return TransactionMarkers(
-        transactional_id=metadata.transactional_id,
-        control=_CONTROL_OF[metadata.state],
-        producer_id=metadata.producer_id,
-        producer_epoch=metadata.producer_epoch,
-        partitions=tuple(sorted(metadata.partitions)),
-    )
-
+_NEEDS_PRODUCER_ID: TxnOutcome[Any] = Outcome(needs_producer_id=True)
 
 # -- handlers ---------------------------------------------------------------------
 
@@ -414,7 +78,7 @@ def init_producer_id(
     new_producer_id: int | None,
     now_ms: int,
     config: TransactionConfig,
-) -> Outcome[InitProducerIdResult]:
+) -> TxnOutcome[InitProducerIdResult]:
     """InitProducerId (S4.1, S4.2): map the id to a producer id and bump the epoch, fencing earlier holders.
 
     An id that is new or whose epoch is exhausted moves to `new_producer_id`: without
@@ -505,7 +169,7 @@ def add_partitions(
     partitions: Iterable[TopicPartitionKey],
     now_ms: int,
     markers_written: TransactionMarkers | None = None,
-) -> Outcome[AddPartitionsResult]:
+) -> TxnOutcome[AddPartitionsResult]:
     """AddPartitionsToTxn (S4.4): start the transaction (EMPTY/COMPLETE_* -> ONGOING) or widen it.
 
     No record when every partition is already in the ongoing transaction. Errors:
@@ -559,7 +223,7 @@ def verify_partitions(
     producer_id: int,
     producer_epoch: int,
     partitions: Iterable[TopicPartitionKey],
-) -> Outcome[AddPartitionsResult]:
+) -> TxnOutcome[AddPartitionsResult]:
     """KIP-890 verification for a transactional write (S4.4); never has records.
 
     Succeeds only if the producer is the current holder and every partition is in
@@ -602,7 +266,7 @@ def end_transaction(
     commit: bool,
     now_ms: int,
     new_producer_id: int | None = None,
-) -> Outcome[EndTransactionResult]:
+) -> TxnOutcome[EndTransactionResult]:
     """EndTxn (S4.5, S4.6): decide commit or abort with one PREPARE_* record, bumping the epoch.
 
     Idempotent: a retry (the epoch the decided end was sent with) of the same result
@@ -625,7 +289,7 @@ def end_transaction(
     if state is TxnState.PREPARE_EPOCH_FENCE:
         return Outcome(error=_unexpected_state(current))
     if _is_retry_of_end(current, producer_id, producer_epoch):
-        decided = _CONTROL_OF[state]
+        decided = CONTROL_OF[state]
         if decided is not wanted:
             return Outcome(error=_wrong_result(current, wanted))
         return Outcome(response=EndTransactionResult(decided, *_next_identity(current)))
@@ -660,7 +324,7 @@ def complete_transaction(
     current: TransactionMetadata | None,
     markers: TransactionMarkers,
     now_ms: int,
-) -> Outcome[TransactionMetadata]:
+) -> TxnOutcome[TransactionMetadata]:
     """Record COMPLETE_* once `markers` (from `markers_for`) are written to every partition (S4.5).
 
     Partitions are cleared; a pending producer id rotation takes effect (epoch 0).
@@ -686,7 +350,7 @@ def sweep(
     current: TransactionMetadata | None,
     now_ms: int,
     config: TransactionConfig,
-) -> Outcome[SweepAction]:
+) -> TxnOutcome[SweepAction]:
     """The coordinator sweep for one id (S4.7, S8.2); idempotent.
 
     ONGOING past its transaction timeout: PREPARE_ABORT with an epoch bump (the

@@ -1,6 +1,6 @@
 """The consumer group coordinator on the tables: `__consumer_offsets` logs (S6, S7).
 
-Every request runs a pure handler of `group.py` on the state replayed from the
+Every request runs a pure handler (`membership`, `offsets`) on the state replayed from the
 group's `__consumer_offsets/<n>` partition and appends its records with
 `CoordinatorLog.run`, decided on the exact log end offset it follows. The
 transaction coordinator writes COMMIT/ABORT markers into the same partition
@@ -34,7 +34,8 @@ from lakelog.coordinator.group import (
     OffsetRecord,
     TopicPartitionKey,
 )
-from lakelog.coordinator.state_log import CoordinatorLog, StateCodec
+from lakelog.coordinator.group.types import GroupOutcome
+from lakelog.coordinator.runtime.state_log import CoordinatorLog, StateCodec
 from lakelog.errors import (
     CorruptRecord,
     FencedInstanceId,
@@ -88,7 +89,7 @@ class GroupCoordinator:
         """Join, heartbeat or leave; the response carries the member's epoch and the partitions it owns now."""
         new_member_id = uuid.uuid4().hex if request.member_epoch == 0 else None
 
-        def decide(state: GroupState) -> handlers.Outcome[HeartbeatResponse]:
+        def decide(state: GroupState) -> GroupOutcome[HeartbeatResponse]:
             group = state.group(request.group_id)
             # A new target assigns the topics of every member, not only the requester's.
             topics = set(request.subscribed_topics)
@@ -142,7 +143,7 @@ class GroupCoordinator:
         topic, partition = self.offsets_partition(metadata.group_id)
         verified_at: set[int] = set()
 
-        def decide(state: GroupState) -> handlers.Outcome[dict[TopicPartitionKey, int]]:
+        def decide(state: GroupState) -> GroupOutcome[dict[TopicPartitionKey, int]]:
             outcome = handlers.commit_transactional_offsets(
                 state, metadata, producer_id, producer_epoch, offsets, self._clock(), self.group_config
             )
@@ -168,7 +169,7 @@ class GroupCoordinator:
         on the state in hand costs no read (the commit decides again on the latest)."""
         group_log = self._log_of(metadata.group_id)
 
-        def check(state: GroupState) -> handlers.Outcome[Any]:
+        def check(state: GroupState) -> GroupOutcome[Any]:
             return handlers.commit_transactional_offsets(
                 state, metadata, producer_id, producer_epoch, offsets, self._clock(), self.group_config
             )
@@ -309,7 +310,7 @@ class GroupCoordinator:
         return self._num_partitions
 
     def _log_of(self, group_id: str) -> CoordinatorLog[GroupState]:
-        error = handlers._check_group_id(group_id)
+        error = handlers.check_group_id(group_id)
         if error is not None:
             raise error
         return self._log(handlers.partition_for_group(group_id, self.num_partitions))
@@ -336,7 +337,7 @@ class GroupCoordinator:
 def _served(group_id: str, handler: Any) -> Any:
     """`handler`, refused with CorruptRecord while the group is set aside by a row that does not decode."""
 
-    def decide(state: GroupState) -> handlers.Outcome[Any]:
+    def decide(state: GroupState) -> GroupOutcome[Any]:
         corrupt = state.corrupt.get(group_id)
         return handlers.Outcome(error=corrupt.error(group_id)) if corrupt is not None else handler(state)
 

@@ -3,7 +3,7 @@
 `replay` folds one record into the state, `replay_marker` a transaction marker
 written into the same log (S7.1), `replay_corrupt` a row that does not decode
 (its group is set aside, the others are served). `snapshot_of` and
-`state_from_snapshot` are the state's snapshot codec (lakelog.coordinator.state_log).
+`state_from_snapshot` are the state's snapshot codec (lakelog.coordinator.runtime.state_log).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from lakelog.coordinator.group_records import (
+from lakelog.coordinator.group.records import (
     CurrentRecord,
     GroupLogRecord,
     GroupRecord,

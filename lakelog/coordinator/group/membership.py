@@ -1,12 +1,4 @@
-"""The consumer group coordinator of one group, as a pure state machine (S6, S7; KIP-848, KAFKA-19779).
-
-Same pattern as `transaction.py`: a handler takes the group's current state and
-a request, and returns an `Outcome` (records to append to `__consumer_offsets`,
-then the response or the error). `replay` folds records (and the transaction
-markers written into the same log) back into state. Handlers read no clock and
-do no I/O; partition counts of the subscribed topics come in as an argument.
-The records and their codecs are in `group_records`, the state and its replay in
-`group_state`, the assignors in `assignors` (all still importable from here).
+"""Membership: joins, heartbeats, leaves and reconciliation toward the target assignment, and the sweep's expiry (S6.1-S6.3, S6.5).
 
 Epochs, as KIP-848 and KAFKA-19779 define them:
 
@@ -29,131 +21,30 @@ Epochs, as KIP-848 and KAFKA-19779 define them:
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
 
-from lakelog.config import validate_name
-from lakelog.coordinator.assignors import assign
-from lakelog.coordinator.group_records import (  # noqa: F401 - the records are read from here too
-    CurrentRecord,
-    GroupLogRecord,
-    GroupRecord,
-    MemberRecord,
-    OffsetRecord,
-    TargetRecord,
-    TopicPartitionKey,
-    from_row,
-    record_key,
+from lakelog.coordinator.group.assignors import assign
+from lakelog.coordinator.group.records import CurrentRecord, GroupLogRecord, GroupRecord, MemberRecord, TargetRecord
+from lakelog.coordinator.group.state import CorruptGroupRow, Group, GroupState, Member, replay
+from lakelog.coordinator.group.types import (
+    LEAVE_GROUP_EPOCH,
+    LEAVE_GROUP_STATIC_EPOCH,
+    GroupConfig,
+    GroupOutcome,
+    Heartbeat,
+    HeartbeatResponse,
+    check_group_id,
+    fenced_instance,
+    unknown_member,
 )
-from lakelog.coordinator.group_state import (  # noqa: F401 - the state and its replay are read from here too
-    CorruptGroupRow,
-    Group,
-    GroupState,
-    Member,
-    replay,
-    replay_corrupt,
-    replay_marker,
-    snapshot_of,
-    state_from_snapshot,
-)
-from lakelog.coordinator.transaction import _java_abs, java_string_hash
+from lakelog.coordinator.runtime.outcome import Outcome
 from lakelog.errors import (
-    FencedInstanceId,
     FencedMemberEpoch,
     GroupIdNotFound,
-    IllegalGeneration,
-    InvalidGroupId,
     InvalidRequest,
-    KafkaException,
     NonEmptyGroup,
-    ProducerFenced,
-    StaleMemberEpoch,
-    UnknownMemberId,
-    UnstableOffsetCommit,
 )
-
-logger = logging.getLogger(__name__)
-
-R = TypeVar("R")
-
-LEAVE_GROUP_EPOCH = -1
-# KIP-345/848: a static member's temporary leave keeps its assignment for a new instance.
-LEAVE_GROUP_STATIC_EPOCH = -2
-# A commit from outside the group protocol (manual assignment): no member, generation -1.
-NO_MEMBER_EPOCH = -1
-
-
-def partition_for_group(group_id: str, num_partitions: int) -> int:
-    """The `__consumer_offsets/<n>` of a group: Kafka's `Utils.abs(groupId.hashCode) % n`."""
-    return _java_abs(java_string_hash(group_id)) % num_partitions
-
-
-# -- outcomes and requests ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Outcome(Generic[R]):
-    records: tuple[GroupLogRecord, ...] = ()
-    response: R | None = None
-    error: KafkaException | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-@dataclass(frozen=True)
-class GroupConfig:
-    """Coordinator-side settings of groups (Kafka's group.consumer.* broker keys, and lakelog's own)."""
-
-    assignor: str = "uniform"
-    # KAFKA-19779 "precise" mode: validate commits against each partition's own revocation epoch.
-    partition_level_revocation_epochs: bool = False
-
-    @classmethod
-    def from_broker_config(cls, broker: Mapping[str, Any], assignor: str | None = None) -> GroupConfig:
-        """Settings from the broker config (`group.consumer.partition.revocation.epochs.enable`), and
-        the assignor a member asked for (`group.remote.assignor`), if any."""
-        return cls(
-            assignor=assignor or cls.assignor,
-            partition_level_revocation_epochs=broker["group.consumer.partition.revocation.epochs.enable"],
-        )
-
-
-@dataclass(frozen=True)
-class Heartbeat:
-    """A ConsumerGroupHeartbeat: member_epoch 0 joins, -1 leaves (-2: a static member's temporary leave)."""
-
-    group_id: str
-    member_id: str
-    member_epoch: int
-    subscribed_topics: tuple[str, ...]
-    owned: frozenset[TopicPartitionKey]
-    instance_id: str | None = None
-    session_timeout_ms: int = 45_000
-    rebalance_timeout_ms: int = 300_000
-
-
-@dataclass(frozen=True)
-class HeartbeatResponse:
-    member_id: str
-    member_epoch: int
-    # The partitions the member owns now; a member must revoke what it owns beyond this.
-    assignment: frozenset[TopicPartitionKey]
-    heartbeat_interval_ms: int = 1000
-
-
-@dataclass(frozen=True)
-class GroupMetadata:
-    """What `consumer_group_metadata()` hands the producer (KIP-447): who commits, at which epoch."""
-
-    group_id: str
-    member_id: str = ""
-    generation_id: int = NO_MEMBER_EPOCH
-    group_instance_id: str | None = None
-
+from lakelog.typedef import TopicPartitionKey
 
 # -- handlers -------------------------------------------------------------------------------
 
@@ -165,7 +56,7 @@ def heartbeat(
     now_ms: int,
     config: GroupConfig = GroupConfig(),
     new_member_id: str | None = None,
-) -> Outcome[HeartbeatResponse]:
+) -> GroupOutcome[HeartbeatResponse]:
     """Join (epoch 0), heartbeat, or leave (-1; -2 for a static member's temporary leave), and
     reconcile the member toward the target assignment (S6.2, S6.3).
 
@@ -174,7 +65,7 @@ def heartbeat(
     A static member joining under a `group.instance.id` that another member
     holds replaces it; the old member id is fenced from then on (S6.5).
     """
-    error = _check_group_id(request.group_id)
+    error = check_group_id(request.group_id)
     if error is not None:
         return Outcome(error=error)
     group_id, epoch = request.group_id, request.member_epoch
@@ -184,7 +75,7 @@ def heartbeat(
 
     if epoch in (LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH):
         if member is None:
-            return Outcome(error=_unknown_member(group_id, request.member_id))
+            return Outcome(error=unknown_member(group_id, request.member_id))
         if epoch == LEAVE_GROUP_STATIC_EPOCH and member.metadata.instance_id is not None:
             # The member stays (until its session times out) so that its next instance finds its assignment.
             return Outcome(response=HeartbeatResponse(request.member_id, LEAVE_GROUP_STATIC_EPOCH, frozenset()))
@@ -219,10 +110,10 @@ def heartbeat(
     else:
         if member is None:
             if request.instance_id is not None and group.member_by_instance(request.instance_id) is not None:
-                return Outcome(error=_fenced_instance(group_id, request.instance_id))
-            return Outcome(error=_unknown_member(group_id, request.member_id))
+                return Outcome(error=fenced_instance(group_id, request.instance_id))
+            return Outcome(error=unknown_member(group_id, request.member_id))
         if request.instance_id is not None and member.metadata.instance_id != request.instance_id:
-            return Outcome(error=_fenced_instance(group_id, request.instance_id))
+            return Outcome(error=fenced_instance(group_id, request.instance_id))
         # The epoch the member knows: its own, the one before its last bump, or one it was moved past
         # without being asked to revoke (see _reconcile_others).
         if not member.current.previous_member_epoch <= epoch <= member.current.member_epoch:
@@ -373,122 +264,7 @@ def _copy_group(group: Group) -> Group:
     )
 
 
-# -- offsets ----------------------------------------------------------------------------------
-
-
-def validate_commit(
-    group: Group | None,
-    group_id: str,
-    member_id: str,
-    member_epoch: int,
-    partitions: Iterable[TopicPartitionKey],
-    transactional: bool,
-    instance_id: str | None = None,
-    config: GroupConfig = GroupConfig(),
-) -> KafkaException | None:
-    """S6.4 / S7.2: `RevocationEpoch < client epoch <= broker epoch`, member-level or per partition.
-
-    A commit with no member id and epoch -1 comes from outside the group protocol
-    (manual assignment) and is accepted only while the group has no members.
-    Errors: UnknownMemberId, FencedInstanceId, StaleMemberEpoch (plain) or
-    IllegalGeneration (transactional).
-    """
-    if not member_id and member_epoch == NO_MEMBER_EPOCH:
-        if group is None or group.is_empty():
-            return None
-        return _stale(group_id, member_epoch, transactional, "the group has members: commit as one of them")
-    member = group.members.get(member_id) if group is not None else None
-    if member is None:
-        if instance_id is not None and group is not None and group.member_by_instance(instance_id) is not None:
-            return _fenced_instance(group_id, instance_id)
-        return _unknown_member(group_id, member_id)
-    if instance_id is not None and member.metadata.instance_id != instance_id:
-        return _fenced_instance(group_id, instance_id)
-    current = member.current
-    if member_epoch > current.member_epoch:
-        return _stale(group_id, member_epoch, transactional, f"the member's epoch is {current.member_epoch}")
-    for tp in partitions:
-        bound = (
-            current.partition_revocation_epochs.get(tp, 0)
-            if config.partition_level_revocation_epochs
-            else current.revocation_epoch
-        )
-        if not bound < member_epoch:
-            why = (
-                f"{tp[0]}-{tp[1]} was revoked from the member at epoch {bound}"
-                if config.partition_level_revocation_epochs
-                else f"the member revoked partitions at epoch {bound} (its revocation epoch)"
-            )
-            return _stale(group_id, member_epoch, transactional, why)
-    return None
-
-
-def commit_offsets(
-    group: Group | None,
-    group_id: str,
-    member_id: str,
-    member_epoch: int,
-    offsets: Mapping[TopicPartitionKey, tuple[int, str]],
-    now_ms: int,
-    instance_id: str | None = None,
-    config: GroupConfig = GroupConfig(),
-) -> Outcome[dict[TopicPartitionKey, int]]:
-    """OffsetCommit (S6.1, S6.4): one record per partition, after validation; nothing on refusal."""
-    error = _check_group_id(group_id) or _check_offsets(offsets)
-    if error is None:
-        error = validate_commit(group, group_id, member_id, member_epoch, offsets, False, instance_id, config)
-    if error is not None:
-        return Outcome(error=error)
-    records = tuple(
-        OffsetRecord(group_id, topic, partition, offset, metadata, now_ms)
-        for (topic, partition), (offset, metadata) in sorted(offsets.items())
-    )
-    return Outcome(_renewal(group, member_id, now_ms) + records, {tp: offset for tp, (offset, _) in offsets.items()})
-
-
-def commit_transactional_offsets(
-    state: GroupState,
-    metadata: GroupMetadata,
-    producer_id: int,
-    producer_epoch: int,
-    offsets: Mapping[TopicPartitionKey, tuple[int, str]],
-    now_ms: int,
-    config: GroupConfig = GroupConfig(),
-) -> Outcome[dict[TopicPartitionKey, int]]:
-    """TxnOffsetCommit (S7.1, S7.2): pending offsets of the producer's transaction.
-
-    Group metadata is checked as a transactional commit (IllegalGeneration,
-    FencedInstanceId, UnknownMemberId); a producer epoch at or below a marker
-    below the last marker written here for this producer is a finished
-    transaction's (markers carry the next transaction's epoch, S4.6): ProducerFenced.
-    """
-    group_id = metadata.group_id
-    error = _check_group_id(group_id) or _check_offsets(offsets)
-    if error is not None:
-        return Outcome(error=error)
-    if producer_epoch < state.marker_epochs.get(producer_id, -1):
-        return Outcome(
-            error=ProducerFenced(
-                f"producer id {producer_id} epoch {producer_epoch}: its transaction already ended here",
-                producer_id=producer_id,
-                producer_epoch=state.marker_epochs[producer_id],
-            )
-        )
-    group = state.group(group_id)
-    error = validate_commit(
-        group, group_id, metadata.member_id, metadata.generation_id, offsets, True, metadata.group_instance_id, config
-    )
-    if error is not None:
-        return Outcome(error=error)
-    records = tuple(
-        OffsetRecord(group_id, topic, partition, offset, text, now_ms, producer_id, producer_epoch)
-        for (topic, partition), (offset, text) in sorted(offsets.items())
-    )
-    renewal = _renewal(group, metadata.member_id, now_ms)
-    return Outcome(renewal + records, {tp: offset for tp, (offset, _) in offsets.items()})
-
-
-def _renewal(group: Group | None, member_id: str, now_ms: int) -> tuple[GroupLogRecord, ...]:
+def lease_renewal(group: Group | None, member_id: str, now_ms: int) -> tuple[GroupLogRecord, ...]:
     """The committing member's lease renewal, if due: a commit is written anyway, so it renews for free."""
     member = group.members.get(member_id) if group is not None and member_id else None
     if member is None or member.metadata.last_heartbeat_ms >= now_ms or not member.metadata.lease_due(now_ms):
@@ -496,30 +272,10 @@ def _renewal(group: Group | None, member_id: str, now_ms: int) -> tuple[GroupLog
     return (dataclasses.replace(member.metadata, last_heartbeat_ms=now_ms),)
 
 
-def fetch_offsets(
-    group: Group | None, partitions: Iterable[TopicPartitionKey] | None, require_stable: bool
-) -> Outcome[dict[TopicPartitionKey, OffsetRecord | None]]:
-    """OffsetFetch (S6.1, S7.3): committed offsets; with `require_stable`, UnstableOffsetCommit while a
-    transactional commit of any asked partition is pending."""
-    if group is None:
-        return Outcome(response=dict.fromkeys(partitions or ()))
-    wanted = list(partitions) if partitions is not None else sorted(group.offsets)
-    if require_stable:
-        pending = sorted({tp for offsets in group.pending.values() for tp in offsets} & set(wanted))
-        if pending:
-            return Outcome(
-                error=UnstableOffsetCommit(
-                    f"group {group.group_id!r} has a transactional offset commit pending for {pending}; retry",
-                    partitions=pending,
-                )
-            )
-    return Outcome(response={tp: group.offsets.get(tp) for tp in wanted})
-
-
 # -- timeouts (the sweep) ----------------------------------------------------------------------
 
 
-def expire_members(group: Group, topic_partitions: Mapping[str, int], now_ms: int) -> Outcome[list[str]]:
+def expire_members(group: Group, topic_partitions: Mapping[str, int], now_ms: int) -> GroupOutcome[list[str]]:
     """S6.5: remove members past their lease (last renewal + session.timeout.ms), or stuck revoking past
     their rebalance timeout."""
     expired = []
@@ -540,7 +296,7 @@ def expire_members(group: Group, topic_partitions: Mapping[str, int], now_ms: in
     return Outcome(tuple(records), expired)
 
 
-def delete_group(group: Group | None, group_id: str) -> Outcome[None]:
+def delete_group(group: Group | None, group_id: str) -> GroupOutcome[None]:
     """Delete an empty group and its offsets (kafka-consumer-groups.sh --delete)."""
     if group is None:
         return Outcome(error=GroupIdNotFound(f"group {group_id!r} does not exist"))
@@ -551,7 +307,7 @@ def delete_group(group: Group | None, group_id: str) -> Outcome[None]:
     return Outcome(tuple(records))
 
 
-def delete_corrupt_group(corrupt: CorruptGroupRow | None, group_id: str) -> Outcome[CorruptGroupRow]:
+def delete_corrupt_group(corrupt: CorruptGroupRow | None, group_id: str) -> GroupOutcome[CorruptGroupRow]:
     """Delete a group set aside by a row that does not decode, discarding its committed offsets (the way out).
 
     Replay dropped the group's state at its first corrupt row (`replay_corrupt`: no offset of it is known here
@@ -568,38 +324,3 @@ def delete_corrupt_group(corrupt: CorruptGroupRow | None, group_id: str) -> Outc
             )
         )
     return Outcome((GroupRecord(group_id, 0, deleted=True),), corrupt)
-
-
-# -- helpers ------------------------------------------------------------------------------------
-
-
-def _check_group_id(group_id: Any) -> KafkaException | None:
-    try:
-        validate_name(group_id, what="group.id")
-    except KafkaException as error:
-        return InvalidGroupId(str(error))
-    return None
-
-
-def _check_offsets(offsets: Mapping[TopicPartitionKey, tuple[int, str]]) -> KafkaException | None:
-    for (topic, partition), (offset, _metadata) in offsets.items():
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            return InvalidRequest(f"offset for {topic}-{partition} must be a non-negative integer, not {offset!r}")
-        if not isinstance(partition, int) or partition < 0:
-            return InvalidRequest(f"partition of {topic} must be a non-negative integer, not {partition!r}")
-    return None
-
-
-def _stale(group_id: str, epoch: int, transactional: bool, why: str) -> KafkaException:
-    error = IllegalGeneration if transactional else StaleMemberEpoch
-    return error(f"commit to group {group_id!r} at member epoch {epoch} is refused: {why}", member_epoch=epoch)
-
-
-def _unknown_member(group_id: str, member_id: str) -> UnknownMemberId:
-    return UnknownMemberId(f"member {member_id!r} is not in group {group_id!r}", member_id=member_id)
-
-
-def _fenced_instance(group_id: str, instance_id: str) -> FencedInstanceId:
-    return FencedInstanceId(
-        f"group.instance.id {instance_id!r} of group {group_id!r} belongs to a newer member", instance_id=instance_id
-    )

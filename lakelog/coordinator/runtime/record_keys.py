@@ -13,24 +13,20 @@ only lands on a member present at its offset, a transactional offset becomes
 the committed one at its COMMIT marker's offset, and any record brings its
 group into existence. So `live_group_offsets` folds the rows as replay does
 and tracks, for every piece of the state, the rows that produce it (with the
-rows they depend on); the rest is dropped. `lakelog.coordinator.state_log`
+rows they depend on); the rest is dropped. `lakelog.coordinator.runtime.state_log`
 checks every plan by replaying both logs before it commits, and keeps
 everything when they differ: the property is state(compact(log)) == state(log).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import Any
 
-from lakelog.coordinator.group_records import CurrentRecord, GroupRecord, MemberRecord, OffsetRecord, TargetRecord
-from lakelog.coordinator.state_log import Marker
+from lakelog.coordinator.group.records import CurrentRecord, GroupRecord, MemberRecord, OffsetRecord, TargetRecord
+from lakelog.coordinator.runtime.state_log import Marker
 from lakelog.coordinator.transaction import TransactionMetadata, TxnState
 from lakelog.log.records import ControlType
-
-logger = logging.getLogger(__name__)
-
 
 # -- one key per record kind -------------------------------------------------------------
 

@@ -11,14 +11,11 @@ coordinator log adds the table and offset of the row (`located`).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from lakelog.errors import CorruptRecord
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

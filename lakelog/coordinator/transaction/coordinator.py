@@ -1,6 +1,6 @@
 """The transaction coordinator on the tables: `__transaction_state` logs, markers, the sweep (S4, S8.2).
 
-Every request runs the pure handler of `transaction.py` on the state replayed
+Every request runs the pure handler of `handlers.py` on the state replayed
 from the id's `__transaction_state/<n>` partition and commits its records with
 `CoordinatorLog.run` (decided on the exact log end offset it follows). Nothing
 lives only in this object: any process may crash at any point, and the next
@@ -27,12 +27,11 @@ from typing import Any, cast
 
 from lakelog import config as config_module
 from lakelog.coordinator import transaction as txn
-from lakelog.coordinator.state_log import CoordinatorLog, StateCodec
+from lakelog.coordinator.runtime.state_log import CoordinatorLog, StateCodec
 from lakelog.coordinator.transaction import (
     AddPartitionsResult,
     EndTransactionResult,
     InitProducerIdResult,
-    Outcome,
     SweepAction,
     TopicPartitionKey,
     TransactionConfig,
@@ -40,6 +39,7 @@ from lakelog.coordinator.transaction import (
     TransactionMetadata,
     TxnState,
 )
+from lakelog.coordinator.transaction.handlers import TxnOutcome
 from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout, ProducerFenced
 from lakelog.log import PartitionLog, allocate_producer_id, open_partition
 from lakelog.log.partition import APPEND_TIMEOUT_S, Clock, wall_clock_ms
@@ -175,7 +175,7 @@ class TransactionCoordinator:
                 self._hit(FAULT_BEFORE_COMPLETE_AND_BEGIN, transactional_id=transactional_id)
 
             # `written` bound as a default: this iteration's value (the closure runs within it).
-            def add(state: dict[str, TransactionMetadata], written: TransactionMarkers | None = written) -> txn.Outcome[Any]:
+            def add(state: dict[str, TransactionMetadata], written: TransactionMarkers | None = written) -> TxnOutcome[Any]:
                 return txn.add_partitions(
                     state.get(transactional_id), transactional_id, producer_id, producer_epoch, partitions, self._clock(), written
                 )
@@ -308,7 +308,7 @@ class TransactionCoordinator:
                     continue
 
                 # `transactional_id` bound as a default: this iteration's id (the closure runs within it).
-                def sweep(state: dict[str, TransactionMetadata], transactional_id: str = transactional_id) -> txn.Outcome[Any]:
+                def sweep(state: dict[str, TransactionMetadata], transactional_id: str = transactional_id) -> TxnOutcome[Any]:
                     return txn.sweep(state.get(transactional_id), self._clock(), self.config)
 
                 outcome = self._logged(state_log.run(sweep))
@@ -349,7 +349,7 @@ class TransactionCoordinator:
     def _run(
         self,
         transactional_id: str,
-        handler: Callable[[TransactionMetadata | None], Outcome[Any]],
+        handler: Callable[[TransactionMetadata | None], TxnOutcome[Any]],
         backoff: Backoff | None = None,
     ) -> Any:
         outcome = self._logged(
@@ -362,10 +362,10 @@ class TransactionCoordinator:
     def _run_allocating(
         self,
         transactional_id: str,
-        handler: Callable[[TransactionMetadata | None, int | None], Outcome[Any]],
+        handler: Callable[[TransactionMetadata | None, int | None], TxnOutcome[Any]],
         backoff: Backoff,
         new_producer_id: int | None = None,
-    ) -> tuple[Outcome[Any], int | None]:
+    ) -> tuple[TxnOutcome[Any], int | None]:
         """Run `handler(current, new_producer_id)`; allocate a producer id only for an answer that needs one.
 
         `CoordinatorLog.run` returns an answer without records only once it holds on the
@@ -377,7 +377,7 @@ class TransactionCoordinator:
         """
         while True:
             # `new_producer_id` bound as a default: this round's value (the closure runs within it).
-            def decide(state: dict[str, TransactionMetadata], new_producer_id: int | None = new_producer_id) -> txn.Outcome[Any]:
+            def decide(state: dict[str, TransactionMetadata], new_producer_id: int | None = new_producer_id) -> TxnOutcome[Any]:
                 return handler(state.get(transactional_id), new_producer_id)
 
             outcome = self._logged(self._log_of(transactional_id).run(decide, backoff=backoff))
@@ -389,7 +389,7 @@ class TransactionCoordinator:
             log.debug("transactional.id %r: producer id %d allocated, deciding again with it", transactional_id, new_producer_id)
 
     @staticmethod
-    def _logged(outcome: Outcome[Any]) -> Outcome[Any]:
+    def _logged(outcome: TxnOutcome[Any]) -> TxnOutcome[Any]:
         """Log each state the outcome committed (an INFO line per transition, S4.3) or the fencing that refused it
         (S4.1), and hand the outcome on."""
         for record in outcome.records:

@@ -12,7 +12,7 @@ waits out the retry policy's backoff (lakelog.store.retry) first, on one backoff
 per request.
 
 A record is one row: key = the coordinator key (a transactional.id, a group id),
-value = the record as JSON, versioned by its codec (lakelog.coordinator.record_codec).
+value = the record as JSON, versioned by its codec (lakelog.coordinator.runtime.record_codec).
 Replay is incremental: only rows past the last replayed offset are read. A row
 that does not decode is `CorruptRecord` naming the table and offset; given
 `on_corrupt`, replay hands it the row's key instead and carries on (a group
@@ -30,7 +30,7 @@ unreadable, of another format or does not fit is skipped, and replay starts earl
 
 `compact(live)` compacts the log by its record keys (S9.3, Kafka's compacted
 internal topics): `live(entries)` names the rows that make up the state
-(lakelog.coordinator.record_keys), and the plan is committed only if replaying
+(lakelog.coordinator.runtime.record_keys), and the plan is committed only if replaying
 the kept rows from offset 0 gives the state the whole log gives. The offsets of
 kept rows never change. Replay from offset 0 is what that check proves, so a
 log whose position (or snapshot) lies below rows a compaction dropped starts
@@ -53,7 +53,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from lakelog.coordinator.record_codec import located
+from lakelog.coordinator.runtime.record_codec import located
 from lakelog.errors import CorruptRecord, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, ControlType, PartitionLog, payload_table
 from lakelog.log.compaction import CleanableRows, CompactionResult, rewrite_below_lso
