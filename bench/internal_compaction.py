@@ -23,7 +23,7 @@ from bench import _common
 from lakelog.coordinator.runtime import state_log
 from lakelog.coordinator.group import CurrentRecord, MemberRecord, OffsetRecord
 from lakelog.coordinator.group.coordinator import GroupCoordinator
-from lakelog.coordinator.runtime.internal_compaction import compact_internal_logs
+from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
 
 TARGET = 2.0
 GROUPS = 5

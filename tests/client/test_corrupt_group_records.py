@@ -16,7 +16,7 @@ from lakelog.client import group_admin
 from lakelog.coordinator.runtime import state_log
 from lakelog.coordinator.group import GroupRecord, OffsetRecord
 from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
-from lakelog.coordinator.runtime.internal_compaction import compact_internal_logs
+from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
 from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.errors import CorruptRecord
 from lakelog.log import BatchHeader, create_topic, payload_table

@@ -69,7 +69,7 @@ class LakelogSweepOperator(BaseOperator):
 
                 report["log_cleaner"] = [asdict(done) for done in clean_topics(root, wall_clock_ms())]
                 self.log.info("log cleaner: %s", report["log_cleaner"])
-                from lakelog.coordinator.runtime.internal_compaction import compact_internal_logs
+                from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
 
                 report["internal_compaction"] = [asdict(done) for done in compact_internal_logs(root)]
                 self.log.info("internal log compaction: %s", report["internal_compaction"])

@@ -1,1 +1,1 @@
-"""What every coordinator runs on: the state log, the record codec and keys, internal compaction, the one Outcome."""
+"""What every coordinator runs on: the state log, the record codec, the one Outcome, the key hash."""

@@ -30,7 +30,7 @@ unreadable, of another format or does not fit is skipped, and replay starts earl
 
 `compact(live)` compacts the log by its record keys (S9.3, Kafka's compacted
 internal topics): `live(entries)` names the rows that make up the state
-(lakelog.coordinator.runtime.record_keys), and the plan is committed only if replaying
+(lakelog.coordinator.compaction.record_keys), and the plan is committed only if replaying
 the kept rows from offset 0 gives the state the whole log gives. The offsets of
 kept rows never change. Replay from offset 0 is what that check proves, so a
 log whose position (or snapshot) lies below rows a compaction dropped starts

@@ -2,7 +2,7 @@
 
 `__consumer_offsets` keeps the latest offset per (group, topic, partition) and
 the latest record per group, member and assignment; `__transaction_state` the
-latest record per transactional.id (lakelog.coordinator.runtime.record_keys). Each
+latest record per transactional.id (lakelog.coordinator.compaction.record_keys). Each
 partition is compacted through its coordinator's own `CoordinatorLog`, so the
 rows are decoded and replayed exactly as the coordinator does, and a plan that
 would change the replayed state is not committed. A cold coordinator then
@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 
 from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
-from lakelog.coordinator.runtime.record_keys import live_group_offsets, live_transaction_offsets
+from lakelog.coordinator.compaction.record_keys import live_group_offsets, live_transaction_offsets
 from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.errors import KafkaException
 from lakelog.log.compaction import CompactionResult
