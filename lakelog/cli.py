@@ -33,8 +33,8 @@ from lakelog.client import (
     TopicPartition,
 )
 from lakelog.client.sink_records import sweep_sink_records
-from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import (
     GroupIdNotFound,

@@ -14,10 +14,10 @@ import pytest
 
 from lakelog import Consumer, Producer, TopicPartition
 from lakelog.coordinator import group as group_handlers
-from lakelog.coordinator.runtime import state_log
 from lakelog.coordinator import transaction as txn
-from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
 from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
+from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.runtime import state_log
 from lakelog.coordinator.runtime.state_log import CoordinatorLog
 from lakelog.coordinator.transaction import TransactionMetadata
 from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.coordinator import group as g
-from lakelog.coordinator.compaction import record_keys
 from lakelog.coordinator import transaction as txn
+from lakelog.coordinator.compaction import record_keys
 from lakelog.coordinator.runtime.state_log import Marker
 from lakelog.log.records import ControlType
 
