@@ -46,6 +46,7 @@ from lakelog.errors import (
     OffsetOutOfRange,
     SaslAuthenticationFailed,
     TopicAlreadyExists,
+    TransactionalIdNotFound,
     UnknownTopicOrPartition,
     UnresolvedRoot,
 )
@@ -69,6 +70,7 @@ BAD_INPUT_ERRORS = (
     GroupIdNotFound,
     NonEmptyGroup,
     SaslAuthenticationFailed,
+    TransactionalIdNotFound,
     UnresolvedRoot,
 )
 

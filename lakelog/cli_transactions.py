@@ -12,6 +12,7 @@ from typing import Any
 from lakelog.cli_common import BadInput
 from lakelog.cli_common import print_rows as _print_rows
 from lakelog.client import transaction_admin
+from lakelog.errors import TransactionalIdNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,9 @@ def _transactions_list(args: argparse.Namespace) -> int:
 def _transactions_describe(args: argparse.Namespace) -> int:
     found = transaction_admin.describe_transaction(args.root, args.transactional_id)
     if found is None:
-        raise BadInput(f"lakelog transactions describe: transactional id {args.transactional_id!r} is unknown")
+        raise TransactionalIdNotFound(
+            f"transactional id {args.transactional_id!r} is unknown under {args.root} (never initialised, or expired)"
+        )
     partitions = ",".join(f"{topic}-{partition}" for topic, partition in found.topic_partitions)
     _print_rows(
         (
