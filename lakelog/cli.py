@@ -124,6 +124,10 @@ def _env_log_level() -> str:
 def _configure_logging(level: str) -> None:
     """The CLI's log lines go to stderr as `lakelog: LEVEL logger: message`; library code never prints."""
     logging.basicConfig(level=level, format="lakelog: %(levelname)s %(name)s: %(message)s", force=True)
+    # The handler keeps the level too: a library that sets its own logger's level (Great Expectations sets INFO)
+    # still shows nothing below the CLI's level.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(level)
 
 
 def _one_line(text: str) -> str:
