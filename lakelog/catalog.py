@@ -62,6 +62,9 @@ STATUS_SCHEMA = pa.schema(
 
 # The quality gates' results (the internal log __quality_results, lakelog.quality.results) as queries name them.
 QUALITY_RESULTS = "quality_results"
+# A Spark SQL setting: a Python data source's error reaches the user as its one line ("[PYTHON_DATA_SOURCE_ERROR]
+# ...: lakelog.errors.UnknownTopicOrPartition: topic t does not exist under ..."), not a Python traceback.
+SPARK_HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
 
 
 def quality_results_path(root: str | Location) -> Location:
@@ -127,7 +130,11 @@ def spark_sql_init(root: str | Location) -> str:
     `lakelog` data source, so every query reads the latest snapshot.
     """
     root = check_root(root)
-    lines = [f"-- lakelog tables of {root}; use with: spark-sql -i <this file>"]
+    lines = [
+        f"-- lakelog tables of {root}; use with: spark-sql -i <this file>",
+        "-- lakelog's errors as one line each, without the Python traceback:",
+        f"SET {SPARK_HIDE_TRACEBACK}=true;",
+    ]
     names: set[str] = set()
 
     def view(name: str, options: dict[str, str]) -> None:
@@ -167,6 +174,7 @@ def _tables_in(folder: Location) -> list[str]:
 
 __all__ = [
     "QUALITY_RESULTS",
+    "SPARK_HIDE_TRACEBACK",
     "STATUS_DIR",
     "STATUS_SCHEMA",
     "VIEW_SCHEMA",

@@ -46,6 +46,7 @@ from lakelog.errors import (
     OffsetOutOfRange,
     SaslAuthenticationFailed,
     TopicAlreadyExists,
+    TransactionalIdNotFound,
     UnknownTopicOrPartition,
     UnresolvedRoot,
 )
@@ -69,6 +70,7 @@ BAD_INPUT_ERRORS = (
     GroupIdNotFound,
     NonEmptyGroup,
     SaslAuthenticationFailed,
+    TransactionalIdNotFound,
     UnresolvedRoot,
 )
 
@@ -122,6 +124,10 @@ def _env_log_level() -> str:
 def _configure_logging(level: str) -> None:
     """The CLI's log lines go to stderr as `lakelog: LEVEL logger: message`; library code never prints."""
     logging.basicConfig(level=level, format="lakelog: %(levelname)s %(name)s: %(message)s", force=True)
+    # The handler keeps the level too: a library that sets its own logger's level (Great Expectations sets INFO)
+    # still shows nothing below the CLI's level.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(level)
 
 
 def _one_line(text: str) -> str:
@@ -359,7 +365,7 @@ def _produce(args: argparse.Namespace) -> int:
             )
         messages.append(fields)
     producer = Producer({"lakelog.root": args.root, "linger.ms": args.linger_ms})
-    failures: list[str] = []
+    failures: list[KafkaError] = []
     delivered = 0
 
     def report(error: KafkaError | None, message: Any) -> None:
@@ -367,16 +373,24 @@ def _produce(args: argparse.Namespace) -> int:
         if error is None:
             delivered += 1
         else:
-            failures.append(error.str())
+            failures.append(error)
 
     for fields in messages:
         producer.produce(args.topic, on_delivery=report, **fields)
         producer.poll(0)
     producer.flush()
-    print(f"delivered {delivered} message(s), {len(failures)} failed", file=sys.stderr)
-    for failure in failures[:5]:
-        print(f"  {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    if not failures:
+        print(f"delivered {delivered} message(s), 0 failed", file=sys.stderr)
+        return 0
+    # One line, with the first failure's Kafka code, as every CLI error.
+    first = failures[0]
+    others = sum(1 for failure in failures[1:] if failure.str() != first.str())
+    print(
+        f"lakelog: {first.name()}: delivered {delivered} message(s), {len(failures)} failed: {_one_line(first.str())}"
+        + (f" (and {others} other error(s))" if others else ""),
+        file=sys.stderr,
+    )
+    return 1
 
 
 def _consume(args: argparse.Namespace) -> int:

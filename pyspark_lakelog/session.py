@@ -6,9 +6,12 @@ import os
 import sys
 from typing import Any
 
+from lakelog.catalog import SPARK_HIDE_TRACEBACK
+
 
 def local_session(app: str, master: str = "local[2]", driver_memory: str = "2g") -> Any:
-    """A quiet local session: no UI, two shuffle partitions, UTC, Python workers on this interpreter."""
+    """A quiet local session: no UI, two shuffle partitions, UTC, Python workers on this interpreter; the
+    lakelog data source's errors show as lakelog's one line (`lakelog.errors.<Code>: ...`), no Python traceback."""
     # Python workers must run this interpreter, or they miss pyarrow and lakelog.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -22,6 +25,7 @@ def local_session(app: str, master: str = "local[2]", driver_memory: str = "2g")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        .config(SPARK_HIDE_TRACEBACK, "true")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

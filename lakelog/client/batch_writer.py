@@ -66,6 +66,7 @@ from lakelog.errors import (
     KafkaStorageError,
     KafkaTimeout,
     OffsetMismatch,
+    PolicyViolation,
 )
 from lakelog.log import AppendResult, BatchHeader, PartitionLog, open_partition, payload_table, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S
@@ -216,10 +217,13 @@ class TransactionalBatchWriter:
                 validations = self._pass_gate(gate, appends, unit)
             if batch_id is not None:
                 self._record_batch(batch_id, committed, producer_id, producer_epoch, records, offsets, note)
-        except BaseException:
+        except BaseException as failure:
             try:
                 self._coordinator.end_transaction(self.transactional_id, producer_id, producer_epoch, commit=False)
-                logger.warning("batch %s of %s failed; its transaction was aborted", batch_id, self.transactional_id)
+                # INFO for a quality gate's refusal: the PolicyViolation raised next tells the caller (one line in the CLI).
+                (logger.info if isinstance(failure, PolicyViolation) else logger.warning)(
+                    "batch %s of %s failed; its transaction was aborted", batch_id, self.transactional_id
+                )
             except KafkaException as error:
                 # Fenced or unreachable: whoever comes next aborts it (S4.2, S4.7).
                 logger.warning(

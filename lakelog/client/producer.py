@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from lakelog import config
+from lakelog.client.idempotent_gate import IdempotentGate
 from lakelog.client.partitioner import partition_for
 from lakelog.client.producer_gate import ProducerGate
 from lakelog.client.producer_lifecycle import ProducerLifecycle, locked
@@ -210,6 +211,8 @@ class Producer(ProducerLifecycle):
         self._transaction_partitions: set[tuple[str, int]] = set()
         self._transaction_error: KafkaException | None = None
         self._gate = ProducerGate(self._root, self._transactional_id is not None)  # quality gates (issue 13)
+        # Without a transaction each batch is its own unit: judged before it is appended (S11.1).
+        self._batch_gate = IdempotentGate(self._root) if self._transactional_id is None else None
 
     # -- confluent-kafka API ----------------------------------------------------
 
@@ -533,6 +536,8 @@ class Producer(ProducerLifecycle):
         )
         if self._gate.hold(tp, payload, messages, batch.expected_offset):
             return  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)
+        if self._batch_gate is not None:
+            return self._batch_gate.send(self, tp, payload, messages, batch.expected_offset)
         self._gate.keep(tp, payload, self._deliver(tp, payload, messages, batch.expected_offset))
 
     def _deliver(self, tp: tuple[str, int], payload: pa.Table, messages: list[_Pending], expected_offset: int | None) -> int:
