@@ -66,7 +66,7 @@ from lakelog.store.retry import RetryPolicy
 if TYPE_CHECKING:
     from lakelog.coordinator.group import OffsetRecord
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 TRANSFORM_ID_PREFIX = "lakelog.transform."
 # The columns a transform's output may have; `value` is required.
@@ -256,7 +256,7 @@ class _TransformRun:
             while not pending or pending[-1].rows is None:
                 piece = self._next_slice(reader, self.job.max_records)
                 if piece is None:
-                    log.info(
+                    logger.info(
                         "nothing to transform: group %s is at the LSO of every partition of %s (%s); nothing written",
                         self.job.group_id,
                         self.job.input_topic,
@@ -269,7 +269,7 @@ class _TransformRun:
             self._init_producer("the first batch is ready")
             after_init = self._committed_after_init()
             if after_init != committed:
-                log.info(
+                logger.info(
                     "the group's offsets moved before this attempt fenced the last one (%s, not %s): planning again",
                     _offsets_text(self.job.input_topic, after_init),
                     _offsets_text(self.job.input_topic, committed),
@@ -335,7 +335,7 @@ class _TransformRun:
                 if not behind:
                     raise
                 starts.update(dict.fromkeys(behind, EARLIEST))
-        log.info(
+        logger.info(
             "plan: %s from the group's offsets to the LSO seen now (%s)",
             job.input_topic,
             ", ".join(f"{job.input_topic}-{s.partition} [{s.start_offset}, {s.end_offset})" for s in scans),
@@ -350,7 +350,7 @@ class _TransformRun:
                 continue
             log_start = open_partition(self.job.location, self.job.input_topic, partition).log_start_offset()
             if offset < log_start:
-                log.warning(
+                logger.warning(
                     "%s-%d: the group's offset %d is below the log start %d (retention removed those rows): starting there",
                     self.job.input_topic,
                     partition,
@@ -401,7 +401,7 @@ class _TransformRun:
         self.transactions += 1
         self.records_in += records_in
         self.records_out += records_out
-        log.info(
+        logger.info(
             "transaction %d of %s committed: %d records in, %d out; offsets %s",
             self.transactions,
             self.job.transactional_id,
@@ -451,7 +451,7 @@ class _TransformRun:
             except KafkaException as error:
                 if not error.error.retriable() or attempt == COMMIT_RETRIES - 1:
                     raise
-                log.warning("commit of %s failed (%s), trying again: %s", self.job.transactional_id, error.error.name(), error)
+                logger.warning("commit of %s failed (%s), trying again: %s", self.job.transactional_id, error.error.name(), error)
                 backoff.wait()
 
     def _abort(self, producer: Producer, error: BaseException) -> None:
@@ -461,7 +461,7 @@ class _TransformRun:
             producer.abort_transaction()
         except FatalError as fenced:
             # Fenced (S4.1): the newer attempt's init_transactions aborts what this one left open (S4.2).
-            log.warning(
+            logger.warning(
                 "transaction of %s left to the attempt that fenced this one (%s: %s); it was open because: %s",
                 transactional_id,
                 fenced.error.name(),
@@ -472,9 +472,9 @@ class _TransformRun:
                 raise fenced from error
         except KafkaException as abort_error:
             # The next attempt's init or the coordinator sweep aborts it (S4.2, S4.7).
-            log.warning("transaction of %s could not be aborted (%s): %s", transactional_id, abort_error, error)
+            logger.warning("transaction of %s could not be aborted (%s): %s", transactional_id, abort_error, error)
         else:
-            log.warning("transaction of %s aborted: %s", transactional_id, error)
+            logger.warning("transaction of %s aborted: %s", transactional_id, error)
 
     # -- clients -------------------------------------------------------------------------
 
@@ -482,7 +482,7 @@ class _TransformRun:
         producer = Producer(self.job.producer_config)
         producer.init_transactions()
         self.producer = producer
-        log.info("%s: %s took over the transactional id, fencing earlier attempts (S4.1, S4.2)", why, self.job.transactional_id)
+        logger.info("%s: %s took over the transactional id, fencing earlier attempts (S4.1, S4.2)", why, self.job.transactional_id)
 
     def _result(self, committed: Mapping[int, int | None]) -> TransformResult:
         return TransformResult(

@@ -45,7 +45,7 @@ from lakelog.errors import InvalidRequest, PurgeQueue
 from lakelog.log import topic_config
 from lakelog.store import Location, open_root
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 UNIT_ID_PREFIX = "lakelog.load."
 # The batch id of a unit's one transaction in __sink_batches.
@@ -143,7 +143,7 @@ def load_unit(
         total = sum(count_rows(path, kind) for path, kind in kinds) if progress else None
         with tqdm(total=total, unit="rec", unit_scale=True, disable=not progress, desc=f"load {unit} -> {topic}") as bar:
             for path, kind in kinds:
-                log.info("loading %s (%s) into %s for unit %s", path.uri, kind, topic, unit)
+                logger.info("loading %s (%s) into %s for unit %s", path.uri, kind, topic, unit)
                 try:
                     for payload in source_payloads(path, kind, key_column, batch_records):
                         if should_stop is not None and should_stop():
@@ -162,13 +162,13 @@ def load_unit(
     rows_written = sum(count for (name, _), count in result.records.items() if name == topic)
     if result.skipped:
         found = UnitLoadResult(topic, unit, False, rows_written, offsets, list(result.note.get("files", [])), transactional_id)
-        log.warning("unit %s was loaded before: %s; this attempt appends nothing", unit, found.describe())
+        logger.warning("unit %s was loaded before: %s; this attempt appends nothing", unit, found.describe())
         return found
     dead_lettered = sum(count for (name, _), count in result.records.items() if name != topic)
     loaded = UnitLoadResult(
         topic, unit, True, rows_written, offsets, names, transactional_id, dead_lettered, dict(result.validations)
     )
-    log.info("unit %s loaded: %s (producer id %s, epoch %s)", unit, loaded.describe(), result.producer_id, result.producer_epoch)
+    logger.info("unit %s loaded: %s (producer id %s, epoch %s)", unit, loaded.describe(), result.producer_id, result.producer_epoch)
     return loaded
 
 

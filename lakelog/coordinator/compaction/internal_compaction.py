@@ -26,7 +26,7 @@ from lakelog.log.compaction import CompactionResult
 from lakelog.log.topics import existing_internal_partitions
 from lakelog.store import Location
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def compact_internal_logs(root: str | Location) -> list[InternalCompaction]:
                 # The coordinator's own log: its decode, replay and codec are what the plan is checked on.
                 done = coordinator._log(partition).compact(live)
             except KafkaException as error:
-                log.warning("internal log compaction: %s-%d skipped: %s", log_name, partition, error)
+                logger.warning("internal log compaction: %s-%d skipped: %s", log_name, partition, error)
                 report.append(InternalCompaction(log_name, partition, error=str(error)))
                 continue
             if done is not None:

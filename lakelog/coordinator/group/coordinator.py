@@ -53,7 +53,7 @@ from lakelog.log.verification import TransactionVerification, verify_write
 from lakelog.store import Location
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CONSUMER_OFFSETS_LOG = "__consumer_offsets"
 
@@ -234,7 +234,7 @@ class GroupCoordinator:
         row = self._run(
             group_id, lambda state: handlers.delete_corrupt_group(state.corrupt.get(group_id), group_id), served=False
         )
-        log.warning(
+        logger.warning(
             "group %s deleted with its corrupt record at %s offset %d (%s): its committed offsets are discarded, "
             "it starts again empty",
             group_id,
@@ -264,7 +264,7 @@ class GroupCoordinator:
                 )
                 for member_id in outcome.response or []:
                     # S6.5: its lease ran out; its next heartbeat or commit is fenced (UnknownMemberId).
-                    log.info("group %s: member %s removed, its liveness lease ran out", group_id, member_id)
+                    logger.info("group %s: member %s removed, its liveness lease ran out", group_id, member_id)
                     removed.append((group_id, member_id))
         return removed
 
@@ -286,7 +286,7 @@ class GroupCoordinator:
             _log_transition(group_id, before, _summary(group_log.state.group(group_id)))
         if not outcome.ok:
             if isinstance(outcome.error, _FENCING):
-                log.info("group %s: refused a fenced member: %s", group_id, outcome.error)
+                logger.info("group %s: refused a fenced member: %s", group_id, outcome.error)
             raise outcome.error
         return outcome.response
 
@@ -371,13 +371,13 @@ def _log_transition(group_id: str, before: _GroupSummary, after: _GroupSummary) 
     """INFO lines for a committed change of membership or assignment (S6.2, S6.3); a lease renewal alone is DEBUG."""
     was, now = dict(before.member_epochs), dict(after.member_epochs)
     for member_id in sorted(now.keys() - was.keys()):
-        log.info("group %s: member %s joined (group epoch %d)", group_id, member_id, after.group_epoch)
+        logger.info("group %s: member %s joined (group epoch %d)", group_id, member_id, after.group_epoch)
     for member_id in sorted(was.keys() - now.keys()):
-        log.info("group %s: member %s left (group epoch %d)", group_id, member_id, after.group_epoch)
+        logger.info("group %s: member %s left (group epoch %d)", group_id, member_id, after.group_epoch)
     if after.target_epoch != before.target_epoch:
-        log.info("group %s: new target assignment at epoch %d for %d member(s)", group_id, after.target_epoch, len(now))
+        logger.info("group %s: new target assignment at epoch %d for %d member(s)", group_id, after.target_epoch, len(now))
     moved = sorted(m for m in now.keys() & was.keys() if now[m] != was[m])
     for member_id in moved:
-        log.info("group %s: member %s reconciled to epoch %d", group_id, member_id, now[member_id])
+        logger.info("group %s: member %s reconciled to epoch %d", group_id, member_id, now[member_id])
     if after == before:
-        log.debug("group %s: a write that changed no epoch (a lease renewal or an offset commit)", group_id)
+        logger.debug("group %s: a write that changed no epoch (a lease renewal or an offset commit)", group_id)

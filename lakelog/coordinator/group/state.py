@@ -27,7 +27,7 @@ from lakelog.coordinator.group.records import (
 from lakelog.errors import CorruptRecord
 from lakelog.log.records import ControlType
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -112,7 +112,7 @@ def replay_corrupt(state: GroupState, group_id: str | None, error: CorruptRecord
     if not group_id:
         raise error
     if group_id not in state.corrupt:
-        log.warning("group %s is not served from now on: %s", group_id, error)
+        logger.warning("group %s is not served from now on: %s", group_id, error)
         # The located CorruptRecord (record_codec) carries these as its details.
         details = error.details
         state.corrupt[group_id] = CorruptGroupRow(details["table"], details["offset"], str(details["reason"]))

@@ -60,7 +60,7 @@ from lakelog.log.compaction import CleanableRows, CompactionResult, rewrite_belo
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from lakelog.store.sidecar import read_snapshots, write_snapshot
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -151,7 +151,7 @@ class CoordinatorLog(Generic[S]):
 
     def _replay_to(self, end: int) -> None:
         if self.position > 0 and self._compacted_from(self.position):
-            log.info(
+            logger.info(
                 "%s-%d: rows at or past offset %d were compacted away; replaying from offset 0",
                 self.log.topic,
                 self.log.partition,
@@ -219,7 +219,7 @@ class CoordinatorLog(Generic[S]):
                 if offset in kept:
                     compacted = self._replay_entry(compacted, item)
             if codec.dump(whole) != codec.dump(compacted):
-                log.warning(
+                logger.warning(
                     "%s-%d: a compaction plan would change the replayed state; keeping every row",
                     self.log.topic,
                     self.log.partition,
@@ -275,11 +275,11 @@ class CoordinatorLog(Generic[S]):
                 where = f"{self.log.topic}-{self.log.partition}"
                 if backoff.expired():
                     message = f"{where}: the state moved on past the deadline, after {backoff.retries} retries"
-                    log.warning("%s; giving up", message)
+                    logger.warning("%s; giving up", message)
                     raise KafkaTimeout(message) from None
                 # The append refused on the latest snapshot, which the handle now holds: replay it, no reload.
                 end = self.log.log_end_offset()
-                log.debug(
+                logger.debug(
                     "%s: decided at offset %d, but the log ends at %d; replaying and deciding again", where, self.position, end
                 )
                 self._replay_to(end)

@@ -47,7 +47,7 @@ from lakelog.log.topics import existing_internal_partitions, open_internal_parti
 from lakelog.store import Location
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 TRANSACTION_STATE_LOG = "__transaction_state"
 # Fault points, in the order an end meets them (tests kill a process at one of them). Markers are
@@ -151,9 +151,9 @@ class TransactionCoordinator:
                 message = (
                     f"init of transactional.id {transactional_id!r} waited {timeout_s:g} s for its last transaction to finish"
                 )
-                log.warning("%s; giving up", message)
+                logger.warning("%s; giving up", message)
                 raise KafkaTimeout(message) from outcome.error
-            log.info(
+            logger.info(
                 "init of transactional.id %r finishes its last transaction first (S4.2): %s", transactional_id, outcome.error
             )
             self.finish(transactional_id, backoff=backoff)
@@ -187,7 +187,7 @@ class TransactionCoordinator:
                 return cast(AddPartitionsResult, outcome.response)  # what add_partitions answers when it goes through
             if backoff is not None or not isinstance(outcome.error, ConcurrentTransactions):
                 raise outcome.error
-            log.info(
+            logger.info(
                 "add_partitions of transactional.id %r finishes its last transaction first (S4.5): %s",
                 transactional_id,
                 outcome.error,
@@ -315,16 +315,16 @@ class TransactionCoordinator:
                 action = outcome.response
                 if action is SweepAction.ABORT_TIMED_OUT:
                     report.aborted_timed_out.append(transactional_id)
-                    log.info(
+                    logger.info(
                         "sweep: transactional.id %r past transaction.timeout.ms: aborting, its producer fenced (S4.7)",
                         transactional_id,
                     )
                 elif action is SweepAction.EXPIRE:
                     report.expired.append(transactional_id)
-                    log.info("sweep: transactional.id %r idle past transactional.id.expiration.ms: expired", transactional_id)
+                    logger.info("sweep: transactional.id %r idle past transactional.id.expiration.ms: expired", transactional_id)
                 elif action is SweepAction.ROLL_FORWARD:
                     report.rolled_forward.append(transactional_id)
-                    log.info(
+                    logger.info(
                         "sweep: transactional.id %r was decided: finishing its markers and completion (S4.5)", transactional_id
                     )
                 if action in (SweepAction.ABORT_TIMED_OUT, SweepAction.ROLL_FORWARD):
@@ -386,7 +386,7 @@ class TransactionCoordinator:
             if new_producer_id is not None:
                 raise AssertionError(f"{transactional_id!r}: a handler given producer id {new_producer_id} asked for one")
             new_producer_id = allocate_producer_id(self.root, transactional_id, retry=self.retry)
-            log.debug("transactional.id %r: producer id %d allocated, deciding again with it", transactional_id, new_producer_id)
+            logger.debug("transactional.id %r: producer id %d allocated, deciding again with it", transactional_id, new_producer_id)
 
     @staticmethod
     def _logged(outcome: TxnOutcome[Any]) -> TxnOutcome[Any]:
@@ -395,7 +395,7 @@ class TransactionCoordinator:
         for record in outcome.records:
             log_transition(record)
         if isinstance(outcome.error, ProducerFenced):
-            log.info("refused a fenced producer: %s", outcome.error)
+            logger.info("refused a fenced producer: %s", outcome.error)
         return outcome
 
     def _log_of(self, transactional_id: str) -> CoordinatorLog[dict[str, TransactionMetadata]]:
@@ -453,12 +453,12 @@ def log_transition(record: TransactionMetadata) -> None:
     state, tid = record.state, record.transactional_id
     identity = f"producer id {record.producer_id} epoch {record.producer_epoch}"
     if state is TxnState.EMPTY:
-        log.info("transactional.id %r: initialised, %s; every instance at an earlier epoch is fenced (S4.1)", tid, identity)
+        logger.info("transactional.id %r: initialised, %s; every instance at an earlier epoch is fenced (S4.1)", tid, identity)
     elif state is TxnState.PREPARE_EPOCH_FENCE:
-        log.info("transactional.id %r: fencing %s and aborting its ongoing transaction (S4.2)", tid, identity)
+        logger.info("transactional.id %r: fencing %s and aborting its ongoing transaction (S4.2)", tid, identity)
     elif state is TxnState.ONGOING:
-        log.info("transactional.id %r: Ongoing, %s, %d partition(s)", tid, identity, len(record.partitions))
+        logger.info("transactional.id %r: Ongoing, %s, %d partition(s)", tid, identity, len(record.partitions))
     elif state is TxnState.DEAD:
-        log.info("transactional.id %r: expired (Dead)", tid)
+        logger.info("transactional.id %r: expired (Dead)", tid)
     else:
-        log.info("transactional.id %r: %s, %s, %d partition(s)", tid, state.value, identity, len(record.partitions))
+        logger.info("transactional.id %r: %s, %s, %d partition(s)", tid, state.value, identity, len(record.partitions))
