@@ -132,8 +132,7 @@ def spark_sql_init(root: str | Location) -> str:
     root = check_root(root)
     lines = [
         f"-- lakelog tables of {root}; use with: spark-sql -i <this file>",
-        "-- lakelog's errors as one line each, without the Python traceback:",
-        f"SET {SPARK_HIDE_TRACEBACK}=true;",
+        f"-- (add --conf {SPARK_HIDE_TRACEBACK}=true to see lakelog's errors as one line, without a Python traceback)",
     ]
     names: set[str] = set()
 
