@@ -32,7 +32,6 @@ from lakelog.client import (
     Producer,
     TopicPartition,
 )
-from lakelog.client.sink_records import sweep_sink_records
 from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
 from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
@@ -50,6 +49,7 @@ from lakelog.errors import (
     UnknownTopicOrPartition,
     UnresolvedRoot,
 )
+from lakelog.jobs.sink_records import sweep_sink_records
 from lakelog.log import list_topics, retention, topic_config
 from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location, check_root, initialise_root, open_root

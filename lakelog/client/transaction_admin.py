@@ -263,7 +263,9 @@ def abort_transaction(
             # The partition moved on past the snapshot checked; the handle holds the latest: check again on it.
             if backoff.expired():
                 raise KafkaTimeout(f"{topic}-{partition}: the abort lost every race until its deadline") from None
-            logger.debug("%s-%d: abort of producer id %d lost a race; checking the latest snapshot", topic, partition, producer_id)
+            logger.debug(
+                "%s-%d: abort of producer id %d lost a race; checking the latest snapshot", topic, partition, producer_id
+            )
             continue
         logger.info(
             "%s-%d: aborted the hanging transaction of producer id %d (epoch %d, from offset %d): ABORT marker "

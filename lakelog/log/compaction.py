@@ -177,7 +177,9 @@ def rewrite_below_lso(
                 )
                 logger.warning("%s; giving up", message)
                 raise KafkaTimeout(message) from None
-            logger.debug("%s-%d: compaction lost its commit race; deciding again on the latest snapshot", log_.topic, log_.partition)
+            logger.debug(
+                "%s-%d: compaction lost its commit race; deciding again on the latest snapshot", log_.topic, log_.partition
+            )
             continue
         # A checkpoint may be due at this version: reopen from it and clean the log, as after an append.
         log_.last_maintenance = maintain(log_.table, log_.maintenance)

@@ -21,8 +21,8 @@ import pytest
 
 from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer
 from lakelog.cli import _build_parser
-from lakelog.client.loader import load
 from lakelog.errors import KafkaError, UnresolvedRoot
+from lakelog.jobs.load import load
 from lakelog.store import Location, initialise_root, open_root
 from lakelog.store.cluster import CLUSTER_METADATA_DIR, cluster_id
 

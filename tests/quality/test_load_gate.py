@@ -18,9 +18,9 @@ import pyarrow as pa
 import pytest
 
 from lakelog.cli import main
-from lakelog.client.batch_writer import TransactionalBatchWriter
-from lakelog.client.unit_loader import load_unit
 from lakelog.errors import PolicyViolation
+from lakelog.jobs.batch_writer import TransactionalBatchWriter
+from lakelog.jobs.unit_load import load_unit
 from lakelog.log import READ_UNCOMMITTED, open_partition
 from lakelog.quality import read_results, write_suite
 from lakelog.quality.gate import DLQ_HEADER, dlq_topic

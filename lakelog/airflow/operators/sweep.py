@@ -73,7 +73,7 @@ class LakelogSweepOperator(BaseOperator):
 
                 report["internal_compaction"] = [asdict(done) for done in compact_internal_logs(root)]
                 self.log.info("internal log compaction: %s", report["internal_compaction"])
-                from lakelog.client.sink_records import sweep_sink_records
+                from lakelog.jobs.sink_records import sweep_sink_records
 
                 report["sink_records"] = [asdict(done) for done in sweep_sink_records(root, wall_clock_ms())]
                 self.log.info("sink records: %s", report["sink_records"])

@@ -386,7 +386,9 @@ class TransactionCoordinator:
             if new_producer_id is not None:
                 raise AssertionError(f"{transactional_id!r}: a handler given producer id {new_producer_id} asked for one")
             new_producer_id = allocate_producer_id(self.root, transactional_id, retry=self.retry)
-            logger.debug("transactional.id %r: producer id %d allocated, deciding again with it", transactional_id, new_producer_id)
+            logger.debug(
+                "transactional.id %r: producer id %d allocated, deciding again with it", transactional_id, new_producer_id
+            )
 
     @staticmethod
     def _logged(outcome: TxnOutcome[Any]) -> TxnOutcome[Any]:

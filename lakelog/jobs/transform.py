@@ -482,7 +482,9 @@ class _TransformRun:
         producer = Producer(self.job.producer_config)
         producer.init_transactions()
         self.producer = producer
-        logger.info("%s: %s took over the transactional id, fencing earlier attempts (S4.1, S4.2)", why, self.job.transactional_id)
+        logger.info(
+            "%s: %s took over the transactional id, fencing earlier attempts (S4.1, S4.2)", why, self.job.transactional_id
+        )
 
     def _result(self, committed: Mapping[int, int | None]) -> TransformResult:
         return TransformResult(

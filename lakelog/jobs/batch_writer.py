@@ -12,7 +12,7 @@ Structured Streaming batch id). The transaction that writes batch N also
 appends one record row to `__sink_batches` (an internal log hashed by
 transactional id, compacted by key), so the batch's record commits or aborts
 with its data; the last committed batch is read from those rows alone
-(lakelog.client.sink_records), and a record lives as long as the rows it
+(lakelog.jobs.sink_records), and a record lives as long as the rows it
 protects (S9.4). A batch at or below the last committed one is skipped, writing
 nothing.
 
@@ -25,7 +25,7 @@ batch's transaction is open (whatever that one decides, the batch before it
 stays committed). Only when the check cannot tell does the writer fence and
 look again.
 
-Topics with a quality suite are gated (issue 13, S11.1-S11.3; lakelog.client.batch_gate):
+Topics with a quality suite are gated (issue 13, S11.1-S11.3; lakelog.quality.batch_gate):
 the batch's rows of each such topic are kept in hand (a dead-letter topic's
 are held back, not appended) and judged all at once after the last row,
 before the batch's record and the commit. A pass, a warn failure and a
@@ -47,17 +47,6 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog import config
-from lakelog.client.batch_gate import BatchGate
-from lakelog.client.sink_records import (
-    SINK_BATCHES_LOG,
-    SINK_BATCHES_PARTITIONS,
-    CommittedBatch,
-    RecordState,
-    open_batches_log,
-    protected_after,
-    read_records,
-    record_value,
-)
 from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import (
     ConcurrentTransactions,
@@ -68,10 +57,21 @@ from lakelog.errors import (
     OffsetMismatch,
     PolicyViolation,
 )
+from lakelog.jobs.sink_records import (
+    SINK_BATCHES_LOG,
+    SINK_BATCHES_PARTITIONS,
+    CommittedBatch,
+    RecordState,
+    open_batches_log,
+    protected_after,
+    read_records,
+    record_value,
+)
 from lakelog.log import AppendResult, BatchHeader, PartitionLog, open_partition, payload_table, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S
 from lakelog.log.records import next_sequence
 from lakelog.log.verification import TransactionVerification
+from lakelog.quality.batch_gate import BatchGate
 from lakelog.quality.gate import dlq_topic, ensure_dlq_topic, with_dlq_header
 from lakelog.quality.results import RESULTS_LOG, open_results_log, record_result, result_payload
 from lakelog.store import Location, open_root

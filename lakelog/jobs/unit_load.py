@@ -18,7 +18,7 @@ batch 0). So:
 - different units are different transactional ids: any order, any overlap.
 - a unit's record lives as long as its rows (S9.4): once retention or
   delete-records removed them all, the sweep tombstones the record and the
-  unit loads again (lakelog.client.sink_records).
+  unit loads again (lakelog.jobs.sink_records).
 
 Nothing here rests on timing: the only decision, "is the unit committed?", is
 read from the tables, and the commit that answers it is the one that writes
@@ -38,10 +38,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from tqdm import tqdm
 
-from lakelog.client.batch_writer import TransactionalBatchWriter
-from lakelog.client.loader import count_rows, open_source, source_format, source_payloads
 from lakelog.client.producer import partition_for
 from lakelog.errors import InvalidRequest, PurgeQueue
+from lakelog.jobs.batch_writer import TransactionalBatchWriter
+from lakelog.jobs.load import count_rows, open_source, source_format, source_payloads
 from lakelog.log import topic_config
 from lakelog.store import Location, open_root
 
@@ -168,7 +168,9 @@ def load_unit(
     loaded = UnitLoadResult(
         topic, unit, True, rows_written, offsets, names, transactional_id, dead_lettered, dict(result.validations)
     )
-    logger.info("unit %s loaded: %s (producer id %s, epoch %s)", unit, loaded.describe(), result.producer_id, result.producer_epoch)
+    logger.info(
+        "unit %s loaded: %s (producer id %s, epoch %s)", unit, loaded.describe(), result.producer_id, result.producer_epoch
+    )
     return loaded
 
 

@@ -272,7 +272,7 @@ def _load_gated(
     progress: bool,
 ) -> LoadResult:
     """A load into a gated topic: the whole file as one transaction, judged before its commit (S11.1-S11.3, S10.2)."""
-    from lakelog.client.batch_writer import TransactionalBatchWriter
+    from lakelog.jobs.batch_writer import TransactionalBatchWriter
 
     load_id = load_id or default_load_id(path)
     open_partition(root, topic, partition)  # UnknownTopicOrPartition before anything is written (S8.3)
