@@ -15,6 +15,7 @@ else `on_revoke`; nothing is committed) and joins again with epoch 0.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias, cast
@@ -122,10 +123,13 @@ class _GroupMembership(_ConsumerState):
             self._leave(LEAVE_GROUP_EPOCH)
 
     def memberid(self) -> str | None:
-        """The member id the coordinator gave this consumer; None before it joined (or after it left)."""
+        """This member's id: made by the client when it was created (KIP-848 with KIP-1082), so set before the first
+        poll; the one the coordinator holds once joined. None without group.id."""
         self._check_open()
         membership = self._membership
-        return membership.member_id or None if membership is not None else None
+        if membership is not None and membership.member_id:
+            return membership.member_id
+        return self._client_member_id
 
     def consumer_group_metadata(self) -> GroupMetadata:
         """Who commits, at which member epoch (KIP-447): pass it to `Producer.send_offsets_to_transaction`.
@@ -172,7 +176,7 @@ class _GroupMembership(_ConsumerState):
         """One heartbeat and what follows from its response; True if another one should follow at once."""
         request = Heartbeat(
             self._require_group("subscribe"),  # a member has a group.id: subscribe() required it
-            membership.member_id,
+            membership.member_id or self._client_member_id,  # joining: the id this client made (KIP-1082)
             membership.member_epoch,
             membership.topics,
             frozenset(self._assigned),
@@ -275,6 +279,8 @@ class _GroupMembership(_ConsumerState):
             error,
         )
         membership.member_id, membership.member_epoch = "", 0
+        # It joins again as a new member, under a new id of its own making.
+        self._client_member_id = uuid.uuid4().hex
         membership.revocation_epoch, membership.fenced, membership.next_heartbeat = None, None, 0.0
         try:
             if lost:
@@ -302,7 +308,7 @@ class _GroupMembership(_ConsumerState):
     def _send_leave(self, membership: _Membership, epoch: int) -> None:
         request = Heartbeat(
             self._require_group("subscribe"),  # a member has a group.id: subscribe() required it
-            membership.member_id,
+            membership.member_id or self._client_member_id,  # joining: the id this client made (KIP-1082)
             epoch,
             membership.topics,
             frozenset(),

@@ -299,7 +299,7 @@ def plan_reset(
 def alter_offsets(
     root: str | Location,
     group_id: str,
-    offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    offsets: Mapping[TopicPartitionKey, tuple[int, str | None]],
     *,
     retry: RetryPolicy = DEFAULT_POLICY,
 ) -> ConsumerGroupTopicPartitions:
