@@ -119,7 +119,7 @@ class KafkaBroker:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + START_TIMEOUT_S
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})  # no log line per refused connect
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:

@@ -71,6 +71,12 @@ class System:
             wait_for_metadata(self, topic, partitions)
         return topic
 
+    def settle(self) -> None:
+        """Let a change reach what the next call reads: Kafka's broker applies a config change when the controller's
+        metadata record reaches it (milliseconds on loopback, but after the call returned); lakelog's is committed."""
+        if self.is_kafka:
+            time.sleep(0.5)
+
     def accepted(self, name: str, observed: Any, *, kafka: Any, lakelog: Any) -> str:
         """An observation where lakelog differs on purpose (DIFFERENCES[name]): each system must observe what the
         difference says it does (Kafka `kafka`, lakelog `lakelog`); both then report the name in its place, so the
