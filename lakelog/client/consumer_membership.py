@@ -228,14 +228,17 @@ class _GroupMembership(_ConsumerState):
                     self._assigned.pop(tp, None)
                     self._stored.pop(tp, None)
         added = sorted(target - set(self._assigned))
-        if added:
-            self._logger.info(
-                "group %s member %s (epoch %d): assigned %s",
-                self._group_id,
-                membership.member_id,
-                membership.member_epoch,
-                _names(added),
-            )
+        # A revocation is followed by an assign callback even when nothing is added (an empty list), as
+        # librdkafka ends every incremental rebalance with one.
+        if added or revoked:
+            if added:
+                self._logger.info(
+                    "group %s member %s (epoch %d): assigned %s",
+                    self._group_id,
+                    membership.member_id,
+                    membership.member_epoch,
+                    _names(added),
+                )
             partitions = [TopicPartition(*tp) for tp in added]
             try:
                 self._callback(membership, "on_assign", membership.on_assign, partitions)

@@ -103,6 +103,10 @@ DIFFERENCES: dict[str, tuple[str, str]] = {
         "Consumer",
         "`pause`/`resume` never raise for unassigned partitions.",
     ),
+    "manual-assign-while-subscribed": (
+        "Consumer",
+        "While subscribed, `incremental_assign`/`incremental_unassign` outside the rebalance callbacks raise `_STATE` (the group assigns); librdkafka applies them, so two members may then read one partition.",
+    ),
     "subscribe-tuple": (
         "Consumer",
         "`subscribe` takes a tuple as well as a list and refuses an empty list.",
