@@ -176,7 +176,7 @@ class _GroupMembership(_ConsumerState):
         """One heartbeat and what follows from its response; True if another one should follow at once."""
         request = Heartbeat(
             self._require_group("subscribe"),  # a member has a group.id: subscribe() required it
-            membership.member_id or self._client_member_id,  # joining: the id this client made (KIP-1082)
+            membership.member_id or self._client_member_id or "",  # joining: the id this client made (KIP-1082)
             membership.member_epoch,
             membership.topics,
             frozenset(self._assigned),
@@ -311,7 +311,7 @@ class _GroupMembership(_ConsumerState):
     def _send_leave(self, membership: _Membership, epoch: int) -> None:
         request = Heartbeat(
             self._require_group("subscribe"),  # a member has a group.id: subscribe() required it
-            membership.member_id or self._client_member_id,  # joining: the id this client made (KIP-1082)
+            membership.member_id,
             epoch,
             membership.topics,
             frozenset(),

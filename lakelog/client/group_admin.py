@@ -230,7 +230,7 @@ def group_offsets(root: str | Location, group_id: str) -> list[PartitionOffsets]
                 topic,
                 partition,
                 None if record is None else record.offset,
-                "" if record is None else record.metadata,
+                "" if record is None else record.metadata or "",
                 pending.get((topic, partition)),
                 high_watermark,
                 last_stable,

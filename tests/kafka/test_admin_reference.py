@@ -157,6 +157,12 @@ def topic_configs(system: System) -> dict[str, Any]:
     observed["append to a non-list"] = alter(("retention.ms", op.APPEND, "5"))
     observed["a value not in the list's choices"] = alter(("cleanup.policy", op.SET, "bogus"))
     observed["unknown key"] = alter(("no.such.config", op.SET, "1"))
+    try:
+        group_configs = next(iter(admin.describe_configs([resource("GROUP", system.group("configs"))]).values())).result(30)
+        group_answer: Any = "consumer.session.timeout.ms" in group_configs
+    except Exception as error:  # noqa: BLE001 - the refusal is the observation
+        group_answer = error_of(error.args[0])["code"]
+    observed["a GROUP resource"] = system.accepted("read-only-broker", group_answer, kafka=True, lakelog="INVALID_REQUEST")
     return observed
 
 
