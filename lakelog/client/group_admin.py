@@ -254,7 +254,7 @@ def list_offsets(
             topic,
             partition,
             OFFSET_INVALID if record is None else record.offset,
-            None if record is None else record.metadata or None,
+            None if record is None else record.metadata,  # as committed: '' and None kept apart, as Kafka
         )
         for (topic, partition), record in sorted(records.items())
     ]
@@ -313,13 +313,13 @@ def alter_offsets(
     for (topic, partition), (offset, metadata) in offsets.items():
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise InvalidRequest(f"offset for {topic}-{partition} must be a non-negative integer, not {offset!r}")
-        if not isinstance(metadata, str):
-            raise InvalidRequest(f"metadata for {topic}-{partition} must be a string, not {metadata!r}")
+        if metadata is not None and not isinstance(metadata, str):
+            raise InvalidRequest(f"metadata for {topic}-{partition} must be a string or None, not {metadata!r}")
         open_partition(root, topic, partition)  # UnknownTopicOrPartition before anything is written
     # No member, epoch -1: the coordinator accepts it only while the group is still empty (S6.4).
     GroupCoordinator(root, retry=retry).commit_offsets(group_id, "", NO_MEMBER_EPOCH, dict(offsets))
     return ConsumerGroupTopicPartitions(
-        group_id, [TopicPartition(t, p, offset, metadata or None) for (t, p), (offset, metadata) in sorted(offsets.items())]
+        group_id, [TopicPartition(t, p, offset, metadata) for (t, p), (offset, metadata) in sorted(offsets.items())]
     )
 
 

@@ -97,3 +97,25 @@ def member_id_before_first_poll(system: System) -> dict[str, Any]:
 
 def test_member_id_is_made_by_the_client(systems: tuple[System, System]) -> None:
     compare(member_id_before_first_poll, *systems)
+
+
+def group_offsets_by_admin(system: System) -> dict[str, Any]:
+    topic = system.create_topic("admin-offsets", partitions=3)
+    tp = system.TopicPartition
+    group = system.group("admin-offsets")
+    consumer = system.Consumer(system.conf(group_id=group, enable_auto_commit=False))
+    consumer.commit(offsets=[tp(topic, 0, 1, metadata=""), tp(topic, 1, 2, metadata="m"), tp(topic, 2, 3)], asynchronous=False)
+    consumer.close()
+    admin = system.admin()
+    request = system.ConsumerGroupTopicPartitions(group, [tp(topic, p) for p in range(3)])
+    listed = next(iter(admin.list_consumer_group_offsets([request]).values())).result(30)
+    observed = {"listed": sorted((p.partition, p.offset, p.metadata) for p in listed.topic_partitions)}
+    altered = system.ConsumerGroupTopicPartitions(group, [tp(topic, 0, 5, metadata="x"), tp(topic, 1, 6)])
+    next(iter(admin.alter_consumer_group_offsets([altered]).values())).result(30)
+    listed = next(iter(admin.list_consumer_group_offsets([request]).values())).result(30)
+    observed["after alter"] = sorted((p.partition, p.offset, p.metadata) for p in listed.topic_partitions)
+    return observed
+
+
+def test_group_offsets_through_the_admin_client(systems: tuple[System, System]) -> None:
+    compare(group_offsets_by_admin, *systems)
