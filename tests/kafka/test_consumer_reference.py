@@ -119,3 +119,24 @@ def group_offsets_by_admin(system: System) -> dict[str, Any]:
 
 def test_group_offsets_through_the_admin_client(systems: tuple[System, System]) -> None:
     compare(group_offsets_by_admin, *systems)
+
+
+def offsets_by_time(system: System) -> list[Any]:
+    topic = system.create_topic("times", partitions=2)
+    producer = system.Producer(system.conf())
+    base = 1_700_000_000_000
+    for n in range(6):
+        producer.produce(topic, value=f"v{n}".encode(), partition=n % 2, timestamp=base + n * 1000)
+    producer.flush(30)
+    consumer = system.Consumer(system.conf(group_id=system.group("times")))
+    tp = system.TopicPartition
+    asked = [tp(topic, 0, base - 1), tp(topic, 0, base + 2000), tp(topic, 1, base + 2500), tp(topic, 1, base + 99_000)]
+    found = [consumer.offsets_for_times([one], 10)[0] for one in asked]
+    consumer.assign(consumer.offsets_for_times([tp(topic, 1, base + 2500)], 10))
+    message = consumer.poll(10)
+    consumer.close()
+    return [(f.partition, f.offset) for f in found] + [(message.offset(), message.value(), message.timestamp())]
+
+
+def test_offsets_for_times(systems: tuple[System, System]) -> None:
+    compare(offsets_by_time, *systems)

@@ -130,3 +130,53 @@ def offsets_in_transaction(system: System) -> dict[str, Any]:
 
 def test_send_offsets_to_transaction_then_committed(systems: tuple[System, System]) -> None:
     compare(offsets_in_transaction, *systems)
+
+
+def consume_transform_produce(system: System) -> dict[str, Any]:
+    """The exactly-once loop of confluent-kafka's eos_transactions.py over two partitions in and two out, with the
+    consumer in a group: a committed round, an aborted one (its input read again), a committed one."""
+    source = system.create_topic("loop-in", partitions=2)
+    sink = system.create_topic("loop-out", partitions=2)
+    loader = system.Producer(system.conf())
+
+    def load(first: int) -> None:
+        # Two records per partition: a round takes all four, so which partition a consumer serves first (no
+        # contract: order is per partition) decides nothing.
+        for n in range(first, first + 4):
+            loader.produce(source, key=f"k{n}".encode(), value=f"v{n}".encode(), partition=n % 2)
+        loader.flush(30)
+
+    group = system.group("loop")
+    consumer = system.Consumer(
+        system.conf(group_id=group, group_protocol="consumer", enable_auto_commit=False, auto_offset_reset="earliest")
+    )
+    consumer.subscribe([source])
+    producer = transactional(system, "loop")
+    observed: dict[str, Any] = {}
+    for round_, outcome in enumerate(("commit", "abort", "commit")):
+        if round_ < 2:
+            load(4 * round_)
+        taken: list[Any] = []
+        while len(taken) < 4:
+            taken += [m for m in consumer.consume(4 - len(taken), 1) if m.error() is None]
+        producer.begin_transaction()
+        for message in taken:
+            producer.produce(sink, key=message.key(), value=message.value().upper(), partition=message.partition())
+        producer.flush(30)
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+            # Back to what the group committed: the aborted round's input is read again.
+            for committed in consumer.committed(consumer.assignment(), 10):
+                consumer.seek(committed)
+        observed[f"round {round_} ({outcome}) read"] = sorted((m.partition(), m.offset(), m.value()) for m in taken)
+    observed["committed"] = sorted((c.partition, c.offset) for c in consumer.committed(consumer.assignment(), 10))
+    consumer.close()
+    observed["sink"] = read_topic(system, sink, 2)
+    return observed
+
+
+def test_consume_transform_produce_in_a_group(systems: tuple[System, System]) -> None:
+    compare(consume_transform_produce, *systems)
