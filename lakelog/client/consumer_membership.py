@@ -15,7 +15,6 @@ else `on_revoke`; nothing is committed) and joins again with epoch 0.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias, cast
@@ -266,7 +265,7 @@ class _GroupMembership(_ConsumerState):
 
     def _lose(self, error: KafkaException) -> None:
         """The coordinator fenced this member: its partitions are lost (`on_lost`, else `on_revoke`), and it
-        joins again as a new member with epoch 0."""
+        joins again with epoch 0 under its own member id."""
         membership = self._membership
         assert membership is not None
         if isinstance(error, FencedMemberEpoch) and membership.member_id:
@@ -282,8 +281,7 @@ class _GroupMembership(_ConsumerState):
             error,
         )
         membership.member_id, membership.member_epoch = "", 0
-        # It joins again as a new member, under a new id of its own making.
-        self._client_member_id = uuid.uuid4().hex
+        # It joins again under the id it made at creation (KIP-1082: a client keeps its member id for life).
         membership.revocation_epoch, membership.fenced, membership.next_heartbeat = None, None, 0.0
         try:
             if lost:

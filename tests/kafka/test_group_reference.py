@@ -91,3 +91,30 @@ def two_members(system: System) -> dict[str, Any]:
 
 def test_two_members_through_a_rebalance(systems: tuple[System, System]) -> None:
     compare(two_members, *systems)
+
+
+def rejoin_after_max_poll(system: System) -> dict[str, Any]:
+    topic = system.create_topic("max-poll")
+    conf = system.conf(group_id=system.group("max-poll"), group_protocol="consumer", max_poll_interval_ms=1000)
+    consumer = system.Consumer(conf)
+    created = consumer.memberid()
+    consumer.subscribe([topic])
+    poll_until([consumer], lambda: bool(consumer.assignment()))
+    joined = consumer.memberid()
+    time.sleep(1.5)  # no poll for longer than max.poll.interval.ms
+    message = consumer.poll(1)
+    event = None if message is None or message.error() is None else message.error().code() == system.KafkaError._MAX_POLL_EXCEEDED
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (consumer.assignment() and time.monotonic() > deadline - 18):
+        consumer.poll(0.2)
+    observed = {
+        "_MAX_POLL_EXCEEDED": event,
+        "assigned again": len(consumer.assignment()),
+        "the same member id throughout": created == joined == consumer.memberid(),
+    }
+    consumer.close()
+    return observed
+
+
+def test_a_member_rejoins_under_its_own_id_after_max_poll_interval(systems: tuple[System, System]) -> None:
+    compare(rejoin_after_max_poll, *systems)
