@@ -29,4 +29,5 @@ BENCHMARKS = (
     "heartbeats",
     "transaction_verification",
     "quality_gate",
+    "kafka_reference",
 )

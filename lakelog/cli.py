@@ -1,4 +1,4 @@
-"""`lakelog` command line: init, topics, produce, consume, load, transactions, groups, coordinator sweep, sql, spark-sql-init,
+"""`lakelog` command line: init, topics, produce, consume, load, transactions, groups, coordinator sweep, sql, spark-sql-init, jars,
 quality (lakelog.quality.cli).
 
 Every command takes `--root` (or $LAKELOG_ROOT): a folder, `file:///path` or
@@ -89,11 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(getattr(args, "log_level", None) or _env_log_level())
         if not getattr(args, "handler", None):
             raise BadInput(args.missing)
-        if not args.root:
-            raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
-        # Only the commands that make a root take one that is none yet (a typo is UnresolvedRoot, exit 2).
-        opening = check_root if getattr(args, "makes_root", False) else open_root
-        args.root = opening(args.root, _storage_options(args))
+        if getattr(args, "takes_root", True):
+            if not args.root:
+                raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
+            # Only the commands that make a root take one that is none yet (a typo is UnresolvedRoot, exit 2).
+            opening = check_root if getattr(args, "makes_root", False) else open_root
+            args.root = opening(args.root, _storage_options(args))
         return args.handler(args)
     except BadInput as error:
         print(str(error), file=sys.stderr)
@@ -230,16 +231,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     consume.set_defaults(handler=_consume)
 
-    from lakelog.cli_load import register as register_load
+    from lakelog import cli_groups, cli_jars, cli_load, cli_transactions
 
-    register_load(commands, common, _Parser)
-
-    from lakelog.cli_transactions import register as register_transactions
-
-    register_transactions(commands, common, _Parser)
-    from lakelog.cli_groups import register as register_groups
-
-    register_groups(commands, common, _Parser)
+    for module in (cli_load, cli_transactions, cli_groups, cli_jars):
+        module.register(commands, common, _Parser)
 
     coordinator = commands.add_parser("coordinator", help="coordinator jobs").add_subparsers(
         metavar="ACTION", parser_class=_Parser

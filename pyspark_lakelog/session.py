@@ -1,23 +1,41 @@
-"""A small local Spark session for lakelog's jobs, demo, tests and benchmarks (2-core machines)."""
+"""A small local Spark session for lakelog's jobs, demo, tests and benchmarks (2-core machines).
+
+With lakelog's JVM jars fetched (lakelog.jars: `./dev`, or `lakelog jars fetch`), the session loads Delta Lake's
+Spark connector and S3A, so `spark.read.format("delta")` reads lakelog's tables; without them, one log line says
+what is missing and the session reads through lakelog's Python data source as before. A session of your own gets
+the same from `delta_conf()` (or `lakelog jars conf`, as spark-defaults.conf lines).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Any
 
+from lakelog import jars
 from lakelog.catalog import SPARK_HIDE_TRACEBACK
+
+logger = logging.getLogger(__name__)
+
+
+def delta_conf() -> dict[str, str]:
+    """The Spark properties that load lakelog's fetched JVM jars and Delta; empty (and one warning) without them."""
+    conf = jars.spark_conf()
+    if not conf:
+        logger.warning("%s", jars.missing())
+    return conf
 
 
 def local_session(app: str, master: str = "local[2]", driver_memory: str = "2g") -> Any:
-    """A quiet local session: no UI, two shuffle partitions, UTC, Python workers on this interpreter; the
-    lakelog data source's errors show as lakelog's one line (`lakelog.errors.<Code>: ...`), no Python traceback."""
+    """A quiet local session: no UI, two shuffle partitions, UTC, Python workers on this interpreter; Delta if fetched;
+    the lakelog data source's errors show as lakelog's one line (`lakelog.errors.<Code>: ...`), no Python traceback."""
     # Python workers must run this interpreter, or they miss pyarrow and lakelog.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (
+    builder = (
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.driver.memory", driver_memory)
@@ -26,7 +44,11 @@ def local_session(app: str, master: str = "local[2]", driver_memory: str = "2g")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config(SPARK_HIDE_TRACEBACK, "true")
-        .getOrCreate()
+        # Delta rebuilds a snapshot's state in this many tasks (default 50): two, as the shuffles, on two cores.
+        .config("spark.databricks.delta.snapshotPartitions", "2")
     )
+    for key, value in delta_conf().items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

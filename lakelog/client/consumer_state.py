@@ -50,6 +50,8 @@ class _ConsumerState:
     _closed: bool
     _groups: GroupCoordinator | None
     _membership: _Membership | None
+    # The member id this consumer made at creation (KIP-1082); None without group.id.
+    _client_member_id: str | None
     _stored: dict[TopicPartitionKey, tuple[int, str | None]]
     _last_committed: dict[TopicPartitionKey, int]
     _commit_reports: deque[tuple[KafkaError | None, list[TopicPartition]]]

@@ -355,7 +355,7 @@ class Producer(ProducerLifecycle):
             raise InvalidRequest("group_metadata must come from Consumer.consumer_group_metadata()")
         if not isinstance(positions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in positions):
             raise InvalidRequest("send_offsets_to_transaction takes a list of TopicPartition")
-        offsets = {(p.topic, p.partition): (p.offset, p.metadata or "") for p in positions}
+        offsets = {(p.topic, p.partition): (p.offset, p.metadata) for p in positions}
         if not offsets:
             return
         if self._groups is None:

@@ -106,11 +106,12 @@ CLEANUP_POLICIES = ("delete", "compact")
 
 
 def parse_cleanup_policy(name: str, raw: Any) -> str:
-    """Kafka's `cleanup.policy`: a list of delete and compact, kept as sorted, comma-joined text."""
-    policies = [part.strip() for part in parse_str(name, raw).split(",")]
-    if not policies or any(policy not in CLEANUP_POLICIES for policy in policies) or len(set(policies)) != len(policies):
-        raise InvalidConfig(f"config {name}={raw!r} must list delete, compact or both", key=name)
-    return ",".join(sorted(policies))
+    """Kafka's `cleanup.policy`: a list of delete and compact, kept as given (comma-joined, spaces dropped), as Kafka
+    keeps it; an empty list is a policy too (neither: records stay until deleted by hand)."""
+    policies = [part.strip() for part in parse_str(name, raw).split(",") if part.strip()]
+    if any(policy not in CLEANUP_POLICIES for policy in policies):
+        raise InvalidConfig(f"config {name}={raw!r} must list delete, compact, both or neither", key=name)
+    return ",".join(policies)
 
 
 def validate_name(value: Any, *, what: str = "topic") -> str:

@@ -140,7 +140,7 @@ def test_delta_rs_reads_every_table_lakelog_writes_at_every_version(root):
     checked = 0
     for location in tables:
         latest = Table.open(location)
-        assert latest._snapshot.protocol["writerFeatures"] == [LAKELOG_WRITER_FEATURE], location.uri
+        assert latest._snapshot.protocol["writerFeatures"] == ["invariants", LAKELOG_WRITER_FEATURE], location.uri
         for version in range(latest.version + 1):
             assert_same_at(location, version, replayed(location, version))
             checked += 1

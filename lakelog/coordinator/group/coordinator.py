@@ -87,16 +87,20 @@ class GroupCoordinator:
 
     def heartbeat(self, request: Heartbeat) -> HeartbeatResponse:
         """Join, heartbeat or leave; the response carries the member's epoch and the partitions it owns now."""
-        new_member_id = uuid.uuid4().hex if request.member_epoch == 0 else None
+        # KIP-1082: a joining member brings the id its client made; one without (or one the group still holds) gets one.
+        new_member_id = (request.member_id or uuid.uuid4().hex) if request.member_epoch == 0 else None
 
         def decide(state: GroupState) -> GroupOutcome[HeartbeatResponse]:
             group = state.group(request.group_id)
+            joining = new_member_id
+            if joining is not None and group is not None and joining in group.members:
+                joining = uuid.uuid4().hex
             # A new target assigns the topics of every member, not only the requester's.
             topics = set(request.subscribed_topics)
             if group is not None:
                 topics.update(t for member in group.members.values() for t in member.metadata.subscribed_topics)
             counts = self._partition_counts(topics)
-            return handlers.heartbeat(group, request, counts, self._clock(), self.group_config, new_member_id)
+            return handlers.heartbeat(group, request, counts, self._clock(), self.group_config, joining)
 
         return self._run(request.group_id, decide)
 
@@ -107,7 +111,7 @@ class GroupCoordinator:
         group_id: str,
         member_id: str,
         member_epoch: int,
-        offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+        offsets: Mapping[TopicPartitionKey, tuple[int, str | None]],
         instance_id: str | None = None,
     ) -> dict[TopicPartitionKey, int]:
         """Commit offsets (the next offset to read) as the member at `member_epoch`; S6.4 decides."""
@@ -130,7 +134,7 @@ class GroupCoordinator:
         metadata: GroupMetadata,
         producer_id: int,
         producer_epoch: int,
-        offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+        offsets: Mapping[TopicPartitionKey, tuple[int, str | None]],
         *,
         transaction: TransactionVerification | None = None,
     ) -> dict[TopicPartitionKey, int]:
@@ -162,7 +166,7 @@ class GroupCoordinator:
         metadata: GroupMetadata,
         producer_id: int,
         producer_epoch: int,
-        offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+        offsets: Mapping[TopicPartitionKey, tuple[int, str | None]],
     ) -> None:
         """Raise what `commit_transactional_offsets` would refuse for the group metadata (S7.2), writing nothing:
         checked before a transaction adds the offsets partition (S8.3). A refusal holds on the latest state; a pass

@@ -82,7 +82,7 @@ def commit_offsets(
     group_id: str,
     member_id: str,
     member_epoch: int,
-    offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    offsets: Mapping[TopicPartitionKey, tuple[int, str | None]],
     now_ms: int,
     instance_id: str | None = None,
     config: GroupConfig = GroupConfig(),
@@ -105,7 +105,7 @@ def commit_transactional_offsets(
     metadata: GroupMetadata,
     producer_id: int,
     producer_epoch: int,
-    offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    offsets: Mapping[TopicPartitionKey, tuple[int, str | None]],
     now_ms: int,
     config: GroupConfig = GroupConfig(),
 ) -> GroupOutcome[dict[TopicPartitionKey, int]]:
@@ -162,7 +162,7 @@ def fetch_offsets(
     return Outcome(response={tp: group.offsets.get(tp) for tp in wanted})
 
 
-def check_offsets(offsets: Mapping[TopicPartitionKey, tuple[int, str]]) -> KafkaException | None:
+def check_offsets(offsets: Mapping[TopicPartitionKey, tuple[int, str | None]]) -> KafkaException | None:
     for (topic, partition), (offset, _metadata) in offsets.items():
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             return InvalidRequest(f"offset for {topic}-{partition} must be a non-negative integer, not {offset!r}")

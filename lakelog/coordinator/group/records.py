@@ -131,7 +131,8 @@ class OffsetRecord(_Record):
     topic: str
     partition: int
     offset: int
-    metadata: str
+    # The committer's metadata as given: None when it gave none (Kafka keeps None and '' apart).
+    metadata: str | None
     commit_ms: int
     producer_id: int = -1
     producer_epoch: int = -1
@@ -207,7 +208,7 @@ def _offset(row: Mapping[str, Any]) -> OffsetRecord:
         text(row, "topic"),
         integer(row, "partition"),
         integer(row, "offset"),
-        text(row, "metadata"),
+        optional_text(row, "metadata"),
         integer(row, "commit_ms"),
         integer(row, "producer_id", -1),
         integer(row, "producer_epoch", -1),
