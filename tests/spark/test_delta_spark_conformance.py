@@ -159,3 +159,38 @@ def test_delta_spark_refuses_to_write_a_lakelog_partition_and_its_table_is_uncha
     uncommitted = {name for name in left if not name.startswith(".")}
     assert uncommitted and all(name.endswith(".parquet") for name in uncommitted), left
     assert set(vacuum(after, dry_run=True, now_ms=2**62)) == uncommitted
+
+
+@pytest.mark.roots("local")  # Delta's streaming source on one root; S3 reads are checked above
+def test_a_delta_stream_over_a_committed_view_gets_each_row_once_across_a_restart(delta, root, tmp_path):
+    """`spark.readStream.format("delta")` of `views/<topic>`, stopped and started again from its checkpoint while
+    the view job appends: the sink holds every row of the view exactly once."""
+    AdminClient({"lakelog.root": root}).create_topics([NewTopic("streamed", num_partitions=2)])["streamed"].result()
+    view = Location.of(root) / "views" / "streamed"
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
+
+    def produce_and_refresh(first: int) -> None:
+        producer = Producer({"lakelog.root": root, "transactional.id": "streamed"})
+        producer.init_transactions()
+        for outcome in ("commit", "abort"):
+            producer.begin_transaction()
+            for index in range(first, first + 5):
+                producer.produce("streamed", key=f"k{index}", value=f"{outcome}-{index}", partition=index % 2)
+            producer.commit_transaction() if outcome == "commit" else producer.abort_transaction()
+        producer.close()
+        materialize_committed_view(delta, root, "streamed")
+
+    def run_stream() -> None:
+        stream = delta.readStream.format("delta").load(spark_uri(view))
+        query = stream.writeStream.format("parquet").option("checkpointLocation", checkpoint).trigger(availableNow=True)
+        query.start(sink).awaitTermination(300)
+
+    produce_and_refresh(0)
+    run_stream()
+    produce_and_refresh(5)
+    produce_and_refresh(10)
+    run_stream()  # the same query, restarted from its checkpoint
+    streamed = delta.read.parquet(sink).toArrow()
+    in_view = lakelog_rows(Table.open(view))
+    assert streamed.num_rows == in_view.num_rows == 15
+    assert rows_of(streamed.select(in_view.column_names)) == rows_of(in_view)
