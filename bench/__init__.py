@@ -17,6 +17,7 @@ BENCHMARKS = (
     "coordinator_recovery",
     "group_commit",
     "spark_scan",
+    "delta_read",
     "view_materialize",
     "s3_emulator",
     "s3_commit",

@@ -156,6 +156,22 @@ def spark_sql_init(root: str | Location) -> str:
     return "\n".join(lines) + "\n"
 
 
+def spark_sql_register(root: str | Location) -> str:
+    """Statements registering every view and status table in spark-sql's persistent catalog (`spark-sql -f FILE`,
+    once): `<topic>_view` and `<topic>_status` as Delta tables at their locations, read by Delta Lake's Spark
+    connector (lakelog's JVM jars, `lakelog jars conf`), so a new shell on that metastore queries them with no init
+    file. Topics are not registered: Delta reads a partition table read_uncommitted; `spark_sql_init`'s views read
+    them in read_committed.
+    """
+    root = check_root(root)
+    lines = [f"-- lakelog's views and status tables of {root}; register once with: spark-sql -f <this file>"]
+    tables = [(f"{topic}_view", view_path(root, topic)) for topic in list_views(root)]
+    tables += [(f"{topic}_status", status_path(root, topic)) for topic in list_status_tables(root)]
+    for name, location in tables:
+        lines.append(f"CREATE TABLE IF NOT EXISTS `{name}` USING delta LOCATION '{_sql_string(location.uri)}';")
+    return "\n".join(lines) + "\n"
+
+
 def _sql_string(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "\\'")
 
@@ -186,6 +202,7 @@ __all__ = [
     "quality_results_path",
     "read_quality_results",
     "spark_sql_init",
+    "spark_sql_register",
     "status_path",
     "user_topics",
     "view_path",

@@ -264,6 +264,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "spark-sql-init", parents=[common], help="write a spark-sql init file: a temporary view per topic, view and status table"
     )
     sql_init.add_argument("--output", "-o", help="file to write (default: standard output)")
+    sql_init.add_argument("--register", action="store_true", help="views, status tables as Delta tables in a metastore")
     sql_init.set_defaults(handler=_spark_sql_init)
     from lakelog.quality.cli import register as register_quality
 
@@ -495,11 +496,12 @@ def _json_value(value: Any) -> Any:
 def _spark_sql_init(args: argparse.Namespace) -> int:
     from lakelog import catalog
 
-    script = catalog.spark_sql_init(args.root)
+    script = catalog.spark_sql_register(args.root) if args.register else catalog.spark_sql_init(args.root)
     if args.output:
         with open(args.output, "w") as output:
             output.write(script)
-        print(f"wrote {script.count('CREATE ')} view(s) to {args.output}; run: spark-sql -i {args.output}", file=sys.stderr)
+        run = f"once: spark-sql -f {args.output}" if args.register else f"spark-sql -i {args.output}"
+        print(f"wrote {script.count('CREATE ')} table(s) to {args.output}; run {run}", file=sys.stderr)
     else:
         sys.stdout.write(script)
     return 0

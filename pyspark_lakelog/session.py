@@ -1,7 +1,8 @@
 """A small local Spark session for lakelog's jobs, demo, tests and benchmarks (2-core machines).
 
 With lakelog's JVM jars fetched (lakelog.jars: `./dev`, or `lakelog jars fetch`), the session loads Delta Lake's
-Spark connector and S3A, so `spark.read.format("delta")` reads lakelog's tables; without them, one log line says
+Spark connector and S3A (set from lakelog's S3 settings, pyspark_lakelog.s3a), so `spark.read.format("delta")`
+reads lakelog's tables, on S3 roots too; without them, one log line says
 what is missing and the session reads through lakelog's Python data source as before. A session of your own gets
 the same from `delta_conf()` (or `lakelog jars conf`, as spark-defaults.conf lines).
 """
@@ -11,20 +12,25 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from lakelog import jars
 from lakelog.catalog import SPARK_HIDE_TRACEBACK
+from lakelog.store.s3_settings import s3_settings
+from pyspark_lakelog.s3a import spark_s3a
 
 logger = logging.getLogger(__name__)
 
 
-def delta_conf() -> dict[str, str]:
-    """The Spark properties that load lakelog's fetched JVM jars and Delta; empty (and one warning) without them."""
+def delta_conf(storage_options: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The Spark properties that load lakelog's fetched JVM jars and Delta, with S3A set from lakelog's S3 settings
+    (the `AWS_*` environment under `storage_options`); empty (and one warning) without the jars."""
     conf = jars.spark_conf()
     if not conf:
         logger.warning("%s", jars.missing())
-    return conf
+        return conf
+    return {**conf, **spark_s3a(s3_settings(storage_options))}
 
 
 def local_session(app: str, master: str = "local[2]", driver_memory: str = "2g") -> Any:

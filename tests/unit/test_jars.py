@@ -51,3 +51,20 @@ def test_local_sessions_say_in_one_line_what_is_missing(tmp_path, monkeypatch, c
 def test_the_pom_the_package_carries_pins_delta_for_spark_4_1_and_s3a():
     pom = jars.POM.read_text()
     assert "<artifactId>delta-spark_4.1_2.13</artifactId>" in pom and "<artifactId>hadoop-aws</artifactId>" in pom
+
+
+def test_s3a_takes_lakelogs_s3_settings_and_s3_uris_path_style_for_an_endpoint_of_its_own():
+    from lakelog.store.s3_settings import s3_settings
+    from pyspark_lakelog.s3a import spark_s3a
+
+    environ = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ALLOW_HTTP": "true", "AWS_REGION": "eu-west-1"}
+    conf = spark_s3a(s3_settings({"access_key_id": "AKEY", "secret_access_key": "SECRET"}, environ))
+    assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert (conf["spark.hadoop.fs.s3a.access.key"], conf["spark.hadoop.fs.s3a.secret.key"]) == ("AKEY", "SECRET")
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    # AWS itself: no endpoint, so virtual-hosted style and TLS, and the SDK's own credential chain.
+    aws = spark_s3a(s3_settings(None, {}))
+    assert not any(key.startswith("spark.hadoop.fs.s3a.") for key in aws), aws
