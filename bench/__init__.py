@@ -17,6 +17,7 @@ BENCHMARKS = (
     "coordinator_recovery",
     "group_commit",
     "spark_scan",
+    "delta_read",
     "view_materialize",
     "s3_emulator",
     "s3_commit",
@@ -29,4 +30,5 @@ BENCHMARKS = (
     "heartbeats",
     "transaction_verification",
     "quality_gate",
+    "kafka_reference",
 )

@@ -4,7 +4,7 @@ The operator runs inside a real Airflow 3 (`dag.test()` in this process, on a
 migrated SQLite DB in a temp AIRFLOW_HOME): its time is the task instance's
 duration as Airflow records it (start to end of the try), so Airflow's own
 scheduling latency is left out, while its task set-up (context, templates,
-XCom, the Asset event) is in. The baseline is `lakelog.client.loader.load`, the
+XCom, the Asset event) is in. The baseline is `lakelog.jobs.load.load`, the
 function behind `lakelog load`, called per file into a topic of the same
 partitions, in the same process, alternating with the operator run by run, after one operator run
 that is not counted (Airflow's first task in a process imports its providers).
@@ -60,7 +60,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         root = str(base / "lake")
         dag = _airflow_dag(base, root)
         from lakelog import AdminClient, NewTopic
-        from lakelog.client.loader import load
+        from lakelog.jobs.load import load
 
         # A first operator run, not counted: Airflow's first task in a process imports and discovers its providers.
         AdminClient({"lakelog.root": root}).create_topics([NewTopic("warmup", num_partitions=1)])

@@ -22,7 +22,7 @@ import time
 
 from bench import _common
 from lakelog.coordinator.transaction import TransactionMetadata, TxnState, partition_for_transactional_id
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 
 TARGET = 2.0
 IDS = 200

@@ -28,7 +28,7 @@ import time
 from bench import _common
 from lakelog import Consumer, Producer, TopicPartition
 from lakelog.coordinator.group import Heartbeat
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.log import create_topic
 
 PARTITIONS = 4

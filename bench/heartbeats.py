@@ -27,7 +27,7 @@ from bench import _common
 from lakelog import Consumer
 from lakelog.client.group_admin import ConsumerGroupState, group_state
 from lakelog.coordinator.group import Heartbeat
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.log import create_topic
 
 SETTLED_MEMBERS = 20

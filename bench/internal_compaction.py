@@ -20,10 +20,10 @@ import dataclasses
 import time
 
 from bench import _common
-from lakelog.coordinator import state_log
+from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
 from lakelog.coordinator.group import CurrentRecord, MemberRecord, OffsetRecord
-from lakelog.coordinator.group_coordinator import GroupCoordinator
-from lakelog.coordinator.internal_compaction import compact_internal_logs
+from lakelog.coordinator.group.coordinator import GroupCoordinator
+from lakelog.coordinator.runtime import state_log
 
 TARGET = 2.0
 GROUPS = 5

@@ -74,8 +74,9 @@ class _Timers:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        from lakelog.client import batch_gate, batch_writer, producer, producer_gate
-        from lakelog.quality import staged
+        from lakelog.client import producer, producer_gate
+        from lakelog.jobs import batch_writer
+        from lakelog.quality import batch_gate, staged
         from lakelog.quality.results import RESULTS_LOG
 
         validate_module = importlib.import_module("lakelog.quality.validate")
@@ -241,7 +242,7 @@ def _producer_rounds(root: str, keys: list[bytes], values: list[bytes]) -> tuple
 
 
 def _load_rounds(root: str, source: str, warm_up: str) -> tuple[Callable[[], float], ...]:
-    from lakelog.client import loader
+    from lakelog.jobs import load as loader
     from lakelog.store import Location
 
     runs = iter(range(1_000_000))
@@ -274,7 +275,7 @@ def _load_rounds(root: str, source: str, warm_up: str) -> tuple[Callable[[], flo
 
 
 def _plain_load(root: str, source: str) -> float:
-    from lakelog.client import loader
+    from lakelog.jobs import load as loader
 
     started = time.perf_counter()
     loader.load(root, "load-plain", source, key_column="order_id", load_id="plain", progress=False)

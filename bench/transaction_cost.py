@@ -23,7 +23,7 @@ import time
 from bench import _common
 from lakelog import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from lakelog.coordinator import partition_for_transactional_id
-from lakelog.coordinator.transaction_coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.log.topics import open_internal_partition
 
 PARTITIONS = 4

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from bench import _common
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.log import BatchHeader, PartitionLog, create_topic, open_partition, payload_table
 from lakelog.log.verification import _UNVERIFIED, TransactionVerification
 

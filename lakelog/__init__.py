@@ -27,6 +27,7 @@ from lakelog.client import (
 from lakelog.client.admin_broker_only import ElectionType
 from lakelog.client.admin_types import ConsumerGroupType, IsolationLevel, Node, TopicCollection, TopicPartitionInfo, Uuid
 from lakelog.client.group_admin import ConsumerGroupState
+from lakelog.client.messages import Messages
 from lakelog.client.partitioner import consistent, fnv1a, murmur2
 from lakelog.client.serializing import DeserializingConsumer, SerializingProducer
 from lakelog.errors import KafkaError, KafkaException
@@ -63,6 +64,7 @@ __all__ = [
     "KafkaError",
     "KafkaException",
     "Message",
+    "Messages",
     "NewTopic",
     "Node",
     "OFFSET_BEGINNING",

@@ -62,6 +62,9 @@ STATUS_SCHEMA = pa.schema(
 
 # The quality gates' results (the internal log __quality_results, lakelog.quality.results) as queries name them.
 QUALITY_RESULTS = "quality_results"
+# A Spark SQL setting: a Python data source's error reaches the user as its one line ("[PYTHON_DATA_SOURCE_ERROR]
+# ...: lakelog.errors.UnknownTopicOrPartition: topic t does not exist under ..."), not a Python traceback.
+SPARK_HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
 
 
 def quality_results_path(root: str | Location) -> Location:
@@ -127,7 +130,10 @@ def spark_sql_init(root: str | Location) -> str:
     `lakelog` data source, so every query reads the latest snapshot.
     """
     root = check_root(root)
-    lines = [f"-- lakelog tables of {root}; use with: spark-sql -i <this file>"]
+    lines = [
+        f"-- lakelog tables of {root}; use with: spark-sql -i <this file>",
+        f"-- (add --conf {SPARK_HIDE_TRACEBACK}=true to see lakelog's errors as one line, without a Python traceback)",
+    ]
     names: set[str] = set()
 
     def view(name: str, options: dict[str, str]) -> None:
@@ -150,6 +156,22 @@ def spark_sql_init(root: str | Location) -> str:
     return "\n".join(lines) + "\n"
 
 
+def spark_sql_register(root: str | Location) -> str:
+    """Statements registering every view and status table in spark-sql's persistent catalog (`spark-sql -f FILE`,
+    once): `<topic>_view` and `<topic>_status` as Delta tables at their locations, read by Delta Lake's Spark
+    connector (lakelog's JVM jars, `lakelog jars conf`), so a new shell on that metastore queries them with no init
+    file. Topics are not registered: Delta reads a partition table read_uncommitted; `spark_sql_init`'s views read
+    them in read_committed.
+    """
+    root = check_root(root)
+    lines = [f"-- lakelog's views and status tables of {root}; register once with: spark-sql -f <this file>"]
+    tables = [(f"{topic}_view", view_path(root, topic)) for topic in list_views(root)]
+    tables += [(f"{topic}_status", status_path(root, topic)) for topic in list_status_tables(root)]
+    for name, location in tables:
+        lines.append(f"CREATE TABLE IF NOT EXISTS `{name}` USING delta LOCATION '{_sql_string(location.uri)}';")
+    return "\n".join(lines) + "\n"
+
+
 def _sql_string(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "\\'")
 
@@ -167,6 +189,7 @@ def _tables_in(folder: Location) -> list[str]:
 
 __all__ = [
     "QUALITY_RESULTS",
+    "SPARK_HIDE_TRACEBACK",
     "STATUS_DIR",
     "STATUS_SCHEMA",
     "VIEW_SCHEMA",
@@ -179,6 +202,7 @@ __all__ = [
     "quality_results_path",
     "read_quality_results",
     "spark_sql_init",
+    "spark_sql_register",
     "status_path",
     "user_topics",
     "view_path",

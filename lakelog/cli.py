@@ -1,4 +1,4 @@
-"""`lakelog` command line: init, topics, produce, consume, load, transactions, groups, coordinator sweep, sql, spark-sql-init,
+"""`lakelog` command line: init, topics, produce, consume, load, transactions, groups, coordinator sweep, sql, spark-sql-init, jars,
 quality (lakelog.quality.cli).
 
 Every command takes `--root` (or $LAKELOG_ROOT): a folder, `file:///path` or
@@ -32,10 +32,9 @@ from lakelog.client import (
     Producer,
     TopicPartition,
 )
-from lakelog.client.sink_records import sweep_sink_records
-from lakelog.coordinator.group_coordinator import GroupCoordinator
-from lakelog.coordinator.internal_compaction import compact_internal_logs
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
+from lakelog.coordinator.group.coordinator import GroupCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import (
     GroupIdNotFound,
     InvalidRequest,
@@ -46,9 +45,11 @@ from lakelog.errors import (
     OffsetOutOfRange,
     SaslAuthenticationFailed,
     TopicAlreadyExists,
+    TransactionalIdNotFound,
     UnknownTopicOrPartition,
     UnresolvedRoot,
 )
+from lakelog.jobs.sink_records import sweep_sink_records
 from lakelog.log import list_topics, retention, topic_config
 from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location, check_root, initialise_root, open_root
@@ -69,6 +70,7 @@ BAD_INPUT_ERRORS = (
     GroupIdNotFound,
     NonEmptyGroup,
     SaslAuthenticationFailed,
+    TransactionalIdNotFound,
     UnresolvedRoot,
 )
 
@@ -87,11 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(getattr(args, "log_level", None) or _env_log_level())
         if not getattr(args, "handler", None):
             raise BadInput(args.missing)
-        if not args.root:
-            raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
-        # Only the commands that make a root take one that is none yet (a typo is UnresolvedRoot, exit 2).
-        opening = check_root if getattr(args, "makes_root", False) else open_root
-        args.root = opening(args.root, _storage_options(args))
+        if getattr(args, "takes_root", True):
+            if not args.root:
+                raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
+            # Only the commands that make a root take one that is none yet (a typo is UnresolvedRoot, exit 2).
+            opening = check_root if getattr(args, "makes_root", False) else open_root
+            args.root = opening(args.root, _storage_options(args))
         return args.handler(args)
     except BadInput as error:
         print(str(error), file=sys.stderr)
@@ -122,6 +125,10 @@ def _env_log_level() -> str:
 def _configure_logging(level: str) -> None:
     """The CLI's log lines go to stderr as `lakelog: LEVEL logger: message`; library code never prints."""
     logging.basicConfig(level=level, format="lakelog: %(levelname)s %(name)s: %(message)s", force=True)
+    # The handler keeps the level too: a library that sets its own logger's level (Great Expectations sets INFO)
+    # still shows nothing below the CLI's level.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(level)
 
 
 def _one_line(text: str) -> str:
@@ -224,16 +231,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     consume.set_defaults(handler=_consume)
 
-    from lakelog.cli_load import register as register_load
+    from lakelog import cli_groups, cli_jars, cli_load, cli_transactions
 
-    register_load(commands, common, _Parser)
-
-    from lakelog.cli_transactions import register as register_transactions
-
-    register_transactions(commands, common, _Parser)
-    from lakelog.cli_groups import register as register_groups
-
-    register_groups(commands, common, _Parser)
+    for module in (cli_load, cli_transactions, cli_groups, cli_jars):
+        module.register(commands, common, _Parser)
 
     coordinator = commands.add_parser("coordinator", help="coordinator jobs").add_subparsers(
         metavar="ACTION", parser_class=_Parser
@@ -263,6 +264,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "spark-sql-init", parents=[common], help="write a spark-sql init file: a temporary view per topic, view and status table"
     )
     sql_init.add_argument("--output", "-o", help="file to write (default: standard output)")
+    sql_init.add_argument("--register", action="store_true", help="views, status tables as Delta tables in a metastore")
     sql_init.set_defaults(handler=_spark_sql_init)
     from lakelog.quality.cli import register as register_quality
 
@@ -359,7 +361,7 @@ def _produce(args: argparse.Namespace) -> int:
             )
         messages.append(fields)
     producer = Producer({"lakelog.root": args.root, "linger.ms": args.linger_ms})
-    failures: list[str] = []
+    failures: list[KafkaError] = []
     delivered = 0
 
     def report(error: KafkaError | None, message: Any) -> None:
@@ -367,16 +369,24 @@ def _produce(args: argparse.Namespace) -> int:
         if error is None:
             delivered += 1
         else:
-            failures.append(error.str())
+            failures.append(error)
 
     for fields in messages:
         producer.produce(args.topic, on_delivery=report, **fields)
         producer.poll(0)
     producer.flush()
-    print(f"delivered {delivered} message(s), {len(failures)} failed", file=sys.stderr)
-    for failure in failures[:5]:
-        print(f"  {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    if not failures:
+        print(f"delivered {delivered} message(s), 0 failed", file=sys.stderr)
+        return 0
+    # One line, with the first failure's Kafka code, as every CLI error.
+    first = failures[0]
+    others = sum(1 for failure in failures[1:] if failure.str() != first.str())
+    print(
+        f"lakelog: {first.name()}: delivered {delivered} message(s), {len(failures)} failed: {_one_line(first.str())}"
+        + (f" (and {others} other error(s))" if others else ""),
+        file=sys.stderr,
+    )
+    return 1
 
 
 def _consume(args: argparse.Namespace) -> int:
@@ -486,11 +496,12 @@ def _json_value(value: Any) -> Any:
 def _spark_sql_init(args: argparse.Namespace) -> int:
     from lakelog import catalog
 
-    script = catalog.spark_sql_init(args.root)
+    script = catalog.spark_sql_register(args.root) if args.register else catalog.spark_sql_init(args.root)
     if args.output:
         with open(args.output, "w") as output:
             output.write(script)
-        print(f"wrote {script.count('CREATE ')} view(s) to {args.output}; run: spark-sql -i {args.output}", file=sys.stderr)
+        run = f"once: spark-sql -f {args.output}" if args.register else f"spark-sql -i {args.output}"
+        print(f"wrote {script.count('CREATE ')} table(s) to {args.output}; run {run}", file=sys.stderr)
     else:
         sys.stdout.write(script)
     return 0

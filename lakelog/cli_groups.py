@@ -16,8 +16,8 @@ from typing import Any
 from lakelog.cli_common import BadInput
 from lakelog.cli_common import print_rows as _print_rows
 from lakelog.client import TopicPartition, group_admin
-from lakelog.coordinator.group_coordinator import GroupCoordinator
-from lakelog.errors import CorruptRecord
+from lakelog.coordinator.group.coordinator import GroupCoordinator
+from lakelog.errors import CorruptRecord, GroupIdNotFound, NonEmptyGroup
 from lakelog.log import topic_config
 
 logger = logging.getLogger(__name__)
@@ -214,9 +214,9 @@ def _groups_delete(args: argparse.Namespace) -> int:
                 "--discard-corrupt deletes only such a group"
             )
         if group is None:
-            raise BadInput(f"lakelog groups delete: group {group_id!r} does not exist")
+            raise GroupIdNotFound(f"group {group_id!r} does not exist")  # as groups describe says it
         if not group.is_empty():
-            raise BadInput(f"lakelog groups delete: group {group_id!r} has {len(group.members)} member(s)")
+            raise NonEmptyGroup(f"group {group_id!r} has {len(group.members)} member(s); stop its consumers first")
     for group_id in args.group:
         if args.discard_corrupt:
             # Decided again on the latest state: InvalidRequest if the group is no longer set aside.

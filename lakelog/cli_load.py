@@ -1,8 +1,8 @@
 """`lakelog load`: bulk load a file into a topic exactly once.
 
-Into one partition (`--partition`, or a topic of one partition) through lakelog.client.loader: expected offsets,
+Into one partition (`--partition`, or a topic of one partition) through lakelog.jobs.load: expected offsets,
 resumable row by row. With `--key-column` and no `--partition` on a topic of several partitions, the rows are
-spread by key as the Producer's partitioner spreads them, through lakelog.client.unit_loader: one transaction
+spread by key as the Producer's partitioner spreads them, through lakelog.jobs.unit_load: one transaction
 named by the load id.
 """
 
@@ -13,8 +13,8 @@ import json
 import logging
 from typing import Any
 
-from lakelog.client.loader import default_load_id, load
-from lakelog.client.unit_loader import load_unit
+from lakelog.jobs.load import default_load_id, load
+from lakelog.jobs.unit_load import load_unit
 from lakelog.log import topic_config
 
 logger = logging.getLogger(__name__)

@@ -12,8 +12,23 @@ from typing import Any
 from lakelog.cli_common import BadInput
 from lakelog.cli_common import print_rows as _print_rows
 from lakelog.client import transaction_admin
+from lakelog.errors import TransactionalIdNotFound
 
 logger = logging.getLogger(__name__)
+
+# How a decided transaction reads to a user: its outcome is final from PrepareCommit/PrepareAbort on; the
+# Complete* row only rides on the producer's next transaction, its next init, or the sweep (S4.5).
+OUTCOMES = {
+    "PrepareCommit": "PrepareCommit (committed; completion pending)",
+    "PrepareAbort": "PrepareAbort (aborted; completion pending)",
+}
+STATES_HELP = (
+    "TransactionState is the coordinator's: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, "
+    "CompleteAbort, PrepareEpochFence, Dead. A transaction whose commit (or abort) is decided shows "
+    "'PrepareCommit (committed; completion pending)' (or 'PrepareAbort (aborted; completion pending)'): "
+    "its outcome is final (its markers are written, or whoever completes it writes them); the CompleteCommit row is written by the producer's next "
+    "transaction or init_transactions(), or by `lakelog coordinator sweep`, so it stays so after close()."
+)
 
 
 def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
@@ -21,9 +36,13 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     transactions = commands.add_parser(
         "transactions", help="list, describe and abort transactions (like kafka-transactions.sh)"
     ).add_subparsers(metavar="ACTION", parser_class=parser_class)
-    listing = transactions.add_parser("list", parents=[common], help="every transactional id and its state")
+    listing = transactions.add_parser(
+        "list", parents=[common], help="every transactional id and its state", description=STATES_HELP
+    )
     listing.set_defaults(handler=_transactions_list)
-    describe = transactions.add_parser("describe", parents=[common], help="the coordinator's state of one id")
+    describe = transactions.add_parser(
+        "describe", parents=[common], help="the coordinator's state of one id", description=STATES_HELP
+    )
     describe.add_argument("--transactional-id", required=True)
     describe.set_defaults(handler=_transactions_describe)
     producers = transactions.add_parser("describe-producers", parents=[common], help="producer state of a partition")
@@ -46,8 +65,14 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     abort.set_defaults(handler=_transactions_abort)
 
 
+def shown_state(state: Any) -> str:
+    """A coordinator state as `transactions list` and `describe` show it (a decided one with its outcome)."""
+    name = str(getattr(state, "value", state))
+    return OUTCOMES.get(name, name)
+
+
 def _transactions_list(args: argparse.Namespace) -> int:
-    rows = [(t.transactional_id, t.producer_id, t.state) for t in transaction_admin.list_transactions(args.root)]
+    rows = [(t.transactional_id, t.producer_id, shown_state(t.state)) for t in transaction_admin.list_transactions(args.root)]
     _print_rows(("TransactionalId", "ProducerId", "TransactionState"), rows)
     return 0
 
@@ -55,7 +80,9 @@ def _transactions_list(args: argparse.Namespace) -> int:
 def _transactions_describe(args: argparse.Namespace) -> int:
     found = transaction_admin.describe_transaction(args.root, args.transactional_id)
     if found is None:
-        raise BadInput(f"lakelog transactions describe: transactional id {args.transactional_id!r} is unknown")
+        raise TransactionalIdNotFound(
+            f"transactional id {args.transactional_id!r} is unknown under {args.root} (never initialised, or expired)"
+        )
     partitions = ",".join(f"{topic}-{partition}" for topic, partition in found.topic_partitions)
     _print_rows(
         (
@@ -73,7 +100,7 @@ def _transactions_describe(args: argparse.Namespace) -> int:
                 found.transactional_id,
                 found.producer_id,
                 found.producer_epoch,
-                found.state,
+                shown_state(found.state),
                 found.transaction_timeout_ms,
                 found.transaction_start_time_ms,
                 found.last_update_time_ms,

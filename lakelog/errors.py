@@ -33,6 +33,8 @@ class KafkaError(error_codes.ErrorCodes):
     CORRUPT_MESSAGE = error_codes.ErrorCodes.INVALID_MSG
     # KIP-27 names no protocol code; lakelog takes one outside Kafka's range.
     OFFSET_MISMATCH = 1000
+    # Kafka's code (KIP-664's DescribeTransactions) that librdkafka does not list.
+    TRANSACTIONAL_ID_NOT_FOUND = 105
 
     __slots__ = ("_code", "_reason", "_fatal", "_retriable", "_txn_requires_abort")
 
@@ -118,8 +120,15 @@ class KafkaError(error_codes.ErrorCodes):
 
 
 # Codes lakelog names otherwise than librdkafka, or adds; with what a KafkaError of them says by default.
-_LAKELOG_NAMES = {KafkaError.CORRUPT_MESSAGE: "CORRUPT_MESSAGE", KafkaError.OFFSET_MISMATCH: "OFFSET_MISMATCH"}
-_LAKELOG_DESCRIPTIONS = {KafkaError.OFFSET_MISMATCH: "Broker: the batch's expected offset is not the log end offset"}
+_LAKELOG_NAMES = {
+    KafkaError.CORRUPT_MESSAGE: "CORRUPT_MESSAGE",
+    KafkaError.OFFSET_MISMATCH: "OFFSET_MISMATCH",
+    KafkaError.TRANSACTIONAL_ID_NOT_FOUND: "TRANSACTIONAL_ID_NOT_FOUND",
+}
+_LAKELOG_DESCRIPTIONS = {
+    KafkaError.OFFSET_MISMATCH: "Broker: the batch's expected offset is not the log end offset",
+    KafkaError.TRANSACTIONAL_ID_NOT_FOUND: "Broker: the transactionalId could not be found",
+}
 
 
 def _description(code: int) -> str:
@@ -388,6 +397,12 @@ class UnstableOffsetCommit(RetriableError):
 
 class GroupIdNotFound(KafkaException):
     code = KafkaError.GROUP_ID_NOT_FOUND
+
+
+class TransactionalIdNotFound(KafkaException):
+    """A transactional id the coordinator does not know (never initialised, or expired): Kafka's code 105."""
+
+    code = KafkaError.TRANSACTIONAL_ID_NOT_FOUND
 
 
 class NonEmptyGroup(KafkaException):

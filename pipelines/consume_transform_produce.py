@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from lakelog import OFFSET_STORED, Consumer, KafkaException, Message, Producer, TopicPartition
-from lakelog.coordinator.group_coordinator import GroupCoordinator
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import (
     FencedInstanceId,
     IllegalGeneration,

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog import Consumer, TopicPartition
-from lakelog.client.loader import load
+from lakelog.jobs.load import load
 from lakelog.log import create_topic, open_partition
 from lakelog.store import Location, check_root, initialise_root
 from pipelines import demo_groups, demo_spark, demo_transactions

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lakelog import Producer
+from lakelog import Producer, jars
 from lakelog.store import Location, open_root
 
 TOPIC = "payments"
@@ -109,6 +109,8 @@ def spark_sql(root: Location) -> str:
             "1g",
             "--conf",
             "spark.ui.enabled=false",
+            # Delta Lake's Spark connector, where lakelog's JVM jars are fetched (lakelog.jars).
+            *(part for key, value in jars.spark_conf().items() for part in ("--conf", f"{key}={value}")),
             "-i",
             str(init),
             "-e",

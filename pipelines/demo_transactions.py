@@ -25,7 +25,7 @@ import sys
 import time
 
 from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer, TopicPartition
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.log import open_partition
 from lakelog.store import Location, check_root, initialise_root
 

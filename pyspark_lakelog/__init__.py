@@ -10,7 +10,7 @@ frames.py).
 """
 
 from pyspark_lakelog.frames import read_table, read_topic, reads_natively, scan_dataframe
-from pyspark_lakelog.session import local_session
+from pyspark_lakelog.session import delta_conf, local_session
 from pyspark_lakelog.source import LakelogDataSource
 
 DefaultSource = LakelogDataSource
@@ -18,6 +18,7 @@ DefaultSource = LakelogDataSource
 __all__ = [
     "DefaultSource",
     "LakelogDataSource",
+    "delta_conf",
     "local_session",
     "read_table",
     "read_topic",

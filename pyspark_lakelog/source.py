@@ -12,7 +12,7 @@ Parquet reader cannot (S3 here: no hadoop-aws jars).
 
 Writes stage Parquet files under `<root>/_spark_staging/<write>/` on the
 executors, through the root's FileIO; the driver's commit appends them all as
-one lakelog transaction (lakelog.client.batch_writer) and deletes the staging
+one lakelog transaction (lakelog.jobs.batch_writer) and deletes the staging
 folder.
 """
 
@@ -281,7 +281,7 @@ class TopicWriter(DataSourceArrowWriter):
         return StagedFiles(tuple((*key, writers[key][0], counts[key]) for key in order))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        from lakelog.client.batch_writer import TransactionalBatchWriter
+        from lakelog.jobs.batch_writer import TransactionalBatchWriter
 
         files: dict[tuple[str, int], list[str]] = {}
         for message in messages:

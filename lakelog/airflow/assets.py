@@ -15,7 +15,7 @@ from typing import Any
 
 from lakelog.store import Location
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def topic_asset_uri(root: str | Location, topic: str, storage_options: Any = None) -> str:
@@ -45,7 +45,7 @@ def parse_time_asset(topic: str, lakelog_conn_id: str) -> Any | None:
     try:
         return topic_asset(topic, lakelog_conn_id=lakelog_conn_id)
     except Exception as error:  # a DAG must parse even when its connection is not yet defined
-        log.warning("no Asset for topic %s: connection %s does not resolve at parse time (%s)", topic, lakelog_conn_id, error)
+        logger.warning("no Asset for topic %s: connection %s does not resolve at parse time (%s)", topic, lakelog_conn_id, error)
         return None
 
 

@@ -521,7 +521,7 @@ class AdminClient(BrokerOnlyCalls):
                 self._root,
                 request.group_id,
                 # `or ()`: never taken, _check_group_requests(offsets=True) refused a request without partitions.
-                {(p.topic, p.partition): (p.offset, p.metadata or "") for p in request.topic_partitions or ()},
+                {(p.topic, p.partition): (p.offset, p.metadata) for p in request.topic_partitions or ()},
             )
             for request in requests
         }

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -56,7 +57,7 @@ from lakelog.client.producer import split_callbacks
 from lakelog.client.types import Message, TopicPartition
 from lakelog.config import storage_options
 from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import InvalidArgument, InvalidConfig, InvalidType, KafkaError
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.store import open_root
@@ -96,6 +97,8 @@ class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
         self._closed = False
         self._groups: GroupCoordinator | None = None
         self._membership: _Membership | None = None
+        # KIP-848 with KIP-1082: the client makes its member id, so memberid() has it before the first poll.
+        self._client_member_id = uuid.uuid4().hex if self._group_id is not None else None
         # store_offsets / enable.auto.offset.store: the next offset to commit per partition, and its metadata.
         self._stored: dict[TopicPartitionKey, tuple[int, str | None]] = {}
         # What this consumer last committed per partition (auto-commit sends only what changed).
@@ -123,8 +126,10 @@ class Consumer(_GroupMembership, _OffsetCommits, _Metadata, _Fetching):
         self._check_open()
         if not isinstance(num_messages, int) or isinstance(num_messages, bool):
             raise InvalidType(f"num_messages must be an integer, not {num_messages!r}")
-        if not 1 <= num_messages <= 1_000_000:
-            raise InvalidArgument(f"num_messages must be between 1 and 1000000 (1M), not {num_messages}")
+        if not 0 <= num_messages <= 1_000_000:
+            raise InvalidArgument("num_messages must be between 0 and 1000000 (1M)")
+        if num_messages == 0:
+            return []  # at once, as confluent-kafka: nothing is fetched, no group timer runs
         try:
             exceeded = self._max_poll_exceeded()
             if exceeded is not None:

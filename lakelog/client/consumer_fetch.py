@@ -83,9 +83,17 @@ class _Fetching(_ConsumerState):
         self._add(partitions, pending_if_missing=True)
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        """Add partitions to the assignment; one already assigned is refused (_CONFLICT) and nothing is added,
+        as librdkafka's rd_kafka_assignment_add."""
         self._check_open()
         self._check_manual("incremental_assign")
-        self._add(_partition_list(partitions), pending_if_missing=True)
+        partitions = _partition_list(partitions)
+        for key in _distinct_keys(partitions):
+            if key in self._assigned or key in self._pending:
+                raise KafkaException(
+                    KafkaError(KafkaError._CONFLICT, f"{key[0]} [{key[1]}] is already part of the current assignment")
+                )
+        self._add(partitions, pending_if_missing=True)
 
     def unassign(self) -> None:
         self._check_open()
@@ -95,7 +103,16 @@ class _Fetching(_ConsumerState):
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
         self._check_open()
         self._check_manual("incremental_unassign")
-        for tp in _partition_list(partitions):
+        partitions = _partition_list(partitions)
+        for key in _distinct_keys(partitions):
+            if key not in self._assigned and key not in self._pending:
+                raise KafkaException(
+                    KafkaError(
+                        KafkaError._INVALID_ARG,
+                        f"{key[0]} [{key[1]}] can't be unassigned since it is not in the current assignment",
+                    )
+                )
+        for tp in partitions:
             self._assigned.pop((tp.topic, tp.partition), None)
             self._stored.pop((tp.topic, tp.partition), None)
             self._pending.pop((tp.topic, tp.partition), None)
@@ -372,6 +389,18 @@ def _partition_list(partitions: Any) -> list[TopicPartition]:
     if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
         raise InvalidType("expected list of TopicPartition")
     return list(partitions)
+
+
+def _distinct_keys(partitions: list[TopicPartition]) -> list[TopicPartitionKey]:
+    """The partitions' keys; a partition named twice is refused (KafkaException _INVALID_ARG, not a ValueError), as
+    librdkafka refuses it."""
+    keys: list[TopicPartitionKey] = []
+    for tp in partitions:
+        key = (tp.topic, tp.partition)
+        if key in keys:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"Duplicate {tp.topic} [{tp.partition}] in input list"))
+        keys.append(key)
+    return keys
 
 
 def _one_partition(partition: Any) -> TopicPartition:

@@ -122,10 +122,13 @@ class _GroupMembership(_ConsumerState):
             self._leave(LEAVE_GROUP_EPOCH)
 
     def memberid(self) -> str | None:
-        """The member id the coordinator gave this consumer; None before it joined (or after it left)."""
+        """This member's id: made by the client when it was created (KIP-848 with KIP-1082), so set before the first
+        poll; the one the coordinator holds once joined. None without group.id."""
         self._check_open()
         membership = self._membership
-        return membership.member_id or None if membership is not None else None
+        if membership is not None and membership.member_id:
+            return membership.member_id
+        return self._client_member_id
 
     def consumer_group_metadata(self) -> GroupMetadata:
         """Who commits, at which member epoch (KIP-447): pass it to `Producer.send_offsets_to_transaction`.
@@ -172,7 +175,7 @@ class _GroupMembership(_ConsumerState):
         """One heartbeat and what follows from its response; True if another one should follow at once."""
         request = Heartbeat(
             self._require_group("subscribe"),  # a member has a group.id: subscribe() required it
-            membership.member_id,
+            membership.member_id or self._client_member_id or "",  # joining: the id this client made (KIP-1082)
             membership.member_epoch,
             membership.topics,
             frozenset(self._assigned),
@@ -224,14 +227,17 @@ class _GroupMembership(_ConsumerState):
                     self._assigned.pop(tp, None)
                     self._stored.pop(tp, None)
         added = sorted(target - set(self._assigned))
-        if added:
-            self._logger.info(
-                "group %s member %s (epoch %d): assigned %s",
-                self._group_id,
-                membership.member_id,
-                membership.member_epoch,
-                _names(added),
-            )
+        # A revocation is followed by an assign callback even when nothing is added (an empty list), as
+        # librdkafka ends every incremental rebalance with one.
+        if added or revoked:
+            if added:
+                self._logger.info(
+                    "group %s member %s (epoch %d): assigned %s",
+                    self._group_id,
+                    membership.member_id,
+                    membership.member_epoch,
+                    _names(added),
+                )
             partitions = [TopicPartition(*tp) for tp in added]
             try:
                 self._callback(membership, "on_assign", membership.on_assign, partitions)
@@ -259,7 +265,7 @@ class _GroupMembership(_ConsumerState):
 
     def _lose(self, error: KafkaException) -> None:
         """The coordinator fenced this member: its partitions are lost (`on_lost`, else `on_revoke`), and it
-        joins again as a new member with epoch 0."""
+        joins again with epoch 0 under its own member id."""
         membership = self._membership
         assert membership is not None
         if isinstance(error, FencedMemberEpoch) and membership.member_id:
@@ -275,6 +281,7 @@ class _GroupMembership(_ConsumerState):
             error,
         )
         membership.member_id, membership.member_epoch = "", 0
+        # It joins again under the id it made at creation (KIP-1082: a client keeps its member id for life).
         membership.revocation_epoch, membership.fenced, membership.next_heartbeat = None, None, 0.0
         try:
             if lost:

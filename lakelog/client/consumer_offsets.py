@@ -131,7 +131,7 @@ class _OffsetCommits(_ConsumerState):
                         member_epoch=membership.member_epoch,
                     )
             member_id, member_epoch = membership.member_id, membership.member_epoch
-        request = {tp: (offset, metadata or "") for tp, (offset, metadata) in offsets.items()}
+        request = dict(offsets)  # metadata as given: None and '' come back from committed() as they went in
         try:
             self._coordinator().commit_offsets(group_id, member_id, member_epoch, request, self._instance_id)
         except UnknownMemberId as error:
@@ -216,7 +216,7 @@ def _topic_partitions(offsets: Mapping[TopicPartitionKey, tuple[int, str | None]
 def _committed_partition(tp: TopicPartitionKey, record: OffsetRecord | None) -> TopicPartition:
     if record is None:
         return TopicPartition(*tp, OFFSET_INVALID)
-    return TopicPartition(*tp, record.offset, record.metadata or None)
+    return TopicPartition(*tp, record.offset, record.metadata)
 
 
 def _names(partitions: list[TopicPartitionKey]) -> str:

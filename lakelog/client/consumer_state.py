@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import InvalidConfig
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ class _ConsumerState:
     _closed: bool
     _groups: GroupCoordinator | None
     _membership: _Membership | None
+    # The member id this consumer made at creation (KIP-1082); None without group.id.
+    _client_member_id: str | None
     _stored: dict[TopicPartitionKey, tuple[int, str | None]]
     _last_committed: dict[TopicPartitionKey, int]
     _commit_reports: deque[tuple[KafkaError | None, list[TopicPartition]]]

@@ -23,7 +23,7 @@ from lakelog.client.admin_types import NODE_ID, ConsumerGroupType, MemberAssignm
 from lakelog.client.types import OFFSET_INVALID, TopicPartition
 from lakelog.config import validate_name
 from lakelog.coordinator.group import NO_MEMBER_EPOCH, Group, TopicPartitionKey
-from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
 from lakelog.errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, KafkaException, NonEmptyGroup, UnknownTopicOrPartition
 from lakelog.log import open_partition, topic_config
 from lakelog.log.topics import existing_internal_partitions
@@ -230,7 +230,7 @@ def group_offsets(root: str | Location, group_id: str) -> list[PartitionOffsets]
                 topic,
                 partition,
                 None if record is None else record.offset,
-                "" if record is None else record.metadata,
+                "" if record is None else record.metadata or "",
                 pending.get((topic, partition)),
                 high_watermark,
                 last_stable,
@@ -254,7 +254,7 @@ def list_offsets(
             topic,
             partition,
             OFFSET_INVALID if record is None else record.offset,
-            None if record is None else record.metadata or None,
+            None if record is None else record.metadata,  # as committed: '' and None kept apart, as Kafka
         )
         for (topic, partition), record in sorted(records.items())
     ]
@@ -299,7 +299,7 @@ def plan_reset(
 def alter_offsets(
     root: str | Location,
     group_id: str,
-    offsets: Mapping[TopicPartitionKey, tuple[int, str]],
+    offsets: Mapping[TopicPartitionKey, tuple[int, str | None]],
     *,
     retry: RetryPolicy = DEFAULT_POLICY,
 ) -> ConsumerGroupTopicPartitions:
@@ -313,13 +313,13 @@ def alter_offsets(
     for (topic, partition), (offset, metadata) in offsets.items():
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise InvalidRequest(f"offset for {topic}-{partition} must be a non-negative integer, not {offset!r}")
-        if not isinstance(metadata, str):
-            raise InvalidRequest(f"metadata for {topic}-{partition} must be a string, not {metadata!r}")
+        if metadata is not None and not isinstance(metadata, str):
+            raise InvalidRequest(f"metadata for {topic}-{partition} must be a string or None, not {metadata!r}")
         open_partition(root, topic, partition)  # UnknownTopicOrPartition before anything is written
     # No member, epoch -1: the coordinator accepts it only while the group is still empty (S6.4).
     GroupCoordinator(root, retry=retry).commit_offsets(group_id, "", NO_MEMBER_EPOCH, dict(offsets))
     return ConsumerGroupTopicPartitions(
-        group_id, [TopicPartition(t, p, offset, metadata or None) for (t, p), (offset, metadata) in sorted(offsets.items())]
+        group_id, [TopicPartition(t, p, offset, metadata) for (t, p), (offset, metadata) in sorted(offsets.items())]
     )
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from lakelog import config
+from lakelog.client.idempotent_gate import IdempotentGate
 from lakelog.client.partitioner import partition_for
 from lakelog.client.producer_gate import ProducerGate
 from lakelog.client.producer_lifecycle import ProducerLifecycle, locked
@@ -55,8 +56,8 @@ from lakelog.store import open_root
 from lakelog.store.retry import Backoff, RetryPolicy
 
 if TYPE_CHECKING:
-    from lakelog.coordinator.group_coordinator import GroupCoordinator
-    from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+    from lakelog.coordinator.group.coordinator import GroupCoordinator
+    from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 CALLBACK_KEYS = ("on_delivery", "error_cb")
@@ -210,6 +211,8 @@ class Producer(ProducerLifecycle):
         self._transaction_partitions: set[tuple[str, int]] = set()
         self._transaction_error: KafkaException | None = None
         self._gate = ProducerGate(self._root, self._transactional_id is not None)  # quality gates (issue 13)
+        # Without a transaction each batch is its own unit: judged before it is appended (S11.1).
+        self._batch_gate = IdempotentGate(self._root) if self._transactional_id is None else None
 
     # -- confluent-kafka API ----------------------------------------------------
 
@@ -344,7 +347,7 @@ class Producer(ProducerLifecycle):
         UnknownMemberId make the transaction abort-only)."""
         from lakelog.client.types import TopicPartition
         from lakelog.coordinator.group import GroupMetadata
-        from lakelog.coordinator.group_coordinator import GroupCoordinator
+        from lakelog.coordinator.group.coordinator import GroupCoordinator
 
         self._require_transactional("send_offsets_to_transaction")
         self._require_state("send_offsets_to_transaction", TransactionState.IN_TRANSACTION)
@@ -352,7 +355,7 @@ class Producer(ProducerLifecycle):
             raise InvalidRequest("group_metadata must come from Consumer.consumer_group_metadata()")
         if not isinstance(positions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in positions):
             raise InvalidRequest("send_offsets_to_transaction takes a list of TopicPartition")
-        offsets = {(p.topic, p.partition): (p.offset, p.metadata or "") for p in positions}
+        offsets = {(p.topic, p.partition): (p.offset, p.metadata) for p in positions}
         if not offsets:
             return
         if self._groups is None:
@@ -431,7 +434,7 @@ class Producer(ProducerLifecycle):
 
     def _transaction_coordinator(self) -> TransactionCoordinator:
         if self._coordinator is None:
-            from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+            from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 
             self._coordinator = TransactionCoordinator(
                 self._root, partition_logs=self._lend_log, retry=self._retry, clock=self._clock
@@ -533,6 +536,8 @@ class Producer(ProducerLifecycle):
         )
         if self._gate.hold(tp, payload, messages, batch.expected_offset):
             return  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)
+        if self._batch_gate is not None:
+            return self._batch_gate.send(self, tp, payload, messages, batch.expected_offset)
         self._gate.keep(tp, payload, self._deliver(tp, payload, messages, batch.expected_offset))
 
     def _deliver(self, tp: tuple[str, int], payload: pa.Table, messages: list[_Pending], expected_offset: int | None) -> int:

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from collections import deque
 
     from lakelog.client.producer import DeliveryCallback, Producer, TransactionState, _Batch
-    from lakelog.coordinator.group_coordinator import GroupCoordinator
-    from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+    from lakelog.coordinator.group.coordinator import GroupCoordinator
+    from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
     from lakelog.log import PartitionLog
     from lakelog.log.partition import Clock
     from lakelog.store import Location

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from lakelog.coordinator import TransactionMetadata, TxnState
-from lakelog.coordinator.transaction_coordinator import FaultHook, TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import FaultHook, TransactionCoordinator
 from lakelog.errors import InvalidRequest, InvalidTxnState, KafkaTimeout, OffsetMismatch, UnknownProducerId
 from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S, wall_clock_ms
@@ -30,7 +30,7 @@ from lakelog.log.records import MAX_EPOCH
 from lakelog.store import Location
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 # Fault point of `abort_transaction`, met after each decision, before its marker's commit (tests interleave there).
@@ -263,9 +263,11 @@ def abort_transaction(
             # The partition moved on past the snapshot checked; the handle holds the latest: check again on it.
             if backoff.expired():
                 raise KafkaTimeout(f"{topic}-{partition}: the abort lost every race until its deadline") from None
-            log.debug("%s-%d: abort of producer id %d lost a race; checking the latest snapshot", topic, partition, producer_id)
+            logger.debug(
+                "%s-%d: abort of producer id %d lost a race; checking the latest snapshot", topic, partition, producer_id
+            )
             continue
-        log.info(
+        logger.info(
             "%s-%d: aborted the hanging transaction of producer id %d (epoch %d, from offset %d): ABORT marker "
             "at offset %d, epoch %d (KIP-664)",
             topic,

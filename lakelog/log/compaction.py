@@ -34,7 +34,7 @@ unless files past that end fell below the LSO or a tombstone is due (Kafka
 cleans a dirty log only).
 
 `rewrite_below_lso(log, choose)` is the engine, shared with the internal logs
-(lakelog.coordinator.state_log compacts them by their record keys with its own
+(lakelog.coordinator.runtime.state_log compacts them by their record keys with its own
 `choose`); `compact_partition(log, now_ms)` is the topic cleaner.
 """
 
@@ -56,7 +56,7 @@ from lakelog.store import FileEntry
 from lakelog.store.maintenance import maintain, newest_modification
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # custom_metadata of a compaction's commit, so the history tells it from an append.
 OPERATION = "lakelog.compact_by_key"
@@ -175,14 +175,16 @@ def rewrite_below_lso(
                 message = (
                     f"{log_.topic}-{log_.partition}: compaction lost its race past the deadline, after {backoff.retries} retries"
                 )
-                log.warning("%s; giving up", message)
+                logger.warning("%s; giving up", message)
                 raise KafkaTimeout(message) from None
-            log.debug("%s-%d: compaction lost its commit race; deciding again on the latest snapshot", log_.topic, log_.partition)
+            logger.debug(
+                "%s-%d: compaction lost its commit race; deciding again on the latest snapshot", log_.topic, log_.partition
+            )
             continue
         # A checkpoint may be due at this version: reopen from it and clean the log, as after an append.
         log_.last_maintenance = maintain(log_.table, log_.maintenance)
         if not removed:
-            log.debug("%s-%d: compaction found nothing to drop; recorded %s", log_.topic, log_.partition, versions)
+            logger.debug("%s-%d: compaction found nothing to drop; recorded %s", log_.topic, log_.partition, versions)
             return None
         result = CompactionResult(
             version=version,
@@ -193,7 +195,7 @@ def rewrite_below_lso(
             first_offset=removed[0].min_offset,
             last_offset=removed[-1].max_offset,
         )
-        log.info(
+        logger.info(
             "%s-%d: compacted offsets %d-%d by key in version %d: %d files / %d records -> %d files / %d records",
             log_.topic,
             log_.partition,

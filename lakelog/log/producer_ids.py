@@ -28,7 +28,7 @@ from lakelog.store import Location, Table, check_root
 from lakelog.store.maintenance import checkpoint_interval, cleanup_log, is_checkpoint_version, reopen
 from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 PRODUCER_IDS_DIR = "__producer_ids"
 NEXT_ID_APP_ID = "lakelog.next_producer_id"
@@ -65,12 +65,12 @@ def allocate_producer_id(root: str | Location, client_id: str = "", *, retry: Re
                 table.rewrite(app_versions={NEXT_ID_APP_ID: producer_id + 1})
             except CommitConflict:
                 backoff.wait()
-                log.debug(
+                logger.debug(
                     "%s: producer id %d went to another process; retry %d takes the next", table.uri, producer_id, backoff.retries
                 )
                 table.refresh()
                 continue
-            log.debug("%s: producer id %d allocated to %r", table.uri, producer_id, client_id)
+            logger.debug("%s: producer id %d allocated to %r", table.uri, producer_id, client_id)
             _maintain(table)
             return producer_id
 
@@ -95,7 +95,7 @@ def _drop_rows(table: Table) -> None:
         return
     try:
         table.rewrite(files)
-        log.info("%s: removed %d per-id file(s) of an older layout; the counter alone stays", table.uri, len(files))
+        logger.info("%s: removed %d per-id file(s) of an older layout; the counter alone stays", table.uri, len(files))
     except CommitConflict:
         table.refresh()  # another process allocated or removed them; the next process to open tries again
 
@@ -109,9 +109,9 @@ def _maintain(table: Table) -> None:
         reopen(table)
         deleted = cleanup_log(table, keep_checkpoints=KEEP_CHECKPOINTS, retention_s=0)
     except Exception as error:  # noqa: BLE001 - the allocation stands; the next checkpoint tries again
-        log.warning("%s: log maintenance failed: %r", table.uri, error)
+        logger.warning("%s: log maintenance failed: %r", table.uri, error)
         return
-    log.debug(
+    logger.debug(
         "%s: maintained at version %d (%d log files deleted, %.1f ms)",
         table.uri,
         table.version,

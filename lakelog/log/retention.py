@@ -42,7 +42,7 @@ from lakelog.store.maintenance import maintain, vacuum
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from lakelog.store.table import storage_errors
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # How long a trim keeps retrying lost commit races by default.
 TRIM_TIMEOUT_S = 60.0
@@ -130,7 +130,7 @@ def enforce_retention(log_: PartitionLog, now_ms: int, *, backoff: Backoff | Non
         start = files[count].min_offset if count < len(files) else log_.log_end_offset()
         trim = _commit_trim(log_, files[:count], max(start, log_.log_start_offset()), RETENTION_OPERATION, backoff)
         if trim is not None:
-            log.info(
+            logger.info(
                 "%s-%d: retention removed %d file(s), %d bytes; log start offset %d (version %d)",
                 log_.topic,
                 log_.partition,
@@ -184,7 +184,7 @@ def delete_records(log_: PartitionLog, offset: int, *, backoff: Backoff | None =
         removed = [entry for entry in log_.table.files() if entry.max_offset < target]
         trim = _commit_trim(log_, removed, target, DELETE_RECORDS_OPERATION, backoff)
         if trim is not None:
-            log.info(
+            logger.info(
                 "%s-%d: delete_records moved the log start offset to %d, removing %d file(s) (version %d)",
                 log_.topic,
                 log_.partition,
@@ -221,14 +221,14 @@ def clean_topics(root: str | Location, now_ms: int, *, policy: RetryPolicy = DEF
         try:
             count = topic_config(root, topic).num_partitions
         except KafkaException as error:
-            log.warning("log cleaner: topic %s skipped: %s", topic, error)
+            logger.warning("log cleaner: topic %s skipped: %s", topic, error)
             report.append(PartitionCleaning(topic, -1, error=str(error)))
             continue
         for partition in range(count):
             try:
                 done = _clean_partition(open_partition(root, topic, partition), now_ms, policy)
             except KafkaException as error:
-                log.warning("log cleaner: %s-%d skipped: %s", topic, partition, error)
+                logger.warning("log cleaner: %s-%d skipped: %s", topic, partition, error)
                 done = PartitionCleaning(topic, partition, error=str(error))
             if done.retention or done.compaction or done.files_vacuumed or done.error:
                 report.append(done)
@@ -241,7 +241,7 @@ def _clean_partition(log_: PartitionLog, now_ms: int, policy: RetryPolicy) -> Pa
     with storage_errors(log_.table.uri, "vacuuming", log_.version):
         vacuumed = vacuum(log_.table, now_ms=now_ms)
     if vacuumed:
-        log.info("%s-%d: vacuum deleted %d removed file(s)", log_.topic, log_.partition, len(vacuumed))
+        logger.info("%s-%d: vacuum deleted %d removed file(s)", log_.topic, log_.partition, len(vacuumed))
     return PartitionCleaning(log_.topic, log_.partition, trimmed, compacted, len(vacuumed))
 
 
@@ -261,9 +261,9 @@ def _commit_trim(
     except CommitConflict:
         if not backoff.wait():
             message = f"{log_.topic}-{log_.partition}: {operation} lost its commit race past the deadline, after {backoff.retries} retries"
-            log.warning("%s; giving up", message)
+            logger.warning("%s; giving up", message)
             raise KafkaTimeout(message) from None
-        log.debug("%s-%d: %s lost a commit race; deciding again on the latest snapshot", log_.topic, log_.partition, operation)
+        logger.debug("%s-%d: %s lost a commit race; deciding again on the latest snapshot", log_.topic, log_.partition, operation)
         return None
     maintain(log_.table, log_.maintenance)
     return Trim(version, log_start, len(removed), sum(entry.size_bytes for entry in removed))

@@ -34,6 +34,7 @@ from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition, topic_config
 from lakelog.log.transactions import AbortedTransaction
 from lakelog.store import FileEntry, Location, PinnedSnapshot
+from lakelog.store.pinned import pin
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ def _plan_partition(log: PartitionLog, isolation_level: str, start: int, end: in
         end_offset=end,
         high_watermark=high_watermark,
         last_stable_offset=stable,
-        snapshot=log.table.pin((LOG_END_OFFSET_APP_ID,)),
+        snapshot=pin(log.table, (LOG_END_OFFSET_APP_ID,)),
         aborted=aborted,
     )
 

@@ -79,7 +79,7 @@ class TopicConfig:
     @property
     def cleanup_policy(self) -> frozenset[str]:
         """`delete`, `compact` or both (S9.1, S9.3)."""
-        return frozenset(self.values["cleanup.policy"].split(","))
+        return frozenset(policy for policy in self.values["cleanup.policy"].split(",") if policy)
 
     @property
     def deletes(self) -> bool:

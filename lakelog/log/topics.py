@@ -19,7 +19,7 @@ TOPICS_DIR = "topics"
 INTERNAL_LOG_FOLDERS = {"__quality_results": ("quality", "results")}
 INTERNAL_LOG_PARTITIONS = {"__quality_results": 1}
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def topic_path(root: str | Location, topic: str) -> Location:
@@ -45,7 +45,7 @@ def create_topic(
     if not created:
         raise TopicAlreadyExists(f"topic {topic} already exists", topic=topic)
     _complete_partitions(root, topic, topic_config)
-    log.info("created topic %s with %d partition(s) under %s", topic, topic_config.num_partitions, path.uri)
+    logger.info("created topic %s with %d partition(s) under %s", topic, topic_config.num_partitions, path.uri)
     return topic_config
 
 

@@ -210,7 +210,9 @@ def outcome(root: str | Location, row: dict[str, Any]) -> str:
     of them): open while the producer's transaction that holds the first offset
     is open (S5.1), aborted if the aborted-transaction index covers it (S5.3),
     committed once it is below the high watermark otherwise; "not written" if no
-    row reached that offset; "-" when the row names no transactional offsets.
+    row reached that offset; "refused" for an enforce failure that names no offsets (a batch
+    an idempotent producer's gate refused: nothing was written); "-" when the row names no
+    transactional offsets.
     The ranges of a failed dead-letter unit are in `<topic>.dlq`, where its rows went.
     """
     from lakelog.log import open_partition
@@ -218,6 +220,8 @@ def outcome(root: str | Location, row: dict[str, Any]) -> str:
 
     ranges = row.get("offset_ranges") or []
     producer_id = row.get("producer_id")
+    if not ranges and not row.get("success") and row.get("mode") == "enforce":
+        return "refused"
     if not ranges or producer_id is None or producer_id < 0:
         return "-"
     first = ranges[0]

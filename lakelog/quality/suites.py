@@ -38,6 +38,10 @@ KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "t
 # The kwargs of GX expectations that name columns.
 COLUMN_KWARGS = ("column", "column_A", "column_B")
 COLUMN_LIST_KWARGS = ("column_list",)
+GX_0_FORMAT = (
+    'Great Expectations 0.x\'s format ("expectation_suite_name", "expectation_type"); lakelog reads GX 1.x\'s: '
+    'rename "expectation_suite_name" to "name" and each expectation\'s "expectation_type" to "type"'
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ def parse_suite(text: str | bytes, topic: str, *, mode: str | None = None, parse
         document = json.loads(text)
     except (ValueError, UnicodeDecodeError) as error:
         raise InvalidRequest(f"the suite for topic {topic} is not JSON: {error}", topic=topic) from None
+    if isinstance(document, dict) and "name" not in document and "expectation_suite_name" in document:
+        raise InvalidRequest(f"the suite for topic {topic} is in {GX_0_FORMAT}", topic=topic)
     if not isinstance(document, dict) or not isinstance(document.get("name"), str) or not document.get("name"):
         raise InvalidRequest(f'the suite for topic {topic} is not a GX expectation suite: it needs a "name"', topic=topic)
     if not isinstance(document.get("expectations"), list):
@@ -194,8 +200,11 @@ def _gx_document(topic: str, document: dict[str, Any]) -> dict[str, Any]:
     configurations = []
     for index, expectation in enumerate(document["expectations"]):
         if not isinstance(expectation, dict) or not isinstance(expectation.get("type"), str):
+            old_format = isinstance(expectation, dict) and "expectation_type" in expectation
             raise InvalidRequest(
-                f'the suite {document["name"]} for topic {topic}: expectation {index} has no "type"', topic=topic
+                f'the suite {document["name"]} for topic {topic}: expectation {index} has no "type"'
+                + (f"; it is in {GX_0_FORMAT}" if old_format else ""),
+                topic=topic,
             )
         try:
             configuration = ExpectationConfiguration(

@@ -37,7 +37,7 @@ from lakelog.store.fileio import FileIO, Location
 from lakelog.store.root import check_root
 from lakelog.store.table import Table
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CLUSTER_METADATA_DIR = "__cluster_metadata"
 # Folders that made a root before the identity existed (the clients created them on first use).
@@ -96,7 +96,7 @@ def initialise_root(root: Any, storage_options: Mapping[str, Any] | None = None)
         except CommitConflict:
             table.refresh()
             continue
-        log.info("%s: initialised as a lakelog root", location.uri)
+        logger.info("%s: initialised as a lakelog root", location.uri)
     with _lock:
         _identified.add((location.io, location.uri))
         _initialised.add((location.io, location.uri))

@@ -7,7 +7,8 @@ actions lakelog commits; `encode_commit` and `decode_commit` turn a commit's
 actions into the file's bytes and back.
 
 Tables lakelog creates declare `minReaderVersion` 1 (every Delta reader reads
-them) and `minWriterVersion` 7 with the writer feature `LAKELOG_WRITER_FEATURE`:
+them) and `minWriterVersion` 7 with the writer features `invariants` (their NOT
+NULL columns) and `LAKELOG_WRITER_FEATURE`:
 a conforming Delta writer refuses a table with a writer feature it does not
 implement, and only lakelog implements this one (its commits are strict v+1,
 checked against log cleanup after the put, S9.5), so no other engine writes a
@@ -25,7 +26,14 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 LAKELOG_WRITER_FEATURE = "lakelogStrictCommit"
-PROTOCOL: dict[str, Any] = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": [LAKELOG_WRITER_FEATURE]}
+# `invariants`: lakelog's schemas have NOT NULL columns (offset, producer_id, ...), which Delta's Spark connector
+# counts as column invariants; at writer version 7 it refuses to read a table whose protocol does not list the feature.
+INVARIANTS_FEATURE = "invariants"
+PROTOCOL: dict[str, Any] = {
+    "minReaderVersion": 1,
+    "minWriterVersion": 7,
+    "writerFeatures": [INVARIANTS_FEATURE, LAKELOG_WRITER_FEATURE],
+}
 # What commitInfo names as its writer (Delta's engineInfo / clientVersion).
 ENGINE_INFO = "lakelog"
 # commitInfo key naming each commit, so a writer can tell its own commit in the log (S12.3).
@@ -145,6 +153,7 @@ def commit_id_of(actions: list[dict[str, Any]]) -> str | None:
 
 __all__ = [
     "COMMIT_ID_KEY",
+    "INVARIANTS_FEATURE",
     "LAKELOG_WRITER_FEATURE",
     "MalformedCommit",
     "PROTOCOL",

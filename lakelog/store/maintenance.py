@@ -64,7 +64,7 @@ from lakelog.store.file_stats import file_statistics
 from lakelog.store.fileio import one_line
 from lakelog.store.table import FileEntry, Table, is_checkpoint_version
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 COMPACT_OPERATION = "lakelog.compact"
 
@@ -187,7 +187,7 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy(), *, n
 
 def _warn_failed(table: Table, version: int, step: str, error: BaseException) -> None:
     """One WARNING per failed maintenance step, naming the table and the version whose commit ran it."""
-    log.warning(
+    logger.warning(
         "%s: %s after version %d failed (the commit stands; the step is due again later): %s: %s",
         table.uri,
         step,
@@ -405,7 +405,7 @@ def _delete_quietly(table: Table, name: str) -> None:
     try:
         table.io.delete(table.child_uri(name))
     except KafkaStorageError as error:
-        log.warning("%s: could not delete %s (vacuum will): %s", table.uri, name, error)
+        logger.warning("%s: could not delete %s (vacuum will): %s", table.uri, name, error)
 
 
 __all__ = [

@@ -97,8 +97,21 @@ class PinnedSnapshot(Table):
         return (_pinned_snapshot, (self.location, state))
 
 
+def pin(table: Table, app_ids: tuple[str, ...] = ()) -> PinnedSnapshot:
+    """The table's current snapshot as a `PinnedSnapshot`: its files, the `txn` versions of `app_ids`, schema and config."""
+    return PinnedSnapshot(
+        table.location,
+        version=table.version,
+        table_id=table.table_id,
+        files=tuple(table.files()),
+        app_versions={app_id: table.app_version(app_id) for app_id in app_ids},
+        schema=table.schema,
+        configuration=table.configuration,
+    )
+
+
 def _pinned_snapshot(location: Location, state: dict) -> PinnedSnapshot:
     return PinnedSnapshot(location, **state)
 
 
-__all__ = ["PinnedSnapshot"]
+__all__ = ["PinnedSnapshot", "pin"]

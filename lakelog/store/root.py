@@ -36,7 +36,7 @@ from typing import Any
 from lakelog.errors import InvalidConfig, KafkaException, KafkaStorageError, SaslAuthenticationFailed
 from lakelog.store.fileio import Location, one_line, parse_duration_s
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 PROBES_DIR = "_lakelog/probes"
 # What verify_conditional_put found: the store was checked, AWS S3 trusted without keys, or the root left unchecked.
@@ -71,7 +71,7 @@ def check_root(root: Any, storage_options: Mapping[str, Any] | None = None) -> L
                 else:
                     _verified[store] = time.monotonic() - started
                     if verdict == CHECKED:
-                        log.info(
+                        logger.info(
                             "the store of %s honours conditional puts (checked in %.0f ms)", location.uri, _verified[store] * 1000
                         )
     return location
@@ -104,7 +104,7 @@ def verify_conditional_put(location: Location) -> str:
                 f"{settings['endpoint_url']} honours conditional puts; set access_key_id and secret_access_key",
                 key="lakelog.storage.access_key_id",
             )
-        log.info("no static keys for %s: trusting AWS S3's conditional writes", location.uri)
+        logger.info("no static keys for %s: trusting AWS S3's conditional writes", location.uri)
         return TRUSTED
     prefix = location.uri.split("://", 1)[1].partition("/")[2]
     key = f"{prefix}/{PROBES_DIR}/{uuid.uuid4().hex}".lstrip("/")
@@ -112,7 +112,7 @@ def verify_conditional_put(location: Location) -> str:
         first = client.request("PUT", key, b"lakelog probe", {"If-None-Match": "*"})
         if first.status == 403 and first.code == "AccessDenied":
             # Valid keys that may not write here: a reader (a Spark job, lakelog sql) needs no commit.
-            log.warning(
+            logger.warning(
                 "%s: the credentials may not write under the root, so its conditional puts were not checked; "
                 "any commit there will fail",
                 location.uri,
@@ -126,7 +126,7 @@ def verify_conditional_put(location: Location) -> str:
             try:
                 client.request("DELETE", key, b"", {})
             except OSError as error:
-                log.warning("could not delete the store probe s3://%s/%s: %s", location.bucket, key, error)
+                logger.warning("could not delete the store probe s3://%s/%s: %s", location.bucket, key, error)
     except OSError as error:
         raise root_error(location, error) from None
     if second.status in (412, 409):

@@ -17,7 +17,7 @@ from typing import Any
 from lakelog.errors import KafkaStorageError
 from lakelog.store.table import Table
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SIDECAR_DIR = "_lakelog"
 _TEMPORARY = ".tmp-"
@@ -34,7 +34,7 @@ def list_sidecars(table: Table, folder: str) -> list[str]:
     try:
         infos = table.io.list(_uri(table, folder))
     except KafkaStorageError as error:
-        log.warning("%s: cannot list sidecars in %s: %s", table.uri, folder, error)
+        logger.warning("%s: cannot list sidecars in %s: %s", table.uri, folder, error)
         return []
     return sorted(info.name for info in infos if not info.is_dir and _TEMPORARY not in info.name)
 
@@ -46,7 +46,7 @@ def read_sidecar(table: Table, folder: str, name: str) -> bytes | None:
     except FileNotFoundError:
         return None
     except KafkaStorageError as error:
-        log.warning("%s: cannot read sidecar %s/%s: %s", table.uri, folder, name, error)
+        logger.warning("%s: cannot read sidecar %s/%s: %s", table.uri, folder, name, error)
         return None
 
 
@@ -56,7 +56,7 @@ def write_sidecar(table: Table, folder: str, name: str, data: bytes) -> bool:
         table.io.write(_uri(table, folder, name), data)
         return True
     except KafkaStorageError as error:
-        log.warning("%s: cannot write sidecar %s/%s: %s", table.uri, folder, name, error)
+        logger.warning("%s: cannot write sidecar %s/%s: %s", table.uri, folder, name, error)
         return False
 
 
@@ -65,7 +65,7 @@ def delete_sidecar(table: Table, folder: str, name: str) -> None:
     try:
         table.io.delete(_uri(table, folder, name))
     except KafkaStorageError as error:
-        log.warning("%s: cannot delete sidecar %s/%s: %s", table.uri, folder, name, error)
+        logger.warning("%s: cannot delete sidecar %s/%s: %s", table.uri, folder, name, error)
 
 
 # -- snapshots: state derived from the rows below a position, named by that position -----------
@@ -93,7 +93,7 @@ def read_snapshots(table: Table, folder: str, at_most: int, format_version: int 
             if snapshot is None or snapshot["table_id"] != table_id or snapshot["position"] != position:
                 continue
             if snapshot.get("format", UNVERSIONED_FORMAT) != format_version:
-                log.info(
+                logger.info(
                     "%s: snapshot %s/%d is of format %r, not %d; skipped",
                     table.uri,
                     folder,

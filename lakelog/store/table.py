@@ -23,7 +23,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,9 +52,6 @@ from lakelog.store.strict_commit import (
     deleted_file_retention_ms,
     is_checkpoint_version,
 )
-
-if TYPE_CHECKING:
-    from lakelog.store.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -197,20 +194,6 @@ class Table(StrictCommit):
         schema = self.schema
         rows = self._read(entry.path, f"data file {entry.path} of {self.uri} (version {self.version})", None, None)
         return rows.select(schema.names).cast(schema)
-
-    def pin(self, app_ids: tuple[str, ...] = ()) -> PinnedSnapshot:
-        """This snapshot as a `PinnedSnapshot`: its files, the `txn` versions of `app_ids`, schema and config."""
-        from lakelog.store.pinned import PinnedSnapshot
-
-        return PinnedSnapshot(
-            self.location,
-            version=self.version,
-            table_id=self.table_id,
-            files=tuple(self.files()),
-            app_versions={app_id: self.app_version(app_id) for app_id in app_ids},
-            schema=self.schema,
-            configuration=self.configuration,
-        )
 
     def read_file(self, entry: FileEntry, columns: list[str] | None = None, predicate: pc.Expression | None = None) -> pa.Table:
         """Read one data file of the snapshot; a missing or unreadable file is `CorruptRecord`."""

@@ -10,7 +10,7 @@ poking one in a worker (`running`), and stay so while the transaction is open, l
 past its timeout; the sweep DAG aborts it, and every sensor succeeds with the LSO
 past the abort marker. A missing topic fails each sensor at its first try with one line.
 
-Also the conditions themselves (lakelog.client.committed_wait) and the trigger, on a
+Also the conditions themselves (lakelog.jobs.committed_wait) and the trigger, on a
 local and an S3 root, without Airflow's scheduler.
 """
 
@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from lakelog import AdminClient, NewTopic, Producer
-from lakelog.client.committed_wait import CommittedWait, parse_offsets
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import InvalidRequest, UnknownTopicOrPartition
+from lakelog.jobs.committed_wait import CommittedWait, parse_offsets
 from lakelog.log import open_partition
 from tests.airflow.scheduler import Airflow
 
@@ -67,7 +67,7 @@ def test_S5_1_wait_holds_while_a_transaction_is_open_and_reports_who_holds_it(ro
 
 
 def test_S5_1_wait_opens_each_partition_once_and_refuses_a_missing_topic_or_partition(tmp_path, monkeypatch):
-    import lakelog.client.committed_wait as committed_wait
+    import lakelog.jobs.committed_wait as committed_wait
 
     root = str(tmp_path / "lake")
     AdminClient({"lakelog.root": root}).create_topics([NewTopic("events", num_partitions=2)])

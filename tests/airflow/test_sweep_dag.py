@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lakelog import AdminClient, NewTopic, Producer
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.log import open_partition
 from lakelog.log.partition import wall_clock_ms
 

@@ -99,7 +99,10 @@ def run_job_chaos(workdir: Path, rng: random.Random, config: JobChaos = JobChaos
     try:
         while True:
             if time.monotonic() - started > config.deadline_s:
-                raise TimeoutError(f"the job did not catch up in {config.deadline_s:g} s")
+                raise TimeoutError(
+                    f"the job did not catch up in {config.deadline_s:g} s"
+                    f" (slots never assigned a partition: {slots_never_assigned(events_dir, config.workers)})"
+                )
             time.sleep(rng.uniform(0.2, 0.8))
             nemesis.heal()
             supervisor.sweep()
@@ -110,7 +113,9 @@ def run_job_chaos(workdir: Path, rng: random.Random, config: JobChaos = JobChaos
                 nemesis.strike()
             else:
                 nemesis.heal(everything=True)
-                if supervisor.caught_up():
+                # Caught up, and every slot has owned partitions (S6.2): a slot killed before it joined is
+                # started again and given a share at the next rebalance, even when the input is all consumed.
+                if supervisor.caught_up() and not slots_never_assigned(events_dir, config.workers):
                     break
     finally:
         nemesis.heal(everything=True)
@@ -148,6 +153,18 @@ def read_committed_output(root: str, partitions: int, history: HistoryWriter) ->
                 else:
                     out.append(message)
         return out
+
+
+def slots_never_assigned(events_dir: Path, workers: int) -> list[int]:
+    """The worker slots whose events show no assignment holding a partition yet."""
+    missing = []
+    for slot in range(workers):
+        path = events_dir / f"slot-{slot}.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        events = [json.loads(line) for line in lines if line.endswith("}")]
+        if not any(e["event"] == "assigned" and e["partitions"] for e in events):
+            missing.append(slot)
+    return missing
 
 
 def worker_events(events_dir: Path) -> Counter:

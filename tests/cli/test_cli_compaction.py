@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from lakelog import Producer
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.log import create_topic, open_partition
 
 

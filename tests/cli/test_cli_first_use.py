@@ -99,3 +99,23 @@ def test_load_with_a_key_column_spreads_rows_by_key_as_the_producer_does(lakelog
     assert sum(len(rows_of(lake, "orders", p)) for p in range(3)) == 40
     # --partition keeps the one-partition load; the help shows the default.
     assert "default: 0; with --key-column" in " ".join(ok(lakelog("load", "--help")).split())
+
+
+def test_every_cli_error_is_one_line_with_a_kafka_code(lakelog, lake):
+    """produce's failed deliveries, an unknown transactional id, deleting a missing group: `lakelog: CODE: ...`."""
+    ok(lakelog("init", "--root", lake))
+    ok(lakelog("topics", "create", "t", "--root", lake))
+    cases = {
+        "OFFSET_MISMATCH": (("produce", "t"), '{"value": "x", "expected_offset": 5}\n{"value": "y", "expected_offset": 6}\n'),
+        "TRANSACTIONAL_ID_NOT_FOUND": (("transactions", "describe", "--transactional-id", "nosuch"), None),
+        "GROUP_ID_NOT_FOUND": (("groups", "delete", "--group", "nosuch"), None),
+    }
+    for code, (args, stdin) in cases.items():
+        refused = lakelog(*args, "--root", lake, stdin=stdin)
+        assert refused.returncode != 0
+        assert len(refused.stderr.splitlines()) == 1, refused.stderr
+        assert refused.stderr.startswith(f"lakelog: {code}: "), refused.stderr
+    produced = lakelog("produce", "t", "--root", lake, stdin='{"value": "x", "expected_offset": 5}\n')
+    assert produced.stderr.strip() == (
+        "lakelog: OFFSET_MISMATCH: delivered 0 message(s), 1 failed: t-0: expected offset 5 is not the log end offset 0"
+    )

@@ -10,7 +10,7 @@ from helpers import FakeClock, table_fingerprint
 
 from lakelog import Producer
 from lakelog.coordinator.group import Heartbeat
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.log import create_topic
 from lakelog.log.partition import Clock, wall_clock_ms
 

@@ -9,7 +9,7 @@ import json
 from helpers import table_fingerprint
 
 from lakelog.coordinator.group import OffsetRecord
-from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
 from lakelog.log import BatchHeader, create_topic, payload_table
 from lakelog.log.topics import open_internal_partition
 

@@ -27,3 +27,21 @@ def test_a_bad_log_level_is_bad_input_in_one_line(lakelog, lake):
     assert flag.returncode == EXIT_BAD_INPUT and "--log-level" in flag.stderr and len(flag.stderr.strip().splitlines()) == 1
     env = lakelog("topics", "list", "--root", lake, env={"LAKELOG_LOG_LEVEL": "loud"})
     assert env.returncode == EXIT_BAD_INPUT and "LAKELOG_LOG_LEVEL" in env.stderr
+
+
+def test_great_expectations_info_lines_stay_below_the_default_level(lakelog, lake, tmp_path):
+    """GX sets its loggers to INFO ("Created temporary directory ..."): a gated load prints only its one-line error."""
+    assert lakelog("init", "--root", lake).returncode == 0
+    assert lakelog("topics", "create", "orders", "--root", lake).returncode == 0
+    suite = tmp_path / "suite.json"
+    suite.write_text(
+        '{"name": "o", "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "value.c"}}]}'
+    )
+    assert lakelog("quality", "set", "orders", "--suite", suite, "--root", lake).returncode == 0
+    source = tmp_path / "day.jsonl"
+    source.write_text('{"c": 1}\n{"c": null}\n')
+    refused = lakelog("load", "orders", source, "--no-progress", "--root", lake)
+    assert refused.returncode != 0
+    assert refused.stderr.splitlines() == [refused.stderr.strip()] and refused.stderr.startswith("lakelog: POLICY_VIOLATION: ")
+    told = lakelog("load", "orders", source, "--no-progress", "--root", lake, "--log-level", "INFO")
+    assert "lakelog: INFO great_expectations" in told.stderr  # shown when asked for

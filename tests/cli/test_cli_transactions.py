@@ -33,8 +33,16 @@ def test_S8_1_transactions_list_describe_and_producers(lakelog, lake):
     producers = table(ok(lakelog("transactions", "describe-producers", "--topic", "pay", "--partition", "1", "--root", lake)))
     assert producers[1][0] == str(p._producer_id) and producers[1][-1] == "0"
     p.commit_transaction()
-    # Its markers are written; Complete* rides on the producer's next transaction (S4.5).
-    assert table(ok(lakelog("transactions", "list", "--root", lake)))[1][2] == "PrepareCommit"
+    # Its markers are written; Complete* rides on the producer's next transaction (S4.5): shown with its outcome.
+    committed = "PrepareCommit (committed; completion pending)"
+    assert table(ok(lakelog("transactions", "list", "--root", lake)))[1][2] == committed
+    p.close()
+    assert table(ok(lakelog("transactions", "list", "--root", lake)))[1][2] == committed
+    described = table(ok(lakelog("transactions", "describe", "--transactional-id", "billing", "--root", lake)))
+    assert described[1][3] == committed
+    assert "(committed; completion pending)" in ok(lakelog("transactions", "list", "--help"))
+    ok(lakelog("coordinator", "sweep", "--root", lake))
+    assert table(ok(lakelog("transactions", "list", "--root", lake)))[1][2] == "CompleteCommit"
 
 
 def test_S8_1_find_hanging_and_abort(lakelog, lake):

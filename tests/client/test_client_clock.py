@@ -9,7 +9,7 @@ import pytest
 from helpers import FakeClock
 
 from lakelog import AdminClient, Consumer, NewTopic, Producer, TopicPartition
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import KafkaException
 from lakelog.log import open_partition
 

@@ -1,4 +1,4 @@
-"""Snapshots of coordinator state (lakelog/coordinator/state_log.py): a cold coordinator, as every new
+"""Snapshots of coordinator state (lakelog/coordinator/runtime/state_log.py): a cold coordinator, as every new
 process, sweep and CLI command starts, loads the newest snapshot and replays only the records after it,
 so its cost does not grow with the length of `__transaction_state` or `__consumer_offsets` (S8.2).
 
@@ -14,13 +14,13 @@ import pytest
 
 from lakelog import Consumer, Producer, TopicPartition
 from lakelog.coordinator import group as group_handlers
-from lakelog.coordinator import state_log
 from lakelog.coordinator import transaction as txn
-from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
-from lakelog.coordinator.internal_compaction import compact_internal_logs
-from lakelog.coordinator.state_log import CoordinatorLog
+from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
+from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.runtime import state_log
+from lakelog.coordinator.runtime.state_log import CoordinatorLog
 from lakelog.coordinator.transaction import TransactionMetadata
-from lakelog.coordinator.transaction_coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.log.topics import open_internal_partition
 from lakelog.store.sidecar import SIDECAR_DIR
 

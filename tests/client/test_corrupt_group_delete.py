@@ -18,9 +18,9 @@ from helpers import table_fingerprint
 
 from lakelog import Consumer, TopicPartition
 from lakelog.cli import EXIT_BAD_INPUT, EXIT_FAILURE, main
-from lakelog.coordinator import state_log
 from lakelog.coordinator.group import OffsetRecord
-from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.runtime import state_log
 from lakelog.errors import CorruptRecord, InvalidRequest
 from lakelog.log import BatchHeader, create_topic, payload_table
 from lakelog.log.topics import open_internal_partition

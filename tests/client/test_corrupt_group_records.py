@@ -13,11 +13,11 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog.client import group_admin
-from lakelog.coordinator import state_log
+from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
 from lakelog.coordinator.group import GroupRecord, OffsetRecord
-from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
-from lakelog.coordinator.internal_compaction import compact_internal_logs
-from lakelog.coordinator.transaction_coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.runtime import state_log
+from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.errors import CorruptRecord
 from lakelog.log import BatchHeader, create_topic, payload_table
 from lakelog.log.topics import open_internal_partition

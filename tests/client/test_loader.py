@@ -1,4 +1,4 @@
-"""The bulk loader (lakelog/client/loader.py) in-process: interrupted and resumed loads (S2.4).
+"""The bulk loader (lakelog/jobs/load.py) in-process: interrupted and resumed loads (S2.4).
 
 A crash is simulated by making the k-th append raise after the earlier appends were
 really committed to Delta; the next run must carry on exactly where the table says.
@@ -15,8 +15,8 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog import Producer
-from lakelog.client.loader import LOAD_HEADER, default_load_id, load
 from lakelog.errors import OffsetMismatch
+from lakelog.jobs.load import LOAD_HEADER, default_load_id, load
 from lakelog.log import BatchHeader, PartitionLog, open_partition
 from lakelog.log.records import HEADER_TYPE
 from lakelog.log.retention import HIGH_WATERMARK, delete_records

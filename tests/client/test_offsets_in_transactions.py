@@ -17,7 +17,7 @@ from helpers import FakeClock
 from lakelog import Consumer, Producer, TopicPartition
 from lakelog.config import CONF_DIR_ENV, conf_dir
 from lakelog.coordinator.group import GroupMetadata, Heartbeat
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import IllegalGeneration, StaleMemberEpoch, UnknownMemberId
 from lakelog.log.partition import wall_clock_ms
 

@@ -1,4 +1,4 @@
-"""The batch writer's and unit loader's dedupe records are rows of `__sink_batches` (lakelog/client/sink_records.py).
+"""The batch writer's and unit loader's dedupe records are rows of `__sink_batches` (lakelog/jobs/sink_records.py).
 
 A record lives as long as the rows it protects (S9.4): no `txn` id is written,
 a swept record lets its unit load again once delete-records removed its rows,
@@ -17,17 +17,17 @@ from helpers import table_fingerprint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakelog.client import sink_records
-from lakelog.client.batch_writer import NO_PRODUCER_ID, TransactionalBatchWriter
-from lakelog.client.sink_records import (
+from lakelog.errors import ConcurrentTransactions, KafkaStorageError
+from lakelog.jobs import sink_records
+from lakelog.jobs.batch_writer import NO_PRODUCER_ID, TransactionalBatchWriter
+from lakelog.jobs.sink_records import (
     OLD_APP_PREFIX,
     SINK_BATCHES_LOG,
     open_batches_log,
     read_records,
     sweep_sink_records,
 )
-from lakelog.client.unit_loader import load_unit, unit_transactional_id
-from lakelog.errors import ConcurrentTransactions, KafkaStorageError
+from lakelog.jobs.unit_load import load_unit, unit_transactional_id
 from lakelog.log import BatchHeader, open_partition, payload_table
 from lakelog.log.retention import delete_records
 from lakelog.store import Location

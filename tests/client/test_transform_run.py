@@ -1,4 +1,4 @@
-"""Transforming a topic into another exactly once per run (lakelog/client/transform_run.py).
+"""Transforming a topic into another exactly once per run (lakelog/jobs/transform.py).
 
 What the Airflow operator's repeats come down to, without Airflow: runs with
 new input between them, an attempt fenced by a newer one (S4.1), an attempt
@@ -24,8 +24,8 @@ from helpers import table_fingerprint
 from lakelog import Consumer, Producer, TopicPartition
 from lakelog.client.group_admin import list_offsets
 from lakelog.client.producer import partition_for
-from lakelog.client.transform_run import run_transform
 from lakelog.errors import InvalidRequest, NonEmptyGroup, ProducerFenced, PurgeQueue, UnknownTopicOrPartition
+from lakelog.jobs.transform import run_transform
 from lakelog.log import READ_COMMITTED, PartitionLog, open_partition
 
 INPUT_PARTITIONS = 3
@@ -160,7 +160,7 @@ def test_S8_3_a_missing_topic_is_refused_before_anything_is_written(lake, topics
 
 
 def test_S4_1_an_attempt_fenced_by_a_newer_one_leaves_each_row_once(lake, topics, caplog):
-    caplog.set_level(logging.INFO, logger="lakelog.client.transform_run")
+    caplog.set_level(logging.INFO, logger="lakelog.jobs.transform")
     source, target = topics
     produce(lake, source, range(120))
     asked = {"n": 0}
@@ -188,7 +188,7 @@ def test_S4_1_an_attempt_fenced_by_a_newer_one_leaves_each_row_once(lake, topics
     assert output_ids(lake, target) == Counter(dict.fromkeys(range(120), 1))
     assert committed_offsets(lake, "g", source) == input_lso(lake, source)
     # The newer attempt says it fenced, the fenced one says what it left open.
-    messages = [record.getMessage() for record in caplog.records if record.name == "lakelog.client.transform_run"]
+    messages = [record.getMessage() for record in caplog.records if record.name == "lakelog.jobs.transform"]
     assert any(f"{TID} took over the transactional id, fencing earlier attempts" in m for m in messages), messages
     assert any(f"transaction of {TID} left to the attempt that fenced this one (PRODUCER_FENCED" in m for m in messages), messages
 
@@ -212,7 +212,7 @@ def test_S4_2_S7_3_offsets_left_pending_by_a_dead_attempt_are_aborted_and_the_ru
 
 
 def test_S4_5_a_run_told_to_stop_aborts_its_transaction_and_the_next_run_finishes(lake, topics, caplog):
-    caplog.set_level(logging.INFO, logger="lakelog.client.transform_run")
+    caplog.set_level(logging.INFO, logger="lakelog.jobs.transform")
     source, target = topics
     produce(lake, source, range(90))
     asked = {"n": 0}
@@ -271,7 +271,7 @@ def test_S9_1_a_group_offset_below_the_log_start_starts_there(lake, topics, monk
     monkeypatch.setattr(
         PartitionLog, "log_start_offset", lambda log: 15 if (log.topic, log.partition) == (source, 0) else log_start(log)
     )
-    caplog.set_level(logging.WARNING, logger="lakelog.client.transform_run")
+    caplog.set_level(logging.WARNING, logger="lakelog.jobs.transform")
     result = run_transform(lake, source, target, "g", tag, transactional_id=TID)
     removed = set(range(30, 45, 3))
     assert result.records_in == 30 - len(removed)

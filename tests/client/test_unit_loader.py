@@ -1,4 +1,4 @@
-"""Loading a unit of source files exactly once (lakelog/client/unit_loader.py), on local and S3 roots.
+"""Loading a unit of source files exactly once (lakelog/jobs/unit_load.py), on local and S3 roots.
 
 What Airflow's repeats come down to, without Airflow: the same unit loaded
 again (a retry, a clear, a reprocess backfill), an attempt that died halfway, an
@@ -18,11 +18,11 @@ import pyarrow as pa
 import pytest
 from helpers import table_fingerprint
 
-from lakelog.client import batch_writer
-from lakelog.client.batch_writer import SINK_BATCHES_PARTITIONS, TransactionalBatchWriter
-from lakelog.client.unit_loader import load_unit, unit_transactional_id
 from lakelog.coordinator.transaction import partition_for_transactional_id
 from lakelog.errors import InvalidRequest, KafkaTimeout, ProducerFenced, PurgeQueue, UnknownTopicOrPartition
+from lakelog.jobs import batch_writer
+from lakelog.jobs.batch_writer import SINK_BATCHES_PARTITIONS, TransactionalBatchWriter
+from lakelog.jobs.unit_load import load_unit, unit_transactional_id
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, open_partition, payload_table
 from lakelog.store import Location
 

@@ -1,6 +1,6 @@
 """librdkafka's config keys as confluent-kafka takes them (issue 14, gaps 1 and 6, and `Client(**conf)` of gap 2).
 
-One table (lakelog/config_keys.py) classifies every key of librdkafka's CONFIGURATION.md: a key lakelog
+One table (lakelog/config/librdkafka.py) classifies every key of librdkafka's CONFIGURATION.md: a key lakelog
 models, an alias of one, a key ignored on a lakehouse log (accepted, checked as librdkafka checks it, listed
 once per client in a DEBUG line with its reason) or one refused with a reason. A key neither library knows is
 refused naming it, with confluent's shape: a KafkaException whose error is _INVALID_ARG. Keyword arguments
@@ -15,7 +15,8 @@ import logging
 import pytest
 from helpers import folder_listing
 
-from lakelog import AdminClient, Consumer, KafkaError, NewTopic, Producer, config, config_keys
+from lakelog import AdminClient, Consumer, KafkaError, NewTopic, Producer, config
+from lakelog.config import librdkafka as config_keys
 from lakelog.errors import InvalidConfig, KafkaException
 
 pytestmark = pytest.mark.roots("local")
@@ -187,7 +188,7 @@ def test_ignored_keys_are_logged_once_per_client_at_debug_and_the_clients_work(r
 def test_without_a_logger_the_line_goes_to_lakelogs_config_logger(root, caplog):
     caplog.set_level(logging.DEBUG, logger="lakelog.config")
     Producer({"lakelog.root": root, "socket.timeout.ms": 10})
-    lines = [r for r in caplog.records if r.name == "lakelog.config" and IGNORED_LINE in r.getMessage()]
+    lines = [r for r in caplog.records if r.name == "lakelog.config.loader" and IGNORED_LINE in r.getMessage()]
     assert len(lines) == 1 and "socket.timeout.ms" in lines[0].getMessage()
     caplog.clear()
     Producer({"lakelog.root": root})

@@ -13,7 +13,7 @@ from helpers import FakeClock, table_fingerprint
 
 from lakelog import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, Consumer, KafkaError, Producer, TopicPartition
 from lakelog.client.consumer_metadata import Subscription
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import create_topic, list_topics
 
@@ -165,16 +165,18 @@ def test_offsets_for_times_of_an_unknown_topic_raises_unknown_topic_or_part(root
 # -- memberid ---------------------------------------------------------------------------------------
 
 
-def test_memberid_is_none_before_joining_and_the_coordinators_id_after(root, topic):
+def test_memberid_is_the_clients_own_from_creation_and_the_coordinator_keeps_it(root, topic):
+    """KIP-848 with KIP-1082 (as confluent-kafka 2.15 against Kafka 4, tests/kafka): the client makes its member id
+    when it is created, so memberid() has it before the first poll, and the coordinator takes it at the join."""
     name = topic()
     clock = FakeClock()
     with group_consumer(root, clock) as c:
-        assert c.memberid() is None
-        c.subscribe([name])
-        assert c.memberid() is None
-        c.poll(0.1)
         member = c.memberid()
         assert isinstance(member, str) and member
+        c.subscribe([name])
+        assert c.memberid() == member
+        c.poll(0.1)
+        assert c.memberid() == member
         group = GroupCoordinator(root).describe(GROUP)
         assert set(group.members) == {member}
 
@@ -247,7 +249,7 @@ def test_max_poll_interval_exceeded_leaves_the_group_reports_max_poll_exceeded_t
             ("lost", [(name, 0), (name, 1)]),
             ("assign", [(name, 0), (name, 1)]),
         ]
-        assert c.memberid() not in (None, first_member)
+        assert c.memberid() == first_member  # it joined again under its own id (KIP-1082), as librdkafka
         assert owned(c) == {(name, 0), (name, 1)}
 
 

@@ -13,12 +13,12 @@ import pytest
 from helpers import FakeClock
 
 from lakelog import AdminClient, NewTopic, Producer
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import ProducerFenced
 from lakelog.log.partition import wall_clock_ms
 
 pytestmark = pytest.mark.roots("local")
-COORDINATOR = "lakelog.coordinator.transaction_coordinator"
+COORDINATOR = "lakelog.coordinator.transaction.coordinator"
 
 
 def info_lines(caplog) -> list[str]:
@@ -76,12 +76,12 @@ def test_S4_7_the_sweeps_abort_is_an_info_line(lake, caplog):
     assert any("transactional.id 'etl': CompleteAbort" in line for line in lines), lines
 
 
-GROUPS = "lakelog.coordinator.group_coordinator"
+GROUPS = "lakelog.coordinator.group.coordinator"
 
 
 def test_S6_2_S6_4_group_transitions_and_a_fenced_member_are_info_lines(lake, caplog):
     from lakelog.coordinator.group import Heartbeat
-    from lakelog.coordinator.group_coordinator import GroupCoordinator
+    from lakelog.coordinator.group.coordinator import GroupCoordinator
     from lakelog.errors import FencedMemberEpoch, StaleMemberEpoch, UnknownMemberId
 
     caplog.set_level(logging.INFO, logger=GROUPS)

@@ -17,37 +17,15 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from lake_kinds import lakelog_rows, sorted_rows, tables_under, write_every_kind
 
-from lakelog import Consumer, Producer, TopicPartition
-from lakelog.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from lakelog.store import Location, Table
 from lakelog.store.delta_actions import LAKELOG_WRITER_FEATURE
 from lakelog.store.delta_log import DeltaLog
-from lakelog.store.maintenance import cleanup_log, compact
+from lakelog.store.maintenance import cleanup_log
 from lakelog.store.snapshot import replay
 
 pytestmark = pytest.mark.roots("local", "s3")
-
-INTERVAL = 4
-
-
-def tables_under(root: str) -> list[Location]:
-    """Every Delta table under the root (a folder holding `_delta_log`)."""
-    location = Location.of(root)
-    found = []
-    for entry in location.list(recursive=True):
-        if entry.is_dir and entry.name == "_delta_log":
-            found.append(Location(entry.uri.rsplit("/", 1)[0], location.io))
-    return sorted(found, key=lambda table: table.uri)
-
-
-def sorted_rows(table: pa.Table) -> list[tuple]:
-    return sorted(tuple(repr(value) for value in row.values()) for row in table.to_pylist())
-
-
-def lakelog_rows(table: Table) -> pa.Table:
-    pieces = [table.read_data_file(entry) for entry in table.data_files()]
-    return pa.concat_tables(pieces) if pieces else table.schema.empty_table()
 
 
 def replayed(location: Location, version: int) -> tuple:
@@ -87,50 +65,6 @@ def assert_same_at(location: Location, version: int, oracle: tuple | None = None
         assert reference.transaction_version(app_id) == mine.app_version(app_id), (where, app_id)
 
 
-def write_every_kind(root: str) -> None:
-    admin = AdminClient({"lakelog.root": root})
-    config = {"checkpoint.interval.commits": str(INTERVAL), "delta.log.retention.ms": "0"}
-    futures = admin.create_topics([NewTopic("events", num_partitions=2, config=config)])
-    for future in futures.values():
-        future.result()
-    # Idempotent appends.
-    producer = Producer({"lakelog.root": root, "linger.ms": 0})
-    for index in range(6):
-        producer.produce("events", value=f"plain-{index}", key=f"k{index % 3}", partition=index % 2)
-        producer.flush()
-    producer.close()
-    # Transactions: committed and aborted, with their markers.
-    transactional = Producer({"lakelog.root": root, "transactional.id": "conformance"})
-    transactional.init_transactions()
-    for outcome in ("commit", "abort", "commit"):
-        transactional.begin_transaction()
-        for partition in range(2):
-            transactional.produce("events", value=f"{outcome}-{partition}", partition=partition)
-        if outcome == "commit":
-            transactional.commit_transaction()
-        else:
-            transactional.abort_transaction()
-    transactional.close()
-    # Consumer offsets and group metadata (internal logs).
-    consumer = Consumer({"lakelog.root": root, "group.id": "readers", "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition("events", 0, 0)])
-    consumer.consume(num_messages=100, timeout=1)
-    consumer.commit(asynchronous=False)
-    consumer.close()
-    # A config change (metaData), then retention (delete-records: removes and the log start txn).
-    resource = ConfigResource(
-        ResourceType.TOPIC,
-        "events",
-        incremental_configs=[ConfigEntry("retention.bytes", "1000000", incremental_operation=AlterConfigOpType.SET)],
-    )
-    admin.incremental_alter_configs([resource])[resource].result()
-    for future in admin.delete_records([TopicPartition("events", 1, 2)]).values():
-        future.result()
-    # Compaction: merges with removes and adds of dataChange false.
-    partition = Table.open(Location.of(root) / "topics" / "events" / "0")
-    assert compact(partition, fan_in=2) is not None
-
-
 def test_delta_rs_reads_every_table_lakelog_writes_at_every_version(root):
     write_every_kind(root)
     tables = tables_under(root)
@@ -140,7 +74,7 @@ def test_delta_rs_reads_every_table_lakelog_writes_at_every_version(root):
     checked = 0
     for location in tables:
         latest = Table.open(location)
-        assert latest._snapshot.protocol["writerFeatures"] == [LAKELOG_WRITER_FEATURE], location.uri
+        assert latest._snapshot.protocol["writerFeatures"] == ["invariants", LAKELOG_WRITER_FEATURE], location.uri
         for version in range(latest.version + 1):
             assert_same_at(location, version, replayed(location, version))
             checked += 1

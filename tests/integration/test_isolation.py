@@ -14,7 +14,7 @@ from helpers import table_fingerprint
 
 from lakelog import Consumer, KafkaError, Producer, TopicPartition
 from lakelog.client.types import OFFSET_BEGINNING
-from lakelog.coordinator.transaction_coordinator import FAULT_BEFORE_MARKER, TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import FAULT_BEFORE_MARKER, TransactionCoordinator
 from lakelog.errors import CorruptRecord, InvalidRequest, OffsetOutOfRange
 from lakelog.log import (
     READ_COMMITTED,

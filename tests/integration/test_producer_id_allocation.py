@@ -15,7 +15,7 @@ from helpers import Crash, crash_at, table_fingerprint
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.coordinator import TransactionMetadata, partition_for_transactional_id
-from lakelog.coordinator.transaction_coordinator import FAULT_BEFORE_MARKER, TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import FAULT_BEFORE_MARKER, TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.errors import ProducerFenced
 from lakelog.log import BatchHeader
 from lakelog.log.partition import wall_clock_ms

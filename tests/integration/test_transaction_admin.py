@@ -7,7 +7,7 @@ from helpers import table_fingerprint
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.client import transaction_admin as admin
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import InvalidTxnState
 from lakelog.log import BatchHeader, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms

@@ -16,8 +16,8 @@ from helpers import table_fingerprint
 
 from lakelog import Consumer, Producer, TopicPartition
 from lakelog.coordinator.group import GroupMetadata
-from lakelog.coordinator.group_coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import IllegalGeneration, InvalidTxnState, KafkaError, KafkaException, ProducerFenced, UnknownMemberId
 from lakelog.log import BatchHeader, create_topic, open_partition, payload_table
 from lakelog.log.verification import TransactionVerification

@@ -14,7 +14,7 @@ from helpers import Crash, crash_at, table_fingerprint
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.coordinator import TxnState
-from lakelog.coordinator.transaction_coordinator import (
+from lakelog.coordinator.transaction.coordinator import (
     FAULT_AFTER_DECISION,
     FAULT_AFTER_MARKER,
     FAULT_BEFORE_COMPLETE,

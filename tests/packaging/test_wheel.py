@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.soak]
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 # Variables that could lead a child to the checkout or its environment instead of the installed wheel.
-LEAKS = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LAKELOG_CONF_DIR", "LAKELOG_ROOT", "SPARK_HOME")
+LEAKS = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LAKELOG_CONF_DIR", "LAKELOG_ROOT", "LAKELOG_JARS_DIR", "SPARK_HOME")
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,7 @@ def venv(tmp_path_factory) -> Iterator[Venv]:
     for kind in ("producer", "consumer", "admin", "topic", "broker"):
         assert f"lakelog/conf/{kind}.properties" in names
     assert "pyspark_lakelog/__init__.py" in names
+    assert "lakelog/jvm/pom.xml" in names, "`lakelog jars fetch` fetches the JVM jars of the pom the wheel carries"
 
     run(uv, "venv", "--python", sys.executable, folder / "venv")
     venv_bin = folder / "venv" / "bin"

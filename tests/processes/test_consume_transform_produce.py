@@ -13,7 +13,7 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from lakelog.coordinator.group_coordinator import GroupCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import create_topic
 from pipelines.consume_transform_produce import SOURCE_HEADER, Job, end_offsets, run_worker

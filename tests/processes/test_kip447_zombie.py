@@ -36,8 +36,8 @@ import pytest
 from helpers import FakeClock
 
 from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from lakelog.coordinator.group_coordinator import GroupCoordinator
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.group.coordinator import GroupCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import UnstableOffsetCommit
 from lakelog.log import create_topic, open_partition
 

@@ -23,7 +23,7 @@ import pytest
 from helpers import FakeClock
 
 from lakelog import AdminClient, NewTopic, Producer
-from lakelog.coordinator.transaction_coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.log import open_partition
 from lakelog.log.partition import wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition

@@ -40,7 +40,7 @@ import pytest
 
 from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from lakelog.coordinator import TransactionMetadata, TxnState, partition_for_transactional_id
-from lakelog.coordinator.transaction_coordinator import (
+from lakelog.coordinator.transaction.coordinator import (
     FAULT_AFTER_DECISION,
     FAULT_AFTER_MARKER,
     FAULT_BEFORE_COMPLETE,

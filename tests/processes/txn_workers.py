@@ -22,7 +22,7 @@ import time
 import traceback
 
 from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 
 
 def txn_value(transaction: str, index: int, count: int, outcome: str) -> bytes:

@@ -171,7 +171,7 @@ def load_killed_at(root, topic, source, batch_records, point, occurrence, conn) 
 
     from tqdm import tqdm
 
-    from lakelog.client.loader import load
+    from lakelog.jobs.load import load
     from lakelog.store.table import Table, checkpoint_interval, is_checkpoint_version
 
     # The progress bar's default lock is a multiprocessing semaphore, which a SIGKILLed process would leak.

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pytest
 
 from lakelog.cli import main
-from lakelog.client.batch_writer import TransactionalBatchWriter
-from lakelog.client.unit_loader import load_unit
 from lakelog.errors import PolicyViolation
+from lakelog.jobs.batch_writer import TransactionalBatchWriter
+from lakelog.jobs.unit_load import load_unit
 from lakelog.log import READ_UNCOMMITTED, open_partition
 from lakelog.quality import read_results, write_suite
 from lakelog.quality.gate import DLQ_HEADER, dlq_topic
@@ -149,7 +149,7 @@ def test_S11_3_S10_2_lakelog_load_dead_letters_a_bad_file_once(root, topic, caps
 def _load_and_die_at(root: str, topic: str, source: str, point: str) -> None:
     """`lakelog load` that SIGKILLs itself after its unit was judged: with the DLQ rows and the result row appended
     in the transaction but before the commit is decided ("judged"), or right after the decision ("decided")."""
-    from lakelog.coordinator import transaction_coordinator
+    from lakelog.coordinator.transaction import coordinator as transaction_coordinator
 
     def die(*_args, **_kwargs):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -59,6 +59,21 @@ def _bad(document: dict) -> str:
 BAD_SUITES = {
     "not JSON": ('{"name": "orders", "expectations": [', InvalidRequest, "not JSON"),
     "no name": (_bad({"expectations": []}), InvalidRequest, 'needs a "name"'),
+    "GX 0.x format": (
+        _bad(
+            {
+                "expectation_suite_name": "orders",
+                "expectations": [{"expectation_type": "expect_column_values_to_not_be_null", "kwargs": {"column": "key"}}],
+            }
+        ),
+        InvalidRequest,
+        'rename "expectation_suite_name" to "name"',
+    ),
+    "GX 0.x expectation": (
+        _bad({"name": "s", "expectations": [{"expectation_type": "expect_column_values_to_not_be_null", "kwargs": {}}]}),
+        InvalidRequest,
+        "lakelog reads GX 1.x's",
+    ),
     "unknown expectation": (
         _bad({"name": "s", "expectations": [{"type": "expect_the_moon", "kwargs": {}}]}),
         InvalidRequest,

@@ -13,7 +13,7 @@ def write_then_die(root: str, topic: str, transactional_id: str, batch_id: int, 
     The first partition's rows are appended (transactional, in the open transaction); the process dies
     while the second partition's rows are being produced, before any end of the transaction.
     """
-    from lakelog.client.batch_writer import TransactionalBatchWriter
+    from lakelog.jobs.batch_writer import TransactionalBatchWriter
     from lakelog.log import payload_table
 
     def second_partition():

@@ -15,9 +15,9 @@ import pytest
 from spark_histories import consumer_rows
 from spark_workers import write_then_die
 
-from lakelog.client.batch_writer import TransactionalBatchWriter
 from lakelog.client.producer import partition_for
-from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
+from lakelog.jobs.batch_writer import TransactionalBatchWriter
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
 
 pytestmark = [pytest.mark.spark, pytest.mark.roots("local", "s3")]

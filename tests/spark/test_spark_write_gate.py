@@ -12,7 +12,7 @@ import json
 import pytest
 from helpers import table_fingerprint
 
-from lakelog.client.batch_writer import TransactionalBatchWriter
+from lakelog.jobs.batch_writer import TransactionalBatchWriter
 from lakelog.log import READ_UNCOMMITTED, create_topic
 from lakelog.quality import read_results, write_suite
 from lakelog.quality.gate import DLQ_HEADER, dlq_topic

@@ -15,8 +15,8 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog import catalog
-from lakelog.client.batch_writer import TransactionalBatchWriter
 from lakelog.errors import PolicyViolation
+from lakelog.jobs.batch_writer import TransactionalBatchWriter
 from lakelog.log import create_topic, payload_table
 from lakelog.quality import read_results, write_suite
 from lakelog.quality.results import failed_expectations

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import lakelog
 from lakelog import config
 from lakelog.errors import InvalidConfig, InvalidTopic
 
@@ -31,7 +32,7 @@ def refused(kind: str, key: str, value) -> InvalidConfig:
 
 def test_the_defaults_are_the_top_level_conf_folder():
     """The repository keeps one copy of the defaults, in conf/; the package reads that copy (lakelog/conf links to it)."""
-    repository = Path(config.__file__).resolve().parent.parent
+    repository = Path(lakelog.__file__).resolve().parent.parent
     top_level = sorted(path.name for path in (repository / "conf").glob("*.properties"))
     assert top_level == sorted(f"{kind}.properties" for kind in config.KINDS)
     for kind in config.KINDS:
@@ -164,7 +165,7 @@ def test_properties_parse_trims_and_keeps_empty_values(tmp_path):
 def test_bad_default_file_refused_naming_key(tmp_path, monkeypatch):
     (tmp_path / "topic.properties").write_text("num.partitions=zero\n")
     monkeypatch.setenv(config.CONF_DIR_ENV, str(tmp_path))
-    monkeypatch.setattr(config, "_defaults_cache", {})
+    monkeypatch.setattr(config.loader, "_defaults_cache", {})
     with pytest.raises(InvalidConfig) as raised:
         config.load("topic")
     assert raised.value.key == "num.partitions"
@@ -173,7 +174,7 @@ def test_bad_default_file_refused_naming_key(tmp_path, monkeypatch):
 def test_defaults_are_package_data_and_the_conf_dir_variable_overrides_them(tmp_path, monkeypatch):
     monkeypatch.delenv(config.CONF_DIR_ENV, raising=False)
     packaged = config.conf_dir()
-    assert str(packaged) == str(Path(config.__file__).parent / "conf")
+    assert str(packaged) == str(Path(lakelog.__file__).parent / "conf")
     packaged_partitions = config.load("topic")["num.partitions"]
     shutil.copytree(packaged, tmp_path / "conf")
     with open(tmp_path / "conf" / "topic.properties", "a") as properties:

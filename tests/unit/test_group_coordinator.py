@@ -1,4 +1,4 @@
-"""The pure group coordinator (lakelog/coordinator/group.py): one test per rule of S6 and S7, the
+"""The pure group coordinator (lakelog/coordinator/group/): one test per rule of S6 and S7, the
 KAFKA-19779 scenario, and a hypothesis state machine that keeps S6.2 and S6.3 under random traffic."""
 
 from __future__ import annotations

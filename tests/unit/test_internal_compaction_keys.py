@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.coordinator import group as g
-from lakelog.coordinator import record_keys
 from lakelog.coordinator import transaction as txn
-from lakelog.coordinator.state_log import Marker
+from lakelog.coordinator.compaction import record_keys
+from lakelog.coordinator.runtime.state_log import Marker
 from lakelog.log.records import ControlType
 
 GROUPS = ("g1", "g2")

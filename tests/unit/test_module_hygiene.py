@@ -1,7 +1,8 @@
-"""Every lakelog module logs through its own module logger, and library code never prints (issue 12, item 7; STYLE.md).
+"""A lakelog module that logs does so through its own module logger, named `logger`; library code never prints.
 
-A static check over the package's source: `logging.getLogger(__name__)` in each module (package `__init__`
-files only re-export), and no `print(` outside the command line (`lakelog/cli.py`, whose output is its result).
+A static check over the package's source: a module that calls `logger.<level>(...)` or `logging.<level>(...)` has
+`logger = logging.getLogger(__name__)` and no other module logger name (`log` also names a `PartitionLog`); and no
+`print(` outside the command line, whose output is its result.
 """
 
 from __future__ import annotations
@@ -42,9 +43,30 @@ def _module_loggers(tree: ast.Module) -> list[str]:
     return found
 
 
+_LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "log"}
+
+
+def _logging_calls(tree: ast.Module, names: set[str]) -> list[int]:
+    """Lines that call a level method on one of `names` (a module logger, or the `logging` module itself)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _LEVELS
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in names
+    ]
+
+
 @pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_every_module_has_its_own_logger(path):
-    assert _module_loggers(ast.parse(path.read_text())), f"{_name(path)} has no `logger = logging.getLogger(__name__)`"
+def test_a_module_that_logs_has_its_own_logger_named_logger(path):
+    tree = ast.parse(path.read_text())
+    loggers = _module_loggers(tree)
+    root_calls = _logging_calls(tree, {"logging"})
+    assert root_calls == [], f"{_name(path)} logs through the root logger at line(s) {root_calls}: use `logger`"
+    if _logging_calls(tree, {"logger", "log"}):
+        assert len(loggers) == 1, f"{_name(path)} logs but has no `logger = logging.getLogger(__name__)`"
 
 
 @pytest.mark.parametrize("path", [path for path in MODULES if path not in PRINTS_ALLOWED], ids=_name)

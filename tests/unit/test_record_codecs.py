@@ -1,4 +1,4 @@
-"""One codec per internal-log record kind (issue 12 item 4; lakelog.coordinator.record_codec): rows carry a
+"""One codec per internal-log record kind (issue 12 item 4; lakelog.coordinator.runtime.record_codec): rows carry a
 version, decoding tolerates unknown fields and rows written before versions existed, and anything else is
 CorruptRecord, never a raw KeyError or TypeError (S4.3 for `__transaction_state`, S6.1 for `__consumer_offsets`)."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog.coordinator.group_records import (
+from lakelog.coordinator.group.records import (
     GROUP_RECORD_VERSION,
     CurrentRecord,
     GroupRecord,
@@ -19,7 +19,7 @@ from lakelog.coordinator.group_records import (
     TargetRecord,
     from_row,
 )
-from lakelog.coordinator.record_codec import VERSION_FIELD
+from lakelog.coordinator.runtime.record_codec import VERSION_FIELD
 from lakelog.coordinator.transaction import TransactionMetadata, TxnState
 from lakelog.errors import CorruptRecord
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from lakelog import KafkaError, Producer, config
 from lakelog.coordinator import TxnState
 from lakelog.coordinator import transaction as txn
-from lakelog.coordinator.transaction_coordinator import FAULT_AFTER_DECISION, TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.coordinator.transaction.coordinator import FAULT_AFTER_DECISION, TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.errors import CommitConflict, ConcurrentTransactions, InvalidConfig, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, allocate_producer_id, create_topic, open_partition, payload_table
 from lakelog.log.topics import open_internal_partition

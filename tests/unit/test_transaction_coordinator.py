@@ -1,4 +1,4 @@
-"""Pure tests of the transaction coordinator (S4.1-S4.7): lakelog/coordinator/transaction.py, no tables.
+"""Pure tests of the transaction coordinator (S4.1-S4.7): lakelog/coordinator/transaction/, no tables.
 
 `Harness` plays the store: it appends each outcome's records to an in-memory
 `__transaction_state` log, checking every transition against the state table, and
@@ -36,7 +36,7 @@ from lakelog.coordinator import (
     sweep,
     verify_partitions,
 )
-from lakelog.coordinator.transaction import ROW_TYPES, java_string_hash, snapshot_of, state_from_snapshot
+from lakelog.coordinator.transaction import ROW_TYPES, java_string_hash, snapshot_of, state_after, state_from_snapshot
 from lakelog.errors import (
     ConcurrentTransactions,
     CorruptRecord,
@@ -86,7 +86,7 @@ class Harness:
             )
             previous = record
         self.log.extend(outcome.records)
-        after = outcome.state_after(current)
+        after = state_after(outcome, current)
         if after is None:
             self.state.pop(transactional_id, None)
         else:

@@ -41,7 +41,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from lakelog import errors
+from lakelog import errors, jars
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.store.fileio import S3_KEYS, storage_key
 
@@ -185,7 +185,8 @@ class SparkSubmitHook(BaseHook):
         self._lakelog = LakelogHook(lakelog_conn_id) if lakelog_conn_id is not None else None
         self.master = master
         self.driver_memory = driver_memory
-        self.conf = {**DEFAULT_CONF, **{str(key): str(value) for key, value in (conf or {}).items()}}
+        # Delta Lake's Spark connector and S3A where lakelog's JVM jars are fetched (lakelog.jars), under the caller's.
+        self.conf = {**DEFAULT_CONF, **jars.spark_conf(), **{str(key): str(value) for key, value in (conf or {}).items()}}
         self.name = name
         self.env_vars = dict(env_vars or {})
         self.spark_binary = spark_binary

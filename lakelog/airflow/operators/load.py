@@ -4,7 +4,7 @@ A unit is the data a task instance covers: (dag_id, task_id, map_index, and
 the run's partition key, else its data interval), never the attempt and never
 `logical_date` alone, which Airflow 3 leaves None for manual and asset runs.
 The rows and the unit's record commit in one transaction
-(`lakelog.client.unit_loader`), so:
+(`lakelog.jobs.unit_load`), so:
 
 - a retry after a failure that had written half the rows aborts that half
   (S4.2) and writes the unit once;
@@ -29,7 +29,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from lakelog.airflow.assets import emit_topic_event, parse_time_asset
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.airflow.operators._errors import task_errors
-from lakelog.client.unit_loader import load_unit
+from lakelog.jobs.unit_load import load_unit
 
 logger = logging.getLogger(__name__)
 

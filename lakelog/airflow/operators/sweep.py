@@ -51,8 +51,8 @@ class LakelogSweepOperator(BaseOperator):
         self.log_cleaner = log_cleaner
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from lakelog.coordinator.group_coordinator import GroupCoordinator
-        from lakelog.coordinator.transaction_coordinator import TransactionCoordinator
+        from lakelog.coordinator.group.coordinator import GroupCoordinator
+        from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 
         report: dict[str, Any] = {}
         with task_errors("sweep"):
@@ -69,11 +69,11 @@ class LakelogSweepOperator(BaseOperator):
 
                 report["log_cleaner"] = [asdict(done) for done in clean_topics(root, wall_clock_ms())]
                 self.log.info("log cleaner: %s", report["log_cleaner"])
-                from lakelog.coordinator.internal_compaction import compact_internal_logs
+                from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
 
                 report["internal_compaction"] = [asdict(done) for done in compact_internal_logs(root)]
                 self.log.info("internal log compaction: %s", report["internal_compaction"])
-                from lakelog.client.sink_records import sweep_sink_records
+                from lakelog.jobs.sink_records import sweep_sink_records
 
                 report["sink_records"] = [asdict(done) for done in sweep_sink_records(root, wall_clock_ms())]
                 self.log.info("sink records: %s", report["sink_records"])

@@ -4,7 +4,7 @@ Each run reads the input from the group's committed offsets up to the LSO it
 sees when it starts, applies `transform` to Arrow batches, and commits the
 output rows with the input offsets they came from, in transactions of at most
 `max_records_per_transaction` input records (KIP-447, S7.1;
-`lakelog.client.transform_run`). The transactional id is
+`lakelog.jobs.transform`). The transactional id is
 `lakelog.transform.<dag>.<task>.<map_index>`, the same for every attempt, so:
 
 - a retry after a try that died inside a transaction aborts that transaction
@@ -34,7 +34,7 @@ from airflow.sdk import BaseOperator
 from lakelog.airflow.assets import emit_topic_event, parse_time_asset
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.airflow.operators._errors import task_errors
-from lakelog.client.transform_run import Transform, TransformResult, run_transform, transform_transactional_id
+from lakelog.jobs.transform import Transform, TransformResult, run_transform, transform_transactional_id
 
 logger = logging.getLogger(__name__)
 

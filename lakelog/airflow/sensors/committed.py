@@ -8,7 +8,7 @@ which waits for `last + 1`) it waits until each partition's LSO reaches its
 offset: every record below it is committed or aborted for good. Without, it
 waits until no open transaction holds any partition back (LSO == high
 watermark everywhere), e.g. until the sweep aborted a dead producer's
-transaction (S4.7). The conditions live in `lakelog.client.committed_wait`.
+transaction (S4.7). The conditions live in `lakelog.jobs.committed_wait`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
 from lakelog.airflow.operators._errors import task_errors
 from lakelog.airflow.triggers.committed import LakelogCommittedTrigger
-from lakelog.client.committed_wait import CommittedCheck, CommittedWait
 from lakelog.errors import KafkaException
+from lakelog.jobs.committed_wait import CommittedCheck, CommittedWait
 
 logger = logging.getLogger(__name__)
 

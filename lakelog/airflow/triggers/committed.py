@@ -15,8 +15,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from lakelog.client.committed_wait import CommittedWait
 from lakelog.errors import KafkaException
+from lakelog.jobs.committed_wait import CommittedWait
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,106 @@
+"""Every key lakelog models, per kind (producer, consumer, admin, topic, broker), with its parser and range."""
+
+from __future__ import annotations
+
+from lakelog.config.keys import (
+    BACKOFF,
+    BOOL,
+    COMPRESSION,
+    LOGGER,
+    NON_NEGATIVE,
+    OPTIONAL_ID,
+    POSITIVE,
+    ROOT,
+    STRING,
+    Key,
+    parse_acks,
+    parse_cleanup_policy,
+    parse_int,
+    parse_milliseconds,
+    parse_str,
+)
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "producer": {
+        "lakelog.root": ROOT,
+        "logger": LOGGER,
+        "client.id": STRING,
+        "enable.idempotence": BOOL,
+        "acks": Key(parse_acks, low=-1, high=1000),
+        "linger.ms": Key(parse_milliseconds, low=0, high=900_000),
+        "batch.size": Key(parse_int, low=1, high=2_147_483_647),
+        "batch.num.messages": Key(parse_int, low=1, high=100_000_000),
+        "message.max.bytes": Key(parse_int, low=1000, high=1_000_000_000),
+        "partitioner": Key(
+            parse_str, choices=("consistent_random", "consistent", "random", "murmur2", "murmur2_random", "fnv1a", "fnv1a_random")
+        ),
+        "compression.type": COMPRESSION,
+        "retries": NON_NEGATIVE,
+        "retry.backoff.ms": BACKOFF,
+        "retry.backoff.max.ms": BACKOFF,
+        "message.timeout.ms": NON_NEGATIVE,
+        "transactional.id": OPTIONAL_ID,
+        "transaction.timeout.ms": Key(parse_int, low=1000, high=2_147_483_647),
+        # librdkafka's: a produce to a missing topic may create it (with the root's auto.create.topics.enable).
+        "allow.auto.create.topics": BOOL,
+    },
+    "consumer": {
+        "lakelog.root": ROOT,
+        "logger": LOGGER,
+        "client.id": STRING,
+        "group.id": OPTIONAL_ID,
+        "group.instance.id": OPTIONAL_ID,
+        "isolation.level": Key(parse_str, choices=("read_committed", "read_uncommitted")),
+        "enable.partition.eof": BOOL,
+        "auto.offset.reset": Key(parse_str, choices=("earliest", "smallest", "beginning", "latest", "largest", "end", "error")),
+        "enable.auto.commit": BOOL,
+        "enable.auto.offset.store": BOOL,
+        "auto.commit.interval.ms": NON_NEGATIVE,
+        "max.poll.records": POSITIVE,
+        "fetch.max.bytes": POSITIVE,
+        "max.partition.fetch.bytes": POSITIVE,
+        "fetch.wait.max.ms": NON_NEGATIVE,
+        "session.timeout.ms": Key(parse_int, low=1, high=3_600_000),
+        "heartbeat.interval.ms": Key(parse_int, low=1, high=3_600_000),
+        "max.poll.interval.ms": Key(parse_int, low=1, high=86_400_000),
+        "topic.metadata.refresh.interval.ms": Key(parse_int, low=10, high=3_600_000),
+        "group.remote.assignor": Key(parse_str, choices=("", "uniform", "range")),
+        # librdkafka's: subscribing to a missing topic may create it (with the root's auto.create.topics.enable).
+        "allow.auto.create.topics": BOOL,
+        "retry.backoff.ms": BACKOFF,
+        "retry.backoff.max.ms": BACKOFF,
+    },
+    "admin": {
+        "lakelog.root": ROOT,
+        "logger": LOGGER,
+        "client.id": STRING,
+        "request.timeout.ms": NON_NEGATIVE,
+        "retry.backoff.ms": BACKOFF,
+        "retry.backoff.max.ms": BACKOFF,
+    },
+    "topic": {
+        "num.partitions": Key(parse_int, low=1, high=100_000),
+        "check.expected.offsets": BOOL,
+        "compression.type": COMPRESSION,
+        "max.message.bytes": POSITIVE,
+        "producer.id.expiration.ms": Key(parse_int, low=1),
+        "checkpoint.interval.commits": Key(parse_int, low=1, high=1_000_000),
+        "segment.files": Key(parse_int, low=2),
+        "delete.retention.ms": NON_NEGATIVE,
+        # Kafka's retention (S9.1): -1 is no limit.
+        "retention.ms": Key(parse_int, low=-1),
+        "retention.bytes": Key(parse_int, low=-1),
+        "cleanup.policy": Key(parse_cleanup_policy),
+        "file.delete.delay.ms": NON_NEGATIVE,
+        "delta.log.retention.ms": NON_NEGATIVE,
+    },
+    "broker": {
+        "transaction.max.timeout.ms": POSITIVE,
+        "transaction.state.log.num.partitions": Key(parse_int, low=1, high=10_000),
+        "offsets.topic.num.partitions": Key(parse_int, low=1, high=10_000),
+        "transactional.id.expiration.ms": POSITIVE,
+        "group.consumer.partition.revocation.epochs.enable": BOOL,
+        # Kafka's broker key: whether a client's allow.auto.create.topics may create a missing topic.
+        "auto.create.topics.enable": BOOL,
+    },
+}
