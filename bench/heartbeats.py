@@ -1,4 +1,4 @@
-"""Consumer group heartbeats: what a settled group writes, and how settling grows with the group (issue 11).
+"""Consumer group heartbeats: what a settled group writes, and how settling grows with the group.
 
 Settled group: 20 `Consumer`s in one process, each with its own coordinator state (as
 separate processes would have), subscribed to one topic of 40 partitions with Kafka's

@@ -1,4 +1,4 @@
-"""A gated transactional load of 1 M rows with 5 expectations against the same load ungated (issue 13, Benchmarks).
+"""A gated transactional load of 1 M rows with 5 expectations against the same load ungated.
 
 Two load paths, each into a gated topic and into an ungated twin (same
 partitions, same rows), in this process, rounds alternating so machine load

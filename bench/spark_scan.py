@@ -1,4 +1,4 @@
-"""Spark read_committed scans of a topic vs `spark.read.parquet` of the same files (issue 5).
+"""Spark read_committed scans of a topic vs `spark.read.parquet` of the same files.
 
 Two topics of 4 partitions (4 M records each; 400 k with --quick) written as
 transactions of 50,000 records by two interleaving producers, one in ten

@@ -1,4 +1,4 @@
-"""What a transaction costs over the same work without one (issue 11 item 6, S4.5, S7.1).
+"""What a transaction costs over the same work without one (S4.5, S7.1).
 
 Two comparisons, each against a baseline measured in the same process, rounds
 alternating so machine load hits both sides alike:

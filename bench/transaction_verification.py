@@ -1,4 +1,4 @@
-"""What KIP-890 verification at the partition costs a transaction's sends (issue 12 item 1, S4.4).
+"""What KIP-890 verification at the partition costs a transaction's sends (S4.4).
 
 A partition verifies the first transactional batch of (producer id, epoch) with the
 transaction coordinator (a read of `__transaction_state`, no commit); later batches

@@ -1,4 +1,4 @@
-"""Materializing a topic's read_committed view with Spark vs a plain Parquet copy of the same files (issue 5).
+"""Materializing a topic's read_committed view with Spark vs a plain Parquet copy of the same files.
 
 A topic of 4 partitions (10 M records; 1 M with --quick) written as
 transactions of 50,000 records by two interleaving producers, one in ten

@@ -32,7 +32,7 @@ new snapshot; past the deadline it gives up with KafkaTimeout. Every byte
 under the root is read, written, listed, moved and deleted through the root's
 file IO (`lakelog.store`).
 
-A topic with a quality suite (issue 13) gates its view: before step 3 the run
+A topic with a quality suite gates its view: before step 3 the run
 validates its new rows (read back from the files it wrote, nothing else)
 against the suite. An `enforce` failure records the result, deletes the run's
 files and raises PolicyViolation: no commit, the view stays as it was, and the
@@ -92,7 +92,7 @@ FAULT_PLANNED = "planned"
 FAULT_WRITTEN = "written"
 FAULT_MOVED = "moved"
 FAULT_COMMITTED = "committed"
-# The commit-info key of a gated refresh's commit: the id of the validation of its rows (issue 13).
+# The commit-info key of a gated refresh's commit: the id of the validation of its rows.
 VALIDATION_METADATA_KEY = "lakelog.quality.validation_id"
 # The exit code of a refresh its topic's suite refused (the CLI's code for a refused request).
 EXIT_REFUSED = 2

@@ -85,7 +85,7 @@ def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
 
 def cluster_metadata(root: str | Location, topic: str | None = None) -> ClusterMetadata:
     """Every topic of the root (or one), with its partitions. A topic the root does not hold comes back with
-    UNKNOWN_TOPIC_OR_PART as its `error` and no partitions, as librdkafka's metadata carries it (issue 14)."""
+    UNKNOWN_TOPIC_OR_PART as its `error` and no partitions, as librdkafka's metadata carries it."""
     names = [topic] if topic is not None else list_topics(root)
     topics = {}
     for name in names:

@@ -210,7 +210,7 @@ class Producer(ProducerLifecycle):
         # Partitions added to the open transaction, and the first error that makes it abort-only.
         self._transaction_partitions: set[tuple[str, int]] = set()
         self._transaction_error: KafkaException | None = None
-        self._gate = ProducerGate(self._root, self._transactional_id is not None)  # quality gates (issue 13)
+        self._gate = ProducerGate(self._root, self._transactional_id is not None)  # quality gates (S11)
         # Without a transaction each batch is its own unit: judged before it is appended (S11.1).
         self._batch_gate = IdempotentGate(self._root) if self._transactional_id is None else None
 
@@ -254,7 +254,7 @@ class Producer(ProducerLifecycle):
         if size > self.config["message.max.bytes"]:
             raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, f"message of {size} bytes exceeds message.max.bytes"))
         if self._partition_count(topic) is None:
-            # Reported through the delivery callback at poll()/flush(), as confluent-kafka does (issue 14).
+            # Reported through the delivery callback at poll()/flush(), as confluent-kafka does.
             return self._report_unknown_topic(
                 topic, partition, key_bytes, value_bytes, header_list, timestamp or self._clock(), on_delivery or callback
             )
@@ -334,7 +334,7 @@ class Producer(ProducerLifecycle):
         if self._gate.aborted and self._transaction_state is TransactionState.READY:
             return  # the quality gate aborted it before raising its PolicyViolation (S11.1): nothing left to do
         self._require_state("abort_transaction", TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)
-        self._gate.purge(self)  # queued batches, and those of dead-letter topics held back until commit (issue 13)
+        self._gate.purge(self)  # queued batches, and those of dead-letter topics held back until commit
         self._serve_reports()
         self._end_transaction(commit=False, timeout=timeout)
 

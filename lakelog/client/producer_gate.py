@@ -1,4 +1,4 @@
-"""The transactional Producer's quality gate (issue 13, S11.1-S11.3): `commit_transaction()` validates first.
+"""The transactional Producer's quality gate (S11.1-S11.3): `commit_transaction()` validates first.
 
 Per transaction, each topic's suite is read once, on the first batch sent to it
 (an ungated topic: one small read, no GX import). Batches of enforce and warn

@@ -1,4 +1,4 @@
-"""The Producer's lifecycle and queue calls as confluent-kafka has them (issue 14, gaps 2 and 4).
+"""The Producer's lifecycle and queue calls as confluent-kafka has them.
 
 `ProducerLifecycle` is mixed into `Producer`: `close()` and the context manager,
 truthiness, `len()`, `poll()` that waits, `flush()`, `purge()`, `produce_batch()`,
@@ -139,7 +139,7 @@ class ProducerLifecycle:
         self.close()
 
     def __bool__(self) -> bool:
-        """Always True, as confluent-kafka's (its issue 1427): `if producer:` does not ask what is queued."""
+        """Always True, as confluent-kafka's (confluent-kafka-python#1427): `if producer:` does not ask what is queued."""
         return True
 
     @locked

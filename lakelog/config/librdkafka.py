@@ -1,4 +1,4 @@
-"""The one table of librdkafka's config keys, each classified for lakelog (issue 14).
+"""The one table of librdkafka's config keys, each classified for lakelog.
 
 A program ported from confluent-kafka-python passes librdkafka's keys. Every key of librdkafka's
 CONFIGURATION.md (global and topic tables, v2.15) and every key confluent-kafka-python itself reads

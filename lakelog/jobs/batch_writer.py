@@ -25,7 +25,7 @@ batch's transaction is open (whatever that one decides, the batch before it
 stays committed). Only when the check cannot tell does the writer fence and
 look again.
 
-Topics with a quality suite are gated (issue 13, S11.1-S11.3; lakelog.quality.batch_gate):
+Topics with a quality suite are gated (S11.1-S11.3; lakelog.quality.batch_gate):
 the batch's rows of each such topic are kept in hand (a dead-letter topic's
 are held back, not appended) and judged all at once after the last row,
 before the batch's record and the commit. A pass, a warn failure and a

@@ -11,7 +11,7 @@ next row; a second instance of the same load racing the first gets
 `OffsetMismatch`, reads the record again and skips what the other appended.
 Only a foreign writer in the partition stops the load.
 
-A topic with a quality suite (issue 13) is loaded as one transaction instead,
+A topic with a quality suite is loaded as one transaction instead,
 so its whole file is judged before anything is published (S11.1-S11.3): the
 transactional id `lakelog.load.<load id>`, batch 0, through
 TransactionalBatchWriter's gate. A failing enforce suite raises

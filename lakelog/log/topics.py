@@ -15,7 +15,7 @@ from lakelog.store import Location, Table, TableNotFoundError, check_root, ensur
 
 TOPICS_DIR = "topics"
 # Internal logs kept outside `<root>/<log_name>/`, and their partition count where it is fixed by design:
-# the quality gates' results (issue 13) live under `<root>/quality/results/<n>`, one partition.
+# the quality gates' results live under `<root>/quality/results/<n>`, one partition.
 INTERNAL_LOG_FOLDERS = {"__quality_results": ("quality", "results")}
 INTERNAL_LOG_PARTITIONS = {"__quality_results": 1}
 

@@ -1,4 +1,4 @@
-"""Quality gates (issue 13): Great Expectations suites attached to topics, validation, results as rows.
+"""Quality gates: Great Expectations suites attached to topics, validation, results as rows.
 
 Importing this package imports no Great Expectations: GX is loaded by the
 first `parse_suite`/`write_suite` or `validate` of the process.

@@ -1,4 +1,4 @@
-"""The quality gate of a batch write (issue 13; S11.1-S11.3): a unit's rows of gated topics, judged before its commit.
+"""The quality gate of a batch write (S11.1-S11.3): a unit's rows of gated topics, judged before its commit.
 
 TransactionalBatchWriter (and so `lakelog load`, LakelogLoadOperator and
 `df.write.format("lakelog")`) streams a unit's rows into one transaction. For

@@ -1,4 +1,4 @@
-"""`lakelog quality set|show|delete|report`: a topic's suite and its validation results (issue 13).
+"""`lakelog quality set|show|delete|report`: a topic's suite and its validation results.
 
 Registered by lakelog.cli; errors leave as lakelog's Kafka-named exceptions,
 which the CLI prints as one line (exit 2 for bad input).

@@ -1,4 +1,4 @@
-"""What every quality gate shares (issue 13): which topics are gated, the verdict on a unit's rows, dead letters.
+"""What every quality gate shares: which topics are gated, the verdict on a unit's rows, dead letters.
 
 A gate (the transactional Producer, `lakelog load`, Spark writes, view
 refreshes) keeps a unit's rows in hand, `judge`s them before its commit

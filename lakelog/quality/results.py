@@ -1,4 +1,4 @@
-"""Validation results kept as rows: the internal log `__quality_results` (issue 13 item 3, S11.2).
+"""Validation results kept as rows: the internal log `__quality_results` (S11.2).
 
 One partition, its table at `<root>/quality/results/0` (lakelog.log.topics maps
 the folder). Each record is one validation: key = the validation id, value =

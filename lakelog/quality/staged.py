@@ -1,4 +1,4 @@
-"""A gated topic's rows of one unit, kept batch by batch in the columns its suite validates (issue 13, S11.1).
+"""A gated topic's rows of one unit, kept batch by batch in the columns its suite validates (S11.1).
 
 Every gate (the transactional Producer, the batch writer behind `lakelog load`,
 LakelogLoadOperator and Spark writes) sees a unit's rows go by batch by batch

@@ -8,6 +8,7 @@ A static check over the package's source: a module that calls `logger.<level>(..
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ PRINTS_ALLOWED = {
     PACKAGE / "cli_groups.py",
     PACKAGE / "cli_load.py",
     PACKAGE / "cli_transactions.py",
+    PACKAGE / "cli_jars.py",
 }  # the command line prints
 
 
@@ -77,3 +79,17 @@ def test_library_code_never_prints(path):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
     ]
     assert calls == [], f"{_name(path)} prints at line(s) {calls}: log instead"
+
+
+_ISSUE_NUMBER = re.compile(r"\bissues? #?[0-9]+", re.IGNORECASE)
+SHIPPED = sorted(
+    path for folder in ("lakelog", "pyspark_lakelog", "pipelines") for path in (PACKAGE.parent / folder).rglob("*.py")
+)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=_name)
+def test_shipped_code_names_rules_not_issue_numbers(path):
+    """Code names the rules it keeps (S3.2) and upstream issues by their repository; the project's own issue numbers
+    belong to commit messages and notes."""
+    lines = [number for number, line in enumerate(path.read_text().splitlines(), start=1) if _ISSUE_NUMBER.search(line)]
+    assert lines == [], f"{_name(path)} names an issue number at line(s) {lines}"

@@ -18,7 +18,7 @@ def task_errors(what: str) -> Iterator[None]:
     """Raise AirflowFailException (no retry) for errors a retry cannot mend, AirflowException for the rest.
 
     A quality suite's refusal (PolicyViolation, abortable for a producer) fails at once: a retry would judge
-    the same rows again (issue 13). The message is the error's own one line, prefixed by `what`; no engine
+    the same rows again. The message is the error's own one line, prefixed by `what`; no engine
     traceback reaches the log.
     """
     try:
