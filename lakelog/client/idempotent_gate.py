@@ -47,7 +47,14 @@ class IdempotentGate:
 
     def send(self, producer: Producer, tp: Tp, payload: pa.Table, messages: list[_Pending], expected_offset: int | None) -> None:
         """Append the batch (or refuse it, or dead-letter it) as its topic's suite decides; reports go to its messages."""
-        suite = read_suite(self._root, tp[0])  # every batch: never decided on a suite read before it
+        try:
+            # Every batch: never decided on a suite read before it. A storage failure of the read is retried as the
+            # append is (retries, retry.backoff.ms, message.timeout.ms); in the end it is the batch's delivery error.
+            backoff = producer._retry.start(producer.config["message.timeout.ms"] / 1000)
+            suite = producer._retrying(tp, payload.num_rows, lambda: read_suite(self._root, tp[0]), backoff)
+        except KafkaException as error:
+            _refuse(producer, tp, messages, error.error)
+            return
         if suite is None:
             producer._deliver(tp, payload, messages, expected_offset)
             return

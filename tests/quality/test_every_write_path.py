@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -214,3 +215,17 @@ def test_S11_1_the_readme_porting_example_gets_policy_violation_in_its_delivery_
     words = {value.decode() for value in read_committed(lake, "words").column("value").to_pylist()}
     assert words <= {"ALPHA", "BETA"} and "GAMMA" not in words
     assert any(row["success"] is False for row in read_results(lake, topic="words").to_pylist())
+
+
+def test_S8_3_a_suite_that_cannot_be_read_fails_the_batch_through_its_delivery_report(root, topic):
+    """The gate's read of the suite is storage like the append: a failure is retried as the append is, then it is
+    the batch's delivery error (produce() raises nothing), and nothing is written."""
+    name = topic(name="orders-unreadable-suite")
+    # The suite's object is a folder: every read of it fails, as an unreachable store does.
+    (Path(root) / "quality" / f"{name}.json").mkdir(parents=True)
+    producer = Producer({"lakelog.root": root, "linger.ms": 0, "retries": 1, "retry.backoff.ms": 1})
+    errors = []
+    producer.produce(name, value=json.dumps(GOOD[0]).encode(), on_delivery=lambda error, message: errors.append(error))
+    assert producer.flush(30) == 0
+    assert [error.code() for error in errors] == [KafkaError.KAFKA_STORAGE_ERROR]
+    assert visible(root, name) == []
