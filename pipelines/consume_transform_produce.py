@@ -57,7 +57,7 @@ from lakelog.log import open_partition, topic_config
 from lakelog.store import open_root
 from lakelog.store.retry import RetryPolicy
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SOURCE_HEADER = "lakelog.source"
 # Errors that say "you are a zombie": counted as fencings in the events.
@@ -265,9 +265,9 @@ def _commit(producer: Producer) -> None:
             if not error.args[0].retriable():
                 raise
             if attempt == END_RETRIES - 1:
-                log.warning("commit failed %d times, the last with %s; giving up: %s", END_RETRIES, error.error.name(), error)
+                logger.warning("commit failed %d times, the last with %s; giving up: %s", END_RETRIES, error.error.name(), error)
                 raise
-            log.warning("commit failed with %s, trying again: %s", error.error.name(), error)
+            logger.warning("commit failed with %s, trying again: %s", error.error.name(), error)
             backoff.wait()
 
 

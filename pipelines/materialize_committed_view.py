@@ -75,7 +75,7 @@ from lakelog.store.retry import DEFAULT_POLICY, Backoff
 from pipelines._args import storage_option_pairs
 from pipelines._commit import wait_after_lost_commit
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 POSITION_APP_ID = "lakelog.view.position.{partition}"
 STAGING_DIR = "_staging"
@@ -158,7 +158,7 @@ def materialize_committed_view(
             for name in names:
                 view.io.delete(view.child_uri(name))
             _delete_quietly(staging)
-            wait_after_lost_commit(backoff, log, f"view of {topic}")
+            wait_after_lost_commit(backoff, logger, f"view of {topic}")
             continue
         hit(FAULT_COMMITTED)
         if verdict is not None:
@@ -199,7 +199,7 @@ def _judge_refresh(
     for name in names:
         view.io.delete(view.child_uri(name))
     _delete_quietly(staging)
-    log.warning(
+    logger.warning(
         "view of %s: the refresh failed suite %s (enforce): nothing committed, the view stays at version %d",
         topic,
         suite.name,
@@ -281,7 +281,7 @@ def _delete_quietly(folder: Location | None) -> None:
     try:
         folder.io.delete_tree(folder.uri)
     except Exception as error:  # noqa: BLE001 - housekeeping; the view is right either way
-        log.warning("could not delete %s: %s", folder.uri, one_line(error))
+        logger.warning("could not delete %s: %s", folder.uri, one_line(error))
 
 
 def _vacuum_quietly(view: Table) -> None:

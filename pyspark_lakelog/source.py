@@ -52,7 +52,7 @@ WRITE_BATCH_RECORDS = 500_000
 # a topic (offset, timestampType) can be written back as it is.
 WRITE_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class LakelogDataSource(DataSource):
@@ -235,7 +235,7 @@ class TopicWriter(DataSourceArrowWriter):
         columns = set(schema.names)
         ignored = sorted(columns - set(WRITE_COLUMNS))
         if ignored:
-            log.debug("lakelog: columns %s are not written (a write takes %s)", ignored, ", ".join(WRITE_COLUMNS))
+            logger.debug("lakelog: columns %s are not written (a write takes %s)", ignored, ", ".join(WRITE_COLUMNS))
         if "value" not in columns:
             raise InvalidRequest("a lakelog write needs a value column")
         if options.topic is None and "topic" not in columns:
@@ -299,7 +299,7 @@ class TopicWriter(DataSourceArrowWriter):
             staged = {tp: _staged_batches(io, uris) for tp, uris in files.items()}
             result = writer.write(staged, self.options.batch_id, unit=unit)
             if result.skipped:
-                log.warning(
+                logger.warning(
                     "lakelog: batch %s of %s was committed before; this write wrote nothing",
                     self.options.batch_id,
                     self.options.transactional_id,
@@ -320,7 +320,7 @@ def _delete_staging(staging: Location) -> None:
     try:
         staging.io.delete_tree(staging.uri)
     except Exception as error:  # noqa: BLE001 - a staging folder left behind is only litter; the write stands
-        log.warning("lakelog: could not delete the staging folder %s: %s", staging.uri, one_line(error))
+        logger.warning("lakelog: could not delete the staging folder %s: %s", staging.uri, one_line(error))
 
 
 def _route(

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 CALLBACK_KEYS = ("on_delivery", "error_cb")
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 # What a retried call returns.
 T = TypeVar("T")
 
@@ -186,7 +186,7 @@ class Producer(ProducerLifecycle):
         values, callbacks = split_callbacks(conf, CALLBACK_KEYS, kwargs)
         self.config = config.load("producer", values)
         # confluent-kafka's `logger`: this producer's own log lines go there (default: this module's logger).
-        self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or log
+        self._logger: logging.Logger | logging.LoggerAdapter = self.config.get("logger") or logger
         self._clock = clock
         # UnresolvedRoot for a root never initialised (a typo): nothing is written there.
         self._root = open_root(self.config["lakelog.root"], storage_options(self.config))

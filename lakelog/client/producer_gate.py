@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from lakelog.quality.staged import StagedRows
     from lakelog.quality.suites import Suite
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # Fault point (tests stop a process there): verdicts made, results and held rows appended, nothing decided.
 FAULT_AFTER_VALIDATION = "after_validation"
@@ -182,7 +182,7 @@ class ProducerGate:
         producer._end_transaction(commit=False, timeout=timeout)
         self.aborted = True
         producer._serve_reports()
-        log.warning(
+        logger.warning(
             "%s: transaction aborted by the quality gate of %s (validation %s)",
             producer._transaction_id_text,
             refused[0].topic,

@@ -40,7 +40,7 @@ from lakelog.store import FileEntry, Table
 from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, refresh_if_stale
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 LOG_END_OFFSET_APP_ID = "lakelog.log_end_offset"
 # The log start offset set by delete_records or retention (S9.1), when it is inside a file still active.
@@ -308,9 +308,9 @@ class PartitionLog:
                 message = (
                     f"{self.topic}-{self.partition}: lost version {taken} past the deadline, after {backoff.retries} retries"
                 )
-                log.warning("%s; giving up", message)
+                logger.warning("%s; giving up", message)
                 raise KafkaTimeout(message) from None
-            log.debug(
+            logger.debug(
                 "%s-%d: lost version %d to another writer; retry %d decides again on the latest snapshot",
                 self.topic,
                 self.partition,

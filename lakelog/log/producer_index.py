@@ -36,7 +36,7 @@ from lakelog.log.file_ranges import read_offset_range
 from lakelog.log.producer_state import STATE_COLUMNS, ProducerEntry, fold
 from lakelog.store import Table
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class ProducerIndex:
@@ -151,7 +151,7 @@ class ProducerIndex:
         dropped = len(self._entries) - len(kept)
         self._entries, self._oldest = kept, oldest
         self._dropped_up_to = horizon if self._dropped_up_to is None else max(self._dropped_up_to, horizon)
-        log.debug("producer index: dropped %d entries last active at or before %d ms, %d held", dropped, horizon, len(kept))
+        logger.debug("producer index: dropped %d entries last active at or before %d ms, %d held", dropped, horizon, len(kept))
 
     def _max_producer_id_of(self, table: Table) -> int:
         version = table.version

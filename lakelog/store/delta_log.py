@@ -34,7 +34,7 @@ from lakelog.store.delta_actions import decode_commit
 from lakelog.store.fileio import Location
 from lakelog.store.snapshot import Snapshot
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 DELTA_LOG = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -108,7 +108,7 @@ class DeltaLog:
             moved = True
         if moved or snapshot.version < 0 or self.commit_exists(snapshot.version):
             return snapshot
-        log.info("%s: commit %d is gone (log cleanup): opening from the latest checkpoint", self.location.uri, snapshot.version)
+        logger.info("%s: commit %d is gone (log cleanup): opening from the latest checkpoint", self.location.uri, snapshot.version)
         return self.load()
 
     def load(self, version: int | None = None) -> Snapshot:
@@ -122,7 +122,7 @@ class DeltaLog:
                         f"opening {self.location.uri}: {vanished} was deleted under each of {LOAD_ATTEMPTS} attempts",
                         uri=self.location.uri,
                     ) from None
-                log.debug("%s: %s vanished while opening; again", self.location.uri, vanished)
+                logger.debug("%s: %s vanished while opening; again", self.location.uri, vanished)
         raise AssertionError("unreachable")
 
     def _load(self, version: int | None) -> Snapshot:

@@ -37,7 +37,7 @@ from lakelog.errors import InvalidConfig, KafkaStorageError
 from lakelog.store import local_put
 from lakelog.store.s3_settings import S3_KEYS, SECRET_KEYS, parse_duration_s, s3_settings, storage_key
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 LOCAL = "file"
 S3 = "s3"

@@ -53,7 +53,7 @@ from lakelog.store.strict_commit import (
     is_checkpoint_version,
 )
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # Kept for callers that read it: a snapshot no longer ages (it replays only the commits it has not seen).
 REOPEN_EVERY_COMMITS = 100
@@ -110,7 +110,7 @@ class Table(StrictCommit):
         table = cls(location, replay([(0, actions)]))
         if not table._created_in_the_log():
             return cls.open(location), False
-        log.info("created table %s", location.uri)
+        logger.info("created table %s", location.uri)
         return table, True
 
     def _created_in_the_log(self) -> bool:
@@ -132,12 +132,12 @@ class Table(StrictCommit):
                 f"creating {self.uri}: version 0 was written but the log cannot be read: {one_line(error)}", uri=self.uri
             ) from error
         stray = self._log.file_uri(commit_name(0))
-        log.warning("%s: the create put version 0 into a hole of an existing table's log; removing it", self.uri)
+        logger.warning("%s: the create put version 0 into a hole of an existing table's log; removing it", self.uri)
         try:
             if self.table_id in self.io.read(stray).decode("utf-8", "replace"):
                 self.io.delete(stray)
         except (FileNotFoundError, KafkaStorageError) as error:
-            log.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
+            logger.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
         return False
 
     @staticmethod

@@ -65,10 +65,11 @@ def _logging_calls(tree: ast.Module, names: set[str]) -> list[int]:
 def test_a_module_that_logs_has_its_own_logger_named_logger(path):
     tree = ast.parse(path.read_text())
     loggers = _module_loggers(tree)
+    assert set(loggers) <= {"logger"}, f"{_name(path)} names its module logger {loggers}: call it `logger`"
     root_calls = _logging_calls(tree, {"logging"})
     assert root_calls == [], f"{_name(path)} logs through the root logger at line(s) {root_calls}: use `logger`"
-    if _logging_calls(tree, {"logger", "log"}):
-        assert len(loggers) == 1, f"{_name(path)} logs but has no `logger = logging.getLogger(__name__)`"
+    if _logging_calls(tree, {"logger"}):
+        assert loggers == ["logger"], f"{_name(path)} logs but has no `logger = logging.getLogger(__name__)`"
 
 
 @pytest.mark.parametrize("path", [path for path in MODULES if path not in PRINTS_ALLOWED], ids=_name)
