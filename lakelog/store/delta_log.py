@@ -108,7 +108,9 @@ class DeltaLog:
             moved = True
         if moved or snapshot.version < 0 or self.commit_exists(snapshot.version):
             return snapshot
-        logger.info("%s: commit %d is gone (log cleanup): opening from the latest checkpoint", self.location.uri, snapshot.version)
+        logger.info(
+            "%s: commit %d is gone (log cleanup): opening from the latest checkpoint", self.location.uri, snapshot.version
+        )
         return self.load()
 
     def load(self, version: int | None = None) -> Snapshot:
