@@ -72,7 +72,7 @@ class IdempotentGate:
             return
         target, expected = tp, expected_offset
         if verdict.dead_letter:
-            from lakelog.quality.gate import with_dlq_header
+            from lakelog.quality.dead_letter import with_dlq_header
 
             count = producer._partition_count(verdict.destination) or 1
             target, expected = (verdict.destination, tp[1] % count), None

@@ -193,7 +193,7 @@ class ProducerGate:
     def _publish_held(self, producer: Producer, verdict: Verdict) -> list[Any]:
         """Append a topic's held batches where the verdict sends them; the offset ranges its rows hold."""
         from lakelog.log import topic_config
-        from lakelog.quality.gate import with_dlq_header
+        from lakelog.quality.dead_letter import with_dlq_header
         from lakelog.quality.results import OffsetRange
 
         if verdict.topic not in self._held:

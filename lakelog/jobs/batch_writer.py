@@ -72,7 +72,7 @@ from lakelog.log.partition import APPEND_TIMEOUT_S
 from lakelog.log.records import next_sequence
 from lakelog.log.verification import TransactionVerification
 from lakelog.quality.batch_gate import BatchGate
-from lakelog.quality.gate import dlq_topic, ensure_dlq_topic, with_dlq_header
+from lakelog.quality.dead_letter import dlq_topic, ensure_dlq_topic, with_dlq_header
 from lakelog.quality.results import RESULTS_LOG, open_results_log, record_result, result_payload
 from lakelog.store import Location, open_root
 from lakelog.store.retry import Backoff, RetryPolicy

@@ -47,7 +47,8 @@ from tqdm import tqdm
 from lakelog.errors import InvalidRequest, OffsetMismatch
 from lakelog.log import BatchHeader, PartitionLog, open_partition
 from lakelog.log.records import NO_PRODUCER_ID, PAYLOAD_SCHEMA
-from lakelog.quality.gate import dlq_topic, gated_suites
+from lakelog.quality.dead_letter import dlq_topic
+from lakelog.quality.gate import gated_suites
 from lakelog.store import Location, open_root
 
 logger = logging.getLogger(__name__)

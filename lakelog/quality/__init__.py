@@ -4,7 +4,8 @@ Importing this package imports no Great Expectations: GX is loaded by the
 first `parse_suite`/`write_suite` or `validate` of the process.
 """
 
-from lakelog.quality.gate import DLQ_HEADER, DLQ_SUFFIX, Verdict, dlq_topic, ensure_dlq_topic, gated_suites, judge
+from lakelog.quality.dead_letter import DLQ_HEADER, DLQ_SUFFIX, dlq_topic, ensure_dlq_topic
+from lakelog.quality.gate import Verdict, gated_suites, judge
 from lakelog.quality.results import (
     RESULTS_LOG,
     RESULTS_SCHEMA,

@@ -21,44 +21,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
-from lakelog.errors import PolicyViolation, TopicAlreadyExists
-from lakelog.log import create_topic, topic_config
-from lakelog.log.records import HEADER_TYPE
+from lakelog.errors import PolicyViolation
+from lakelog.quality.dead_letter import dlq_topic
 from lakelog.quality.results import new_validation_id
 from lakelog.quality.suites import Suite, read_suite
 from lakelog.quality.validate import FieldColumns, ValidationResult
-from lakelog.store import Location, check_root
+from lakelog.store import Location
 
 logger = logging.getLogger(__name__)
 
-DLQ_SUFFIX = ".dlq"
-DLQ_HEADER = "lakelog.quality.validation_id"
 ENFORCE, WARN, DEAD_LETTER = "enforce", "warn", "dead-letter"
-
-
-def dlq_topic(topic: str) -> str:
-    """The dead-letter topic of `topic`: `<topic>.dlq`."""
-    return topic + DLQ_SUFFIX
-
-
-def ensure_dlq_topic(root: str | Location, topic: str) -> None:
-    """Create `<topic>.dlq` with the topic's partition count and config if it is absent; idempotent.
-
-    UnknownTopicOrPartition if `topic` does not exist.
-    """
-    root = check_root(root)
-    config = topic_config(root, topic)
-    name = dlq_topic(topic)
-    overrides = {key: value for key, value in config.values.items() if key != "num.partitions"}
-    try:
-        create_topic(root, name, config.num_partitions, overrides)
-    except TopicAlreadyExists:
-        return
-    logger.info("created dead-letter topic %s for the quality suite of %s", name, topic)
 
 
 def gated_suites(root: str | Location, topics: Iterable[str]) -> dict[str, Suite]:
@@ -120,24 +95,11 @@ def judge(suite: Suite, topic: str, rows: pa.Table, value_fields: FieldColumns |
     return verdict
 
 
-def with_dlq_header(payload: pa.Table, validation_id: str) -> pa.Table:
-    """`payload` (payload columns) with the header DLQ_HEADER = `validation_id` added to every record."""
-    index = payload.schema.get_field_index("headers")
-    added = {"key": DLQ_HEADER, "value": validation_id.encode()}
-    headers: list[Any] = [[*(item or []), added] for item in payload.column(index).to_pylist()]
-    return payload.set_column(index, payload.schema.field(index), pa.array(headers, HEADER_TYPE))
-
-
 __all__ = [
     "DEAD_LETTER",
-    "DLQ_HEADER",
-    "DLQ_SUFFIX",
     "ENFORCE",
     "WARN",
     "Verdict",
-    "dlq_topic",
-    "ensure_dlq_topic",
     "gated_suites",
     "judge",
-    "with_dlq_header",
 ]

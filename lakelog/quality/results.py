@@ -216,7 +216,7 @@ def outcome(root: str | Location, row: dict[str, Any]) -> str:
     The ranges of a failed dead-letter unit are in `<topic>.dlq`, where its rows went.
     """
     from lakelog.log import open_partition
-    from lakelog.quality.gate import dlq_topic
+    from lakelog.quality.dead_letter import dlq_topic
 
     ranges = row.get("offset_ranges") or []
     producer_id = row.get("producer_id")

@@ -124,7 +124,7 @@ def write_suite(
     document = dict(suite.document)
     document["meta"] = {**document["meta"], "lakelog": {**document["meta"]["lakelog"], "digest": _digest(document)}}
     if suite.mode == "dead-letter":
-        from lakelog.quality.gate import ensure_dlq_topic
+        from lakelog.quality.dead_letter import ensure_dlq_topic
 
         ensure_dlq_topic(root, topic)  # before the suite: a gate never meets a dead-letter suite without its topic
     location = suite_location(root, topic)

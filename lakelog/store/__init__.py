@@ -1,7 +1,8 @@
 """Storage: Delta tables, whose log lakelog reads and writes itself (no delta-rs), and file IO by URI scheme."""
 
 from lakelog.store.cluster import ensure_initialised, initialise_root, open_root
-from lakelog.store.fileio import FileIO, FileStatus, Location, load_file_io
+from lakelog.store.fileio import FileIO, FileStatus
+from lakelog.store.location import Location, load_file_io
 from lakelog.store.pinned import PinnedSnapshot
 from lakelog.store.root import check_root
 from lakelog.store.table import REOPEN_EVERY_COMMITS, FileEntry, Table, TableNotFoundError

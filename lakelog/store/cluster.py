@@ -33,7 +33,8 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog.errors import CommitConflict, UnresolvedRoot
-from lakelog.store.fileio import FileIO, Location
+from lakelog.store.fileio import FileIO
+from lakelog.store.location import Location
 from lakelog.store.root import check_root
 from lakelog.store.table import Table
 

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from lakelog.errors import KafkaStorageError
 from lakelog.store.checkpoint import checkpoint_table, last_checkpoint, read_last_checkpoint, snapshot_from_checkpoint
 from lakelog.store.delta_actions import decode_commit
-from lakelog.store.fileio import Location
+from lakelog.store.location import Location
 from lakelog.store.snapshot import Snapshot
 
 logger = logging.getLogger(__name__)

@@ -22,9 +22,8 @@ import logging
 import os
 import re
 import threading
-import urllib.parse
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -33,7 +32,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from lakelog.errors import InvalidConfig, KafkaStorageError
+from lakelog.errors import KafkaStorageError
 from lakelog.store import local_put
 from lakelog.store.s3_settings import S3_KEYS, SECRET_KEYS, parse_duration_s, s3_settings, storage_key
 
@@ -41,7 +40,6 @@ logger = logging.getLogger(__name__)
 
 LOCAL = "file"
 S3 = "s3"
-_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$", re.DOTALL)
 # URI schemes a root may have, and what each one is read as.
 SCHEMES = {"file": LOCAL, "s3": S3, "s3a": S3}
 
@@ -314,115 +312,6 @@ class LocalFileIO(FileIO):
         return data.size
 
 
-_file_ios: dict[tuple, FileIO] = {}
-_file_ios_lock = threading.Lock()
-
-
-def load_file_io(scheme: str, settings: Mapping[str, str] | None = None) -> FileIO:
-    """The FileIO of `scheme` with these settings (one shared instance per distinct set)."""
-    from lakelog.store.s3_fileio import S3FileIO  # it builds on FileIO: imported when first asked for
-
-    kind = {LOCAL: LocalFileIO, S3: S3FileIO}[scheme]
-    key = (scheme, tuple(sorted((settings or {}).items())))
-    with _file_ios_lock:
-        if key not in _file_ios:
-            _file_ios[key] = kind(settings)
-        return _file_ios[key]
-
-
-@dataclass(frozen=True)
-class Location:
-    """A URI (a root, or a table or file under it) with the FileIO that serves it.
-
-    `str(location)` is the URI: an absolute local path for local roots (delta-rs
-    and pyarrow take those), `s3://bucket/prefix` for S3. `location / "name"`
-    is a child sharing the FileIO.
-    """
-
-    uri: str
-    io: FileIO
-
-    @classmethod
-    def of(cls, value: Any, storage_options: Mapping[str, Any] | None = None, *, what: str = "lakelog.root") -> Location:
-        """Parse a root or any URI: a Location is returned as it is; InvalidConfig for anything else unusable."""
-        if isinstance(value, Location):
-            return value
-        if isinstance(value, os.PathLike):
-            value = os.fspath(value)
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidConfig(f"{what} must name a folder or a URI, not {value!r}", key=what)
-        match = _SCHEME.match(value)
-        if match is None:
-            return cls(os.path.abspath(value), load_file_io(LOCAL))
-        scheme, rest = match.group(1).lower(), match.group(2)
-        if scheme not in SCHEMES:
-            raise InvalidConfig(
-                f"{what} {value} has the unknown scheme {scheme!r}; a root is a local path, file:///path or s3://bucket/prefix",
-                key=what,
-            )
-        if SCHEMES[scheme] == LOCAL:
-            parsed = urllib.parse.urlsplit(value)
-            if parsed.netloc not in ("", "localhost"):
-                raise InvalidConfig(
-                    f"{what} {value} names host {parsed.netloc!r}; file:// URIs are local: file:///path", key=what
-                )
-            return cls(os.path.abspath(urllib.parse.unquote(parsed.path)), load_file_io(LOCAL))
-        bucket, _, prefix = rest.partition("/")
-        if not bucket:
-            raise InvalidConfig(f"{what} {value} names no bucket: write s3://bucket/prefix", key=what)
-        uri = f"s3://{bucket}/{prefix.strip('/')}".rstrip("/")
-        return cls(uri, load_file_io(S3, s3_settings(storage_options)))
-
-    def __str__(self) -> str:
-        return self.uri
-
-    def __fspath__(self) -> str:
-        if self.io.scheme != LOCAL:
-            raise TypeError(f"{self.uri} is not a local path")
-        return self.uri
-
-    def __truediv__(self, name: str) -> Location:
-        return self.child(name)
-
-    def child(self, *names: str) -> Location:
-        uri = self.uri.rstrip("/")
-        for name in names:
-            uri = f"{uri}/{str(name).strip('/')}"
-        return Location(uri, self.io)
-
-    @property
-    def name(self) -> str:
-        return self.uri.rstrip("/").rsplit("/", 1)[-1]
-
-    @property
-    def scheme(self) -> str:
-        return self.io.scheme
-
-    @property
-    def is_local(self) -> bool:
-        return self.io.scheme == LOCAL
-
-    @property
-    def bucket(self) -> str | None:
-        return self.uri.split("://", 1)[1].split("/", 1)[0] if self.io.scheme == S3 else None
-
-    # Shorthands for this location's own bytes.
-    def exists(self) -> bool:
-        return self.io.exists(self.uri)
-
-    def is_dir(self) -> bool:
-        return self.io.is_dir(self.uri)
-
-    def list(self, *, recursive: bool = False) -> builtins.list[FileStatus]:
-        return self.io.list(self.uri, recursive=recursive)
-
-    def children(self) -> Iterator[Location]:
-        """Sub-folders, by name order."""
-        for entry in self.list():
-            if entry.is_dir:
-                yield Location(entry.uri, self.io)
-
-
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
@@ -467,9 +356,7 @@ __all__ = [
     "FileStatus",
     "LocalFileIO",
     "SECRET_KEYS",
-    "Location",
     "S3_KEYS",
-    "load_file_io",
     "one_line",
     "parse_duration_s",
     "s3_settings",

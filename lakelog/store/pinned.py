@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog.errors import InvalidConfig
-from lakelog.store.fileio import Location
+from lakelog.store.location import Location
 from lakelog.store.table import FileEntry, Table
 
 logger = logging.getLogger(__name__)

@@ -42,7 +42,8 @@ from lakelog.store.delta_actions import (
 from lakelog.store.delta_log import LAST_CHECKPOINT, DeltaLog, TableNotFoundError, commit_name
 from lakelog.store.delta_schema import UnsupportedSchema, schema_string
 from lakelog.store.file_stats import file_statistics, footer_statistics
-from lakelog.store.fileio import Location, one_line
+from lakelog.store.fileio import one_line
+from lakelog.store.location import Location
 from lakelog.store.snapshot import FileEntry, Snapshot, SnapshotError, replay
 from lakelog.store.strict_commit import (
     StrictCommit,

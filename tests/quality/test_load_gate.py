@@ -23,7 +23,7 @@ from lakelog.jobs.batch_writer import TransactionalBatchWriter
 from lakelog.jobs.unit_load import load_unit
 from lakelog.log import READ_UNCOMMITTED, open_partition
 from lakelog.quality import read_results, write_suite
-from lakelog.quality.gate import DLQ_HEADER, dlq_topic
+from lakelog.quality.dead_letter import DLQ_HEADER, dlq_topic
 from lakelog.quality.results import failed_expectations, outcome
 from lakelog.store import Location
 from tests.helpers import topic_rows

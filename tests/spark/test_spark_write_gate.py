@@ -15,7 +15,7 @@ from helpers import table_fingerprint
 from lakelog.jobs.batch_writer import TransactionalBatchWriter
 from lakelog.log import READ_UNCOMMITTED, create_topic
 from lakelog.quality import read_results, write_suite
-from lakelog.quality.gate import DLQ_HEADER, dlq_topic
+from lakelog.quality.dead_letter import DLQ_HEADER, dlq_topic
 from lakelog.quality.results import failed_expectations, outcome
 from pyspark_lakelog.source import STAGING_DIR
 from tests.helpers import topic_rows

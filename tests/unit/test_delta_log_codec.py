@@ -38,7 +38,7 @@ from lakelog.store.delta_actions import (
 )
 from lakelog.store.delta_log import DeltaLog
 from lakelog.store.delta_schema import UnsupportedSchema, arrow_schema, schema_string
-from lakelog.store.fileio import Location
+from lakelog.store.location import Location
 from lakelog.store.snapshot import Snapshot, SnapshotError, replay
 
 SCHEMAS = [
