@@ -40,15 +40,14 @@ from lakelog.client.admin_types import (
     TopicCollection,
     Uuid,
 )
+from lakelog.client.conf import split_callbacks
 from lakelog.client.group_admin import ConsumerGroupState, ConsumerGroupTopicPartitions, ListConsumerGroupsResult
-from lakelog.client.producer import split_callbacks
+from lakelog.client.metadata import cluster_metadata
 from lakelog.client.types import (
     ClusterMetadata,
     NewTopic,
     PartitionDescription,
-    PartitionMetadata,
     TopicDescription,
-    TopicMetadata,
     TopicPartition,
 )
 from lakelog.config import storage_options
@@ -56,11 +55,9 @@ from lakelog.errors import (
     InvalidArgument,
     InvalidProducerIdMapping,
     InvalidType,
-    KafkaError,
     KafkaException,
-    UnknownTopicOrPartition,
 )
-from lakelog.log import create_topic, list_topics, open_partition, retention, topic_config
+from lakelog.log import create_topic, open_partition, retention, topic_config
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topic_changes import create_partitions, delete_topic
 from lakelog.log.topics import validate_new_topic
@@ -81,23 +78,6 @@ def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
     else:
         future.set_result(result)
     return future
-
-
-def cluster_metadata(root: str | Location, topic: str | None = None) -> ClusterMetadata:
-    """Every topic of the root (or one), with its partitions. A topic the root does not hold comes back with
-    UNKNOWN_TOPIC_OR_PART as its `error` and no partitions, as librdkafka's metadata carries it."""
-    names = [topic] if topic is not None else list_topics(root)
-    topics = {}
-    for name in names:
-        try:
-            count = topic_config(root, name).num_partitions
-        except UnknownTopicOrPartition:
-            error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, f"Broker: Unknown topic or partition: {name}")
-            topics[name] = TopicMetadata(name, {}, error)
-            continue
-        topics[name] = TopicMetadata(name, {p: PartitionMetadata(p) for p in range(count)})
-    node = BrokerMetadata(NODE_ID, str(root))
-    return ClusterMetadata(topics=topics, cluster_id=str(root), brokers={NODE_ID: node}, orig_broker_name=str(node))
 
 
 def describe_topic(root: str | Location, topic: str) -> TopicDescription:

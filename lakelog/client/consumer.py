@@ -49,11 +49,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lakelog import config
+from lakelog.client.conf import split_callbacks
 from lakelog.client.consumer_fetch import TopicPartitionKey, _Assigned, _fetched_key, _fetched_offset, _Fetching
 from lakelog.client.consumer_membership import _GroupMembership, _Membership
 from lakelog.client.consumer_metadata import _Metadata
 from lakelog.client.consumer_offsets import _OffsetCommits
-from lakelog.client.producer import split_callbacks
 from lakelog.client.types import Message, TopicPartition
 from lakelog.config import storage_options
 from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH

@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass, field
 
 from lakelog import config
-from lakelog.client.admin import cluster_metadata
 from lakelog.client.consumer_fetch import _partition_list
 from lakelog.client.consumer_state import _ConsumerState
+from lakelog.client.metadata import cluster_metadata
 from lakelog.client.types import OFFSET_END, OFFSET_INVALID, ClusterMetadata, Message, TopicPartition
 from lakelog.config import validate_name
 from lakelog.errors import InvalidArgument, InvalidType, KafkaError, KafkaException, TopicAlreadyExists

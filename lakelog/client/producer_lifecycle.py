@@ -422,7 +422,7 @@ class ProducerLifecycle:
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The root's topics and their partitions. A topic the root does not hold comes back with
         UNKNOWN_TOPIC_OR_PART as its `error` and no partitions, as confluent-kafka's metadata carries it."""
-        from lakelog.client.admin import cluster_metadata
+        from lakelog.client.metadata import cluster_metadata
 
         self._require_open()
         return cluster_metadata(self._root, topic)

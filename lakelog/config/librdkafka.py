@@ -13,7 +13,7 @@ CONFIGURATION.md (global and topic tables, v2.15) and every key confluent-kafka-
 
 A key in none of these is refused as librdkafka refuses it ("No such configuration property"). The
 callbacks a client calls (`on_delivery`, `on_commit`, `error_cb`) and `default.topic.config` (merged into the
-config) are taken out before this table is read (lakelog.client.producer.split_callbacks).
+config) are taken out before this table is read (lakelog.client.conf.split_callbacks).
 """
 
 from __future__ import annotations
