@@ -45,10 +45,9 @@ from lakelog.errors import (
 )
 from lakelog.log import READ_COMMITTED, PartitionLog, open_partition, topic_config
 from lakelog.store import Location
+from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)
-
-TopicPartitionKey = tuple[str, int]
 
 
 @dataclass

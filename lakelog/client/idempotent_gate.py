@@ -29,6 +29,7 @@ from lakelog.client.types import TIMESTAMP_CREATE_TIME, Message
 from lakelog.errors import KafkaError, KafkaException
 from lakelog.quality.suites import read_suite
 from lakelog.store import Location
+from lakelog.typedef import TopicPartitionKey
 
 if TYPE_CHECKING:
     from lakelog.client.producer import Producer, _Pending
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Tp = tuple[str, int]
+Tp = TopicPartitionKey
 
 
 class IdempotentGate:

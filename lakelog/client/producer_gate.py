@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Message
 from lakelog.errors import KafkaError, KafkaException, TransactionAbortable
+from lakelog.typedef import TopicPartitionKey
 
 if TYPE_CHECKING:
     from lakelog.client.producer import Producer, _Pending
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)
 # Fault point (tests stop a process there): verdicts made, results and held rows appended, nothing decided.
 FAULT_AFTER_VALIDATION = "after_validation"
 
-Tp = tuple[str, int]
+Tp = TopicPartitionKey
 
 
 @dataclass

@@ -76,6 +76,7 @@ from lakelog.quality.dead_letter import dlq_topic, ensure_dlq_topic, with_dlq_he
 from lakelog.quality.results import RESULTS_LOG, open_results_log, record_result, result_payload
 from lakelog.store import Location, open_root
 from lakelog.store.retry import Backoff, RetryPolicy
+from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ logger = logging.getLogger(__name__)
 RECORD_TIMEOUT_S = 60.0
 STORAGE_ATTEMPTS = 5
 
-TopicPartitionKey = tuple[str, int]
+
 # Kafka's "no producer id": what a batch skipped before `init_producer_id` reports.
 NO_PRODUCER_ID = -1
 

@@ -51,6 +51,7 @@ from lakelog.log.compaction import CompactionResult, compact_partition
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 from lakelog.store import FileEntry, Location
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
+from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +63,6 @@ SINK_BATCHES_CONFIG = {"cleanup.policy": "compact"}
 OLD_APP_PREFIX = "lakelog.sink."
 TOMBSTONE_TIMEOUT_S = 60.0
 _COLUMNS = ["offset", "key", "value", "producer_id", "control"]
-
-TopicPartitionKey = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,9 @@ from lakelog.quality.gate import Verdict, gated_suites
 from lakelog.quality.results import OffsetRange
 from lakelog.quality.staged import StagedRows
 from lakelog.store import Location
+from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)
-
-TopicPartitionKey = tuple[str, int]
 
 
 @dataclass(frozen=True)
