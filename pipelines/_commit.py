@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from lakelog.client.retry import Backoff
 from lakelog.errors import KafkaTimeout
-from lakelog.store.retry import Backoff
 
 
 def wait_after_lost_commit(backoff: Backoff, log: logging.Logger, what: str) -> None:

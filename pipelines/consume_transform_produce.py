@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from lakelog import OFFSET_STORED, Consumer, KafkaException, Message, Producer, TopicPartition
-from lakelog.coordinator.group.coordinator import GroupCoordinator
-from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
+from lakelog.admin import AdminClient, ConsumerGroupTopicPartitions, IsolationLevel, OffsetSpec
+from lakelog.client.retry import RetryPolicy
+from lakelog.client.roots import open_root, partition_count
 from lakelog.errors import (
     FencedInstanceId,
     IllegalGeneration,
@@ -53,9 +54,7 @@ from lakelog.errors import (
     UnknownMemberId,
     UnstableOffsetCommit,
 )
-from lakelog.log import open_partition, topic_config
-from lakelog.store import open_root
-from lakelog.store.retry import RetryPolicy
+from lakelog.jobs.maintenance import Sweeper
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +122,7 @@ def check_job(job: Job) -> tuple[int, int]:
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidRequest(f"{name} must be a positive integer, not {value!r}")
-    return topic_config(job.root, job.input_topic).num_partitions, topic_config(job.root, job.output_topic).num_partitions
+    return partition_count(job.root, job.input_topic), partition_count(job.root, job.output_topic)
 
 
 # -- one worker ---------------------------------------------------------------------------
@@ -292,7 +291,7 @@ def worker_command(job: Job, slot: int) -> list[str]:
     command = [
         sys.executable,
         "-m",
-        "pipelines.consume_transform_produce",
+        f"{__package__ or 'lakelog.pipelines'}.consume_transform_produce",  # the package this copy was imported from
         "--root",
         job.root,
         "--input",
@@ -332,9 +331,8 @@ class Supervisor:
         self.job = job
         self.report = RunReport(workers)
         self.processes: dict[int, subprocess.Popen] = {}
-        # Kept across sweeps: each replays its logs from where it last read.
-        self._transactions = TransactionCoordinator(job.root)
-        self._groups = GroupCoordinator(job.root)
+        # Kept across sweeps: each coordinator replays its log from where it last read.
+        self._sweeper = Sweeper(job.root)
 
     def start(self, slot: int) -> None:
         self.processes[slot] = start_worker(self.job, slot)
@@ -345,8 +343,8 @@ class Supervisor:
 
     def sweep(self) -> tuple[int, int]:
         """Abort timed-out transactions, then remove members past their session; (aborted, removed)."""
-        aborted = len(self._transactions.sweep().aborted_timed_out)
-        removed = len(self._groups.sweep())
+        aborted = len(self._sweeper.transactions().aborted_timed_out)
+        removed = len(self._sweeper.groups())
         self.report.sweeps += 1
         self.report.transactions_aborted_by_sweep += aborted
         self.report.members_expired += removed
@@ -366,13 +364,14 @@ class Supervisor:
 
     def committed(self) -> dict[int, int | None] | None:
         """The group's committed offsets of the input (None for none), or None while a transaction holds one."""
-        count = topic_config(self.job.root, self.job.input_topic).num_partitions
-        wanted = [(self.job.input_topic, p) for p in range(count)]
+        count = partition_count(self.job.root, self.job.input_topic)
+        request = ConsumerGroupTopicPartitions(self.job.group_id, [TopicPartition(self.job.input_topic, p) for p in range(count)])
+        admin = AdminClient({"lakelog.root": self.job.root})
         try:
-            records = self._groups.fetch_offsets(self.job.group_id, wanted, require_stable=True)
+            listed = admin.list_consumer_group_offsets([request], require_stable=True)[self.job.group_id].result()
         except UnstableOffsetCommit:
             return None
-        return {tp[1]: None if record is None else record.offset for tp, record in records.items()}
+        return {tp.partition: None if tp.offset < 0 else tp.offset for tp in listed.topic_partitions}
 
     def caught_up(self) -> bool:
         """The group has committed every input partition up to its end (its LSO)."""
@@ -387,15 +386,13 @@ class Supervisor:
         of the whole output wait for that, at most the transaction timeout.
         """
         deadline = time.monotonic() + self.job.transaction_timeout_ms / 1000 + 30
-        count = topic_config(self.job.root, self.job.output_topic).num_partitions
-        logs = [open_partition(self.job.root, self.job.output_topic, p) for p in range(count)]
-        while any(log.last_stable_offset() < log.high_watermark() for log in logs):
+        while _latest(self.job.root, self.job.output_topic, IsolationLevel.READ_COMMITTED) != _latest(
+            self.job.root, self.job.output_topic, IsolationLevel.READ_UNCOMMITTED
+        ):
             if time.monotonic() > deadline:
                 raise KafkaTimeout(f"{self.job.output_topic}: a transaction stayed open past its timeout")
             self.sweep()
             time.sleep(0.5)
-            for log in logs:
-                log.refresh()
 
     def stop(self, timeout_s: float = 30.0) -> list[int]:
         """SIGTERM (a worker finishes its batch and leaves the group), then SIGKILL whatever is left."""
@@ -416,8 +413,15 @@ class Supervisor:
 
 def end_offsets(root: str, topic: str) -> dict[int, int]:
     """Where a read_committed reader of each partition ends now: its last stable offset."""
-    count = topic_config(root, topic).num_partitions
-    return {p: open_partition(root, topic, p).last_stable_offset() for p in range(count)}
+    return _latest(root, topic, IsolationLevel.READ_COMMITTED)
+
+
+def _latest(root: str, topic: str, isolation_level: IsolationLevel) -> dict[int, int]:
+    """Each partition's latest offset through the Admin API: its last stable offset under READ_COMMITTED, else its
+    high watermark (S5.1)."""
+    requests = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partition_count(root, topic))}
+    futures = AdminClient({"lakelog.root": root}).list_offsets(requests, isolation_level=isolation_level)
+    return {tp.partition: futures[tp].result().offset for tp in requests}
 
 
 def run(job: Job, workers: int, follow: bool = False, sweep_interval_s: float = 1.0, timeout_s: float | None = None) -> RunReport:

@@ -38,11 +38,11 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from lakelog import Consumer, TopicPartition
+from lakelog import AdminClient, Consumer, NewTopic, TopicPartition
+from lakelog.client.roots import Location, check_root, make_root
 from lakelog.jobs.load import load
-from lakelog.log import create_topic, open_partition
-from lakelog.store import Location, check_root, initialise_root
-from pipelines import demo_groups, demo_spark, demo_transactions
+
+from . import demo_groups, demo_spark, demo_transactions
 
 TOPIC = "orders"
 
@@ -77,16 +77,15 @@ def kill_loader_halfway(root: Location, source: Location, rows: int, batch_recor
         ],
         stdout=subprocess.DEVNULL,
     )
-    log = open_partition(root, TOPIC, 0)
-    while child.poll() is None:
-        log.refresh()
-        if log.log_end_offset() >= rows // 2:
-            child.send_signal(signal.SIGKILL)
-            child.wait()
-            break
-        time.sleep(0.05)
-    log.refresh()
-    return log.log_end_offset()
+    partition = TopicPartition(TOPIC, 0)
+    with Consumer({"lakelog.root": root, "isolation.level": "read_uncommitted"}) as watcher:
+        while child.poll() is None:
+            if watcher.get_watermark_offsets(partition)[1] >= rows // 2:
+                child.send_signal(signal.SIGKILL)
+                child.wait()
+                break
+            time.sleep(0.05)
+        return watcher.get_watermark_offsets(partition)[1]
 
 
 def verify(root: Location, rows: int) -> None:
@@ -122,12 +121,13 @@ def main() -> None:
     args = parser.parse_args()
     root = check_root(args.root)
     root.io.delete_tree(root.uri)
-    initialise_root(root)  # as `lakelog init` does: the clients take no folder or prefix that is not a root
+    make_root(root)  # as `lakelog init` does: the clients take no folder or prefix that is not a root
     source = root / "orders.parquet"
     started = time.monotonic()
     generate(source, args.rows)
     print(f"generated {args.rows} orders in {source}")
-    create_topic(root, TOPIC, 1, {"check.expected.offsets": True})
+    created = AdminClient({"lakelog.root": root}).create_topics([NewTopic(TOPIC, 1, config={"check.expected.offsets": "true"})])
+    created[TOPIC].result()
     print(f"created topic {TOPIC} (check.expected.offsets=true)")
     killed_at = kill_loader_halfway(root, source, args.rows, args.batch_records)
     print(f"loader SIGKILLed with {killed_at} of {args.rows} rows committed")

@@ -25,8 +25,9 @@ from collections import Counter
 from pathlib import Path
 
 from lakelog import OFFSET_BEGINNING, AdminClient, Consumer, KafkaError, NewTopic, Producer, TopicPartition
-from lakelog.store import Location, check_root, initialise_root
-from pipelines.consume_transform_produce import SOURCE_HEADER, Job, Supervisor, end_offsets
+from lakelog.client.roots import Location, check_root, make_root
+
+from .consume_transform_produce import SOURCE_HEADER, Job, Supervisor, end_offsets
 
 INPUT, OUTPUT, GROUP = "clicks", "clicks-upper", "upper"
 PARTITIONS = 4
@@ -141,7 +142,7 @@ def main() -> None:
     args = parser.parse_args()
     root = check_root(args.root)
     root.io.delete_tree(root.uri)
-    initialise_root(root)  # as `lakelog init` does: the clients take no folder or prefix that is not a root
+    make_root(root)  # as `lakelog init` does: the clients take no folder or prefix that is not a root
     run(root, args.records)
 
 

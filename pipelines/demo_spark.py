@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lakelog import Producer, jars
-from lakelog.store import Location, open_root
+from lakelog.client.roots import Location, open_root
 
 TOPIC = "payments"
 MORE_VIEWS = ("orders", "clicks-upper")
@@ -50,7 +50,7 @@ def spark_session(master: str = "local[2]") -> Any:
 
 def child_dies_before_commit(root: str) -> None:
     """The view job of `payments`, SIGKILLed once its files are written and before its commit."""
-    from pipelines.materialize_committed_view import FAULT_WRITTEN, materialize_committed_view
+    from .materialize_committed_view import FAULT_WRITTEN, materialize_committed_view
 
     def die_at(point: str) -> None:
         if point == FAULT_WRITTEN:
@@ -130,11 +130,12 @@ def spark_sql(root: Location) -> str:
 def run(root: Location) -> None:
     from lakelog import catalog
     from lakelog.sql import query, snapshot_rows
-    from pipelines.materialize_committed_view import materialize_committed_view
-    from pipelines.partition_status import partition_status
+
+    from .materialize_committed_view import materialize_committed_view
+    from .partition_status import partition_status
 
     child = subprocess.run(
-        [sys.executable, "-m", "pipelines.demo_spark", "--child", "--root", root.uri],
+        [sys.executable, "-m", f"{__package__}.demo_spark", "--child", "--root", root.uri],
         capture_output=True,
         text=True,
         timeout=600,

@@ -25,9 +25,9 @@ import sys
 import time
 
 from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer, TopicPartition
-from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
-from lakelog.log import open_partition
-from lakelog.store import Location, check_root, initialise_root
+from lakelog.admin import IsolationLevel, OffsetSpec
+from lakelog.client.roots import Location, check_root, make_root
+from lakelog.jobs.maintenance import Sweeper
 
 TOPIC = "payments"
 PARTITIONS = 3
@@ -65,7 +65,7 @@ def child(role: str, root: str) -> None:
 
 def start_child(role: str, root: Location) -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.demo_transactions", "--child", role, "--root", root.uri],
+        [sys.executable, "-m", f"{__package__}.demo_transactions", "--child", role, "--root", root.uri],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -92,11 +92,11 @@ def read_all(root: Location, isolation_level: str) -> list[dict]:
 
 
 def offsets(root: Location) -> str:
-    parts = []
-    for partition in range(PARTITIONS):
-        log = open_partition(root, TOPIC, partition)
-        parts.append(f"p{partition} LSO {log.last_stable_offset()}/HW {log.high_watermark()}")
-    return ", ".join(parts)
+    requests = {TopicPartition(TOPIC, partition): OffsetSpec.latest() for partition in range(PARTITIONS)}
+    admin = AdminClient({"lakelog.root": root})
+    stable = admin.list_offsets(requests, isolation_level=IsolationLevel.READ_COMMITTED)
+    high = admin.list_offsets(requests, isolation_level=IsolationLevel.READ_UNCOMMITTED)
+    return ", ".join(f"p{tp.partition} LSO {stable[tp].result().offset}/HW {high[tp].result().offset}" for tp in requests)
 
 
 def run(root: Location) -> None:
@@ -135,7 +135,7 @@ def run(root: Location) -> None:
     dying.wait()
     print(f"producer 'refunds' SIGKILLed mid-transaction: {offsets(root)}")
     time.sleep(STALLED_TIMEOUT_MS / 1000 + 0.5)
-    report = TransactionCoordinator(root).sweep()
+    report = Sweeper(root).transactions()
     print(f"coordinator sweep: aborted {report.aborted_timed_out}, rolled forward {report.rolled_forward}; {offsets(root)}")
     if report.aborted_timed_out != ["refunds"]:
         raise SystemExit(f"demo: FAILED: the sweep should have aborted 'refunds', report: {report}")
@@ -162,7 +162,7 @@ def main() -> None:
         return
     root = check_root(args.root)
     root.io.delete_tree(root.uri)
-    initialise_root(root)  # as `lakelog init` does: the clients take no folder or prefix that is not a root
+    make_root(root)  # as `lakelog init` does: the clients take no folder or prefix that is not a root
     run(root)
 
 

@@ -62,18 +62,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog import catalog
+from lakelog.client.retry import DEFAULT_POLICY, Backoff
+from lakelog.client.roots import Location, open_root, partition_count
 from lakelog.errors import CommitConflict, PolicyViolation
-from lakelog.log import READ_COMMITTED, topic_config
+from lakelog.log import READ_COMMITTED
 from lakelog.log.scan import LATEST, PartitionScan, plan_scan
+from lakelog.pipelines._args import storage_option_pairs
+from lakelog.pipelines._commit import wait_after_lost_commit
 from lakelog.quality.gate import Verdict, gated_suites, judge
 from lakelog.quality.results import OffsetRange, offset_ranges_of, record_result
 from lakelog.quality.suites import Suite
-from lakelog.store import Location, Table, open_root
+from lakelog.store import Table
 from lakelog.store.fileio import one_line
 from lakelog.store.maintenance import vacuum
-from lakelog.store.retry import DEFAULT_POLICY, Backoff
-from pipelines._args import storage_option_pairs
-from pipelines._commit import wait_after_lost_commit
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def materialize_committed_view(
     from pyspark_lakelog import reads_natively
 
     root = open_root(root)  # UnresolvedRoot if it is no root
-    num_partitions = topic_config(root, topic).num_partitions
+    num_partitions = partition_count(root, topic)
     suite = gated_suites(root, [topic]).get(topic)  # None: ungated, and no GX import
     view, _ = Table.create(catalog.view_path(root, topic), catalog.VIEW_SCHEMA, VIEW_CONFIGURATION)
     native = reads_natively(view.location)

@@ -31,12 +31,13 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog import catalog
+from lakelog.client.retry import DEFAULT_POLICY, Backoff
+from lakelog.client.roots import Location, open_root, partition_count
 from lakelog.errors import CommitConflict
-from lakelog.log import open_partition, topic_config
-from lakelog.store import Location, Table, open_root
-from lakelog.store.retry import DEFAULT_POLICY, Backoff
-from pipelines._args import storage_option_pairs
-from pipelines._commit import wait_after_lost_commit
+from lakelog.log import open_partition
+from lakelog.pipelines._args import storage_option_pairs
+from lakelog.pipelines._commit import wait_after_lost_commit
+from lakelog.store import Table
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def partition_status(spark: Any, root: str | Location, topic: str, *, backoff: B
     """
     # Tasks get the root as a Location: its store settings travel with it to the executors.
     root = open_root(root)  # UnresolvedRoot if it is no root
-    num_partitions = topic_config(root, topic).num_partitions
+    num_partitions = partition_count(root, topic)
     table, _ = Table.create(catalog.status_path(root, topic), catalog.STATUS_SCHEMA, {})
     backoff = DEFAULT_POLICY.start(COMMIT_TIMEOUT_S) if backoff is None else backoff
     while True:

@@ -63,13 +63,13 @@ with DAG(
     )
     committed_view = LakelogSparkSubmitOperator(
         task_id="committed_view",
-        application="pipelines.materialize_committed_view",
+        application="lakelog.pipelines.materialize_committed_view",
         application_args=["--topic", TOPIC],
         max_active_tis_per_dag=1,
     )
     partition_status = LakelogSparkSubmitOperator(
         task_id="partition_status",
-        application="pipelines.partition_status",
+        application="lakelog.pipelines.partition_status",
         application_args=["--topic", TOPIC],
         max_active_tis_per_dag=1,
     )

@@ -45,8 +45,8 @@ log = logging.getLogger(__name__)
 LAKELOG_CONN_ID = DEFAULT_CONN_ID
 # The Spark jobs run for each topic: task id -> application.
 JOBS = {
-    "partition_status": "pipelines.partition_status",
-    "committed_view": "pipelines.materialize_committed_view",
+    "partition_status": "lakelog.pipelines.partition_status",
+    "committed_view": "lakelog.pipelines.materialize_committed_view",
 }
 
 

@@ -13,7 +13,7 @@ import logging
 import urllib.parse
 from typing import Any
 
-from lakelog.store import Location
+from lakelog.client.roots import Location
 
 logger = logging.getLogger(__name__)
 

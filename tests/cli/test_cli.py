@@ -1,6 +1,6 @@
 """The `lakelog` command line, run for real as `python -m lakelog.cli` in a subprocess.
 
-Contract (lakelog/cli.py): every command takes --root; bad input exits 2 with one
+Contract (lakelog/cli/): every command takes --root; bad input exits 2 with one
 line on stderr and, being refused, leaves the root as it was (S8.3); a failed
 delivery exits 1.
 """

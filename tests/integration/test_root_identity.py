@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer
-from lakelog.cli import _build_parser
+from lakelog.cli.main import _build_parser
 from lakelog.errors import KafkaError, UnresolvedRoot
 from lakelog.jobs.load import load
 from lakelog.store import Location, initialise_root, open_root

@@ -90,6 +90,10 @@ def venv(tmp_path_factory) -> Iterator[Venv]:
         assert f"lakelog/conf/{kind}.properties" in names
     assert "pyspark_lakelog/__init__.py" in names
     assert "lakelog/jvm/pom.xml" in names, "`lakelog jars fetch` fetches the JVM jars of the pom the wheel carries"
+    # The Spark applications and the main job ship under lakelog's namespace, not as a top-level `pipelines`.
+    for module in ("__init__", "demo", "consume_transform_produce", "materialize_committed_view", "partition_status"):
+        assert f"lakelog/pipelines/{module}.py" in names
+    assert not [name for name in names if name.startswith("pipelines/")], "no top-level pipelines package in the wheel"
 
     run(uv, "venv", "--python", sys.executable, folder / "venv")
     venv_bin = folder / "venv" / "bin"
@@ -162,6 +166,15 @@ def test_transaction_through_the_api_imports_from_site_packages(venv):
     for where in (report["file"], report["conf"]):
         assert where.startswith(site_packages) and "site-packages" in where, where
         assert not where.startswith(str(CHECKOUT)), where
+
+
+def test_the_pipelines_run_from_lakelogs_namespace(venv):
+    """The spark-submit applications import their helpers as lakelog.pipelines: they run from site-packages."""
+    for application in ("partition_status", "materialize_committed_view"):
+        usage = venv.run(venv.bin / "python", "-m", f"lakelog.pipelines.{application}", "--help")
+        assert "--topic" in usage, usage
+    found = venv.run(venv.bin / "python", "-c", "import lakelog.pipelines.demo as m; print(m.__file__)").strip()
+    assert "site-packages" in found and not found.startswith(str(CHECKOUT)), found
 
 
 def test_spark_sql_reads_a_topic_through_pyspark_lakelog(venv):

@@ -26,9 +26,9 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from lakelog.client.roots import Location, open_root
 from lakelog.config import STORAGE_PREFIX
 from lakelog.errors import InvalidConfig, KafkaException
-from lakelog.store import Location, open_root
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ the installed pyspark (`pyspark/bin/spark-submit`) or from `$SPARK_HOME/bin`
 when that is set, with the few options lakelog's jobs need.
 
     hook = SparkSubmitHook(lakelog_conn_id="lakelog_default", master="local[2]")
-    report = hook.submit("pipelines.materialize_committed_view", ["--topic", "orders"])
+    report = hook.submit("lakelog.pipelines.materialize_committed_view", ["--topic", "orders"])
 
 The application is a module name (found with importlib, so an installed
 package works) or a `.py` path. With a `lakelog_conn_id`, the job gets the
@@ -43,7 +43,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from lakelog import errors, jars
 from lakelog.airflow.hooks.lakelog import DEFAULT_CONN_ID, LakelogHook
-from lakelog.store.fileio import S3_KEYS, storage_key
+from lakelog.client.roots import split_storage_options
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def spark_submit_binary() -> str:
 def application_file(application: str) -> tuple[str, str | None]:
     """The application's file and the folder its package is imported from (None for a plain path).
 
-    `pipelines.partition_status` is found with importlib (so an installed package works);
+    `lakelog.pipelines.partition_status` is found with importlib (so an installed package works);
     anything ending in `.py` or containing a path separator is a path.
     """
     if application.endswith(".py") or os.sep in application:
@@ -106,7 +106,8 @@ def application_file(application: str) -> tuple[str, str | None]:
         raise AirflowFailException(f"spark-submit application {application} cannot be found: {error}") from None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise AirflowFailException(f"spark-submit application {application} is not a Python module file")
-    origin = Path(spec.origin).resolve()
+    # Not resolved: lakelog.pipelines is a symlink in a checkout, and the import root is where the name starts.
+    origin = Path(spec.origin).absolute()
     import_root = origin.parents[application.count(".")]
     return str(origin), str(import_root)
 
@@ -232,16 +233,7 @@ class SparkSubmitHook(BaseHook):
         one of SECRET_KEYS has its variable.
         """
         assert self._lakelog is not None
-        variables: dict[str, str] = {}
-        options: dict[str, str] = {}
-        for raw_key, value in self._lakelog.storage_options.items():
-            key = storage_key(raw_key)
-            variable = S3_KEYS[key]
-            if variable is not None:
-                variables[variable] = str(value)
-            else:
-                options[key] = str(value)
-        return variables, options
+        return split_storage_options(self._lakelog.storage_options)
 
     def submit(self, application: str, application_args: Sequence[str] = ()) -> dict[str, Any] | None:
         """Run the job to its end, its output streamed into the task log line by line.

@@ -2,7 +2,7 @@
 
     LakelogSparkSubmitOperator(
         task_id="committed_view",
-        application="pipelines.materialize_committed_view",
+        application="lakelog.pipelines.materialize_committed_view",
         application_args=["--topic", "orders"],
     )
 
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 class LakelogSparkSubmitOperator(BaseOperator):
     """Run `application` with spark-submit; returns (XCom) the report the job printed as a JSON line, or None.
 
-    :param application: a module name (`pipelines.partition_status`) or a `.py` path.
+    :param application: a module name (`lakelog.pipelines.partition_status`) or a `.py` path.
     :param application_args: the job's arguments (templated); `--root` is added from the connection.
     :param lakelog_conn_id: the `lakelog` connection naming the root; None for a job that needs none.
     :param conf: Spark properties (templated), over `hooks.spark_submit.DEFAULT_CONF`.

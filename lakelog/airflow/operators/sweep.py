@@ -51,31 +51,23 @@ class LakelogSweepOperator(BaseOperator):
         self.log_cleaner = log_cleaner
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from lakelog.coordinator.group.coordinator import GroupCoordinator
-        from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
+        from lakelog.jobs.maintenance import Sweeper
 
         report: dict[str, Any] = {}
         with task_errors("sweep"):
-            root = LakelogHook(self.lakelog_conn_id).location()
+            sweeper = Sweeper(LakelogHook(self.lakelog_conn_id).location())
             if self.transactions:
-                report["transactions"] = asdict(TransactionCoordinator(root).sweep())
+                report["transactions"] = asdict(sweeper.transactions())
                 self.log.info("transaction sweep: %s", report["transactions"])
             if self.groups:
-                report["groups_removed"] = [list(pair) for pair in GroupCoordinator(root).sweep()]
+                report["groups_removed"] = [list(pair) for pair in sweeper.groups()]
                 self.log.info("group sweep: removed members %s", report["groups_removed"])
             if self.log_cleaner:
-                from lakelog.log.partition import wall_clock_ms
-                from lakelog.log.retention import clean_topics
-
-                report["log_cleaner"] = [asdict(done) for done in clean_topics(root, wall_clock_ms())]
+                report["log_cleaner"] = [asdict(done) for done in sweeper.log_cleaner()]
                 self.log.info("log cleaner: %s", report["log_cleaner"])
-                from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
-
-                report["internal_compaction"] = [asdict(done) for done in compact_internal_logs(root)]
+                report["internal_compaction"] = [asdict(done) for done in sweeper.internal_compaction()]
                 self.log.info("internal log compaction: %s", report["internal_compaction"])
-                from lakelog.jobs.sink_records import sweep_sink_records
-
-                report["sink_records"] = [asdict(done) for done in sweep_sink_records(root, wall_clock_ms())]
+                report["sink_records"] = [asdict(done) for done in sweeper.sink_records()]
                 self.log.info("sink records: %s", report["sink_records"])
         return report
 

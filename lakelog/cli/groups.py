@@ -1,6 +1,6 @@
 """`lakelog groups`: list, describe, reset and delete consumer groups (like kafka-consumer-groups.sh).
 
-Registered on the `lakelog` command line by lakelog.cli; bad input raises its BadInput (exit 2).
+Registered on the `lakelog` command line by lakelog.cli.main; bad input raises BadInput (exit 2).
 """
 
 from __future__ import annotations
@@ -8,19 +8,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from lakelog.cli_common import BadInput
-from lakelog.cli_common import print_rows as _print_rows
+from lakelog.cli.common import BadInput
+from lakelog.cli.common import print_rows as _print_rows
 from lakelog.client import TopicPartition, group_admin
-from lakelog.coordinator.group.coordinator import GroupCoordinator
+from lakelog.client.group_tools import delete_corrupt_group, list_groups_with_members
+from lakelog.client.roots import partition_count
 from lakelog.errors import CorruptRecord, GroupIdNotFound, NonEmptyGroup
-from lakelog.log import topic_config
-
-logger = logging.getLogger(__name__)
 
 
 def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
@@ -73,16 +70,11 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
 
 
 def _groups_list(args: argparse.Namespace) -> int:
-    wanted = None if args.state is None else {state.upper() for state in args.state}
-    coordinator = GroupCoordinator(args.root)
-    rows = []
-    for listing in group_admin.list_groups(args.root):
-        if wanted is None or listing.state.value in wanted:
-            # A group set aside by a row that does not decode has no members to count (`groups describe` names the row).
-            unknown = listing.state is group_admin.ConsumerGroupState.UNKNOWN
-            described = None if unknown else coordinator.describe(listing.group_id)
-            members = "-" if described is None else len(described.members)  # None too: deleted since it was listed
-            rows.append((listing.group_id, listing.state.value, members))
+    states = None if args.state is None else {group_admin.ConsumerGroupState(state.upper()) for state in args.state}
+    rows = [
+        (listing.group_id, listing.state.value, "-" if members is None else members)
+        for listing, members in list_groups_with_members(args.root, states)
+    ]
     _print_rows(("Group", "State", "Members"), rows)
     return 0
 
@@ -171,7 +163,7 @@ def _groups_reset_offsets(args: argparse.Namespace) -> int:
         partitions = []
         for item in args.topic:
             topic, _, numbers = item.partition(":")
-            count = topic_config(args.root, topic).num_partitions
+            count = partition_count(args.root, topic)
             try:
                 wanted = [int(n) for n in numbers.split(",")] if numbers else list(range(count))
             except ValueError:
@@ -220,7 +212,7 @@ def _groups_delete(args: argparse.Namespace) -> int:
     for group_id in args.group:
         if args.discard_corrupt:
             # Decided again on the latest state: InvalidRequest if the group is no longer set aside.
-            GroupCoordinator(args.root).delete_group(group_id, discard_corrupt=True)
+            delete_corrupt_group(args.root, group_id)
             print(f"deleted group {group_id} (set aside by a corrupt record; its committed offsets are discarded)")
         else:
             group_admin.delete_group(args.root, group_id)

@@ -1,6 +1,6 @@
 """`lakelog quality set|show|delete|report`: a topic's suite and its validation results.
 
-Registered by lakelog.cli; errors leave as lakelog's Kafka-named exceptions,
+Registered by lakelog.cli.main; errors leave as lakelog's Kafka-named exceptions,
 which the CLI prints as one line (exit 2 for bad input).
 """
 
@@ -68,10 +68,10 @@ def _set(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from lakelog.log import topic_config
+    from lakelog.client.roots import partition_count
     from lakelog.quality.suites import read_suite
 
-    topic_config(args.root, args.topic)
+    partition_count(args.root, args.topic)  # UnknownTopicOrPartition if there is no such topic
     suite = read_suite(args.root, args.topic)
     if suite is None:
         raise InvalidRequest(f"topic {args.topic} has no quality suite")

@@ -1,20 +1,17 @@
 """`lakelog transactions`: list, describe, find hanging and abort transactions (like kafka-transactions.sh).
 
-Registered on the `lakelog` command line by lakelog.cli; bad input raises BadInput (exit 2).
+Registered on the `lakelog` command line by lakelog.cli.main; bad input raises BadInput (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
-from lakelog.cli_common import BadInput
-from lakelog.cli_common import print_rows as _print_rows
+from lakelog.cli.common import BadInput
+from lakelog.cli.common import print_rows as _print_rows
 from lakelog.client import transaction_admin
 from lakelog.errors import TransactionalIdNotFound
-
-logger = logging.getLogger(__name__)
 
 # How a decided transaction reads to a user: its outcome is final from PrepareCommit/PrepareAbort on; the
 # Complete* row only rides on the producer's next transaction, its next init, or the sweep (S4.5).

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from typing import Any
 
+from lakelog.client.roots import partition_count
 from lakelog.jobs.load import default_load_id, load
 from lakelog.jobs.unit_load import load_unit
-from lakelog.log import topic_config
-
-logger = logging.getLogger(__name__)
 
 
 def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
@@ -43,7 +40,7 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
 
 
 def _load(args: argparse.Namespace) -> int:
-    if args.partition is None and args.key_column is not None and topic_config(args.root, args.topic).num_partitions > 1:
+    if args.partition is None and args.key_column is not None and partition_count(args.root, args.topic) > 1:
         return _load_spread(args)
     result = load(
         args.root,

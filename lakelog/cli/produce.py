@@ -1,4 +1,4 @@
-"""What `lakelog produce` reads: one message per stdin line, and the help text that says so.
+"""`lakelog produce`: JSON lines read from stdin, produced to a topic. What it reads: one message per stdin line.
 
 A line is a JSON object with `value` and/or `key`, and optionally `partition`, `headers`, `timestamp` and
 `expected_offset`; any other JSON value is the message's value. A JSON string is stored as the string itself,
@@ -7,13 +7,15 @@ without its quotes, as a string `value` or `key` of an object is; any other JSON
 
 from __future__ import annotations
 
+import argparse
 import json
-import logging
+import sys
 from typing import Any
 
-from lakelog.cli_common import BadInput
-
-logger = logging.getLogger(__name__)
+from lakelog.cli.common import BadInput, one_line
+from lakelog.client import Producer
+from lakelog.client.roots import partition_count
+from lakelog.errors import KafkaError
 
 MESSAGE_FIELDS = ("value", "key", "partition", "headers", "timestamp", "expected_offset")
 
@@ -65,4 +67,69 @@ def message_fields(record: Any, number: int) -> dict[str, Any]:
     return fields
 
 
-__all__ = ["MESSAGE_FIELDS", "STDIN_FORMAT", "message_fields"]
+def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
+    """Add `produce` to the command line's subparsers."""
+    produce = commands.add_parser(
+        "produce",
+        parents=[common],
+        help="produce JSON lines read from stdin",
+        epilog=STDIN_FORMAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    produce.add_argument("topic")
+    produce.add_argument(
+        "--partition", type=int, default=-1, help="partition of lines that name none (default -1: the Producer's partitioner)"
+    )
+    produce.add_argument("--linger-ms", type=int, default=50)
+    produce.set_defaults(handler=_produce)
+
+
+def _produce(args: argparse.Namespace) -> int:
+    """Read and check every stdin line first, so bad input writes nothing at all."""
+    num_partitions = partition_count(args.root, args.topic)
+    messages = []
+    for number, line in enumerate(sys.stdin, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BadInput(f"lakelog produce: stdin line {number} is not JSON: {error.msg}") from None
+        fields = message_fields(record, number)
+        fields.setdefault("partition", args.partition)
+        if fields["partition"] != -1 and not 0 <= fields["partition"] < num_partitions:
+            raise BadInput(
+                f"lakelog produce: stdin line {number}: topic {args.topic} has partitions 0-{num_partitions - 1}, "
+                f"not {fields['partition']}"
+            )
+        messages.append(fields)
+    producer = Producer({"lakelog.root": args.root, "linger.ms": args.linger_ms})
+    failures: list[KafkaError] = []
+    delivered = 0
+
+    def report(error: KafkaError | None, message: Any) -> None:
+        nonlocal delivered
+        if error is None:
+            delivered += 1
+        else:
+            failures.append(error)
+
+    for fields in messages:
+        producer.produce(args.topic, on_delivery=report, **fields)
+        producer.poll(0)
+    producer.flush()
+    if not failures:
+        print(f"delivered {delivered} message(s), 0 failed", file=sys.stderr)
+        return 0
+    # One line, with the first failure's Kafka code, as every CLI error.
+    first = failures[0]
+    others = sum(1 for failure in failures[1:] if failure.str() != first.str())
+    print(
+        f"lakelog: {first.name()}: delivered {delivered} message(s), {len(failures)} failed: {one_line(first.str())}"
+        + (f" (and {others} other error(s))" if others else ""),
+        file=sys.stderr,
+    )
+    return 1
+
+
+__all__ = ["MESSAGE_FIELDS", "STDIN_FORMAT", "message_fields", "register"]
