@@ -1,12 +1,12 @@
-"""Every python and bash example in README.md runs as written (the README cannot drift from the code).
+"""Every python and bash example in README.md and docs/*.md runs as written (the documents cannot drift from the code).
 
-The code blocks are read from README.md itself. Each one is preceded by a marker comment:
+The code blocks are read from README.md itself, then from each document in docs/ (the reference the README links to). Each one is preceded by a marker comment:
 
     <!-- readme-test: NAME [after NAME,NAME] [spark] -->   run it (after the named blocks, in the same folder)
     <!-- readme-test: skip (reason) -->                     not meant to run standalone, and why
 
 A named block runs in a fresh temporary folder, after the blocks it names have run there (so a block that reads
-the root "lake" runs after the block that created it): python blocks with this interpreter, bash blocks with
+the root "lake" runs after the block that created it; a block in docs/ may run after a README block): python blocks with this interpreter, bash blocks with
 `bash -e -o pipefail` and `lakelog` on PATH. An example that exits non-zero fails its test, with its output.
 """
 
@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+# The README first: a document in docs/ names README blocks to run after (its examples start from the README's root).
+DOCUMENTS = [README, *sorted((README.parent / "docs").glob("*.md"))]
 MARKER = re.compile(r"<!--\s*readme-test:\s*(?P<spec>.*?)\s*-->")
 FENCE = re.compile(r"^```(?P<lang>\w*)\s*$")
 RUN_LANGUAGES = ("python", "bash")
@@ -37,6 +39,7 @@ class Example:
     line: int
     after: tuple[str, ...] = ()
     spark: bool = False
+    source: str = "README.md"
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,13 @@ class Skipped:
     reason: str
 
 
-def read_examples(text: str) -> tuple[dict[str, Example], list[Skipped], list[str]]:
-    """The README's named examples, its skipped blocks, and a problem per block that has no valid marker."""
+def read_examples(
+    text: str, source: str = "README.md", known: dict[str, Example] | None = None
+) -> tuple[dict[str, Example], list[Skipped], list[str]]:
+    """The named examples (those of documents read before, `known`, then this one's), this document's skipped blocks,
+    and a problem per block that has no valid marker."""
     lines = text.splitlines()
-    examples: dict[str, Example] = {}
+    examples: dict[str, Example] = dict(known or {})
     skipped: list[Skipped] = []
     problems: list[str] = []
     index = 0
@@ -63,16 +69,16 @@ def read_examples(text: str) -> tuple[dict[str, Example], list[Skipped], list[st
         language = fence.group("lang")
         inner = next((i for i in range(start + 1, end) if FENCE.match(lines[i]) and lines[i].strip() != "```"), None)
         if inner is not None:
-            problems.append(f"README.md line {start + 1}: the block is not closed before the block at line {inner + 1}")
+            problems.append(f"{source} line {start + 1}: the block is not closed before the block at line {inner + 1}")
         if not language:
             # Every block names its language, so a block whose closing fence went missing shows up here.
-            problems.append(f"README.md line {start + 1}: a block opens without a language (or a block above is not closed)")
+            problems.append(f"{source} line {start + 1}: a block opens without a language (or a block above is not closed)")
         if language not in RUN_LANGUAGES:
             continue
         code = "\n".join(lines[start + 1 : end]) + "\n"
         previous = next((lines[i] for i in range(start - 1, -1, -1) if lines[i].strip()), "")
         marker = MARKER.search(previous)
-        where = f"README.md line {start + 1}"
+        where = f"{source} line {start + 1}"
         if marker is None:
             problems.append(f"{where}: a {language} block without a readme-test marker")
             continue
@@ -99,11 +105,23 @@ def read_examples(text: str) -> tuple[dict[str, Example], list[Skipped], list[st
         for needed in after:
             if needed not in examples:
                 problems.append(f"{where}: {name} runs after {needed}, which no earlier block is named")
-        examples[name] = Example(name, language, code, start + 1, after, spark)
+        examples[name] = Example(name, language, code, start + 1, after, spark, source)
     return examples, skipped, problems
 
 
-EXAMPLES, SKIPPED, PROBLEMS = read_examples(README.read_text())
+def read_documents() -> tuple[dict[str, Example], list[Skipped], list[str]]:
+    examples: dict[str, Example] = {}
+    skipped: list[Skipped] = []
+    problems: list[str] = []
+    for document in DOCUMENTS:
+        source = str(document.relative_to(README.parent))
+        examples, more_skipped, more_problems = read_examples(document.read_text(), source, examples)
+        skipped.extend(more_skipped)
+        problems.extend(more_problems)
+    return examples, skipped, problems
+
+
+EXAMPLES, SKIPPED, PROBLEMS = read_documents()
 
 
 def chain(name: str) -> list[Example]:
@@ -134,7 +152,7 @@ def check_runs(name: str, folder: Path) -> None:
         done = run_example(example, folder)
         if done.returncode != 0:
             pytest.fail(
-                f"README example {example.name} (README.md line {example.line}) exited {done.returncode}"
+                f"example {example.name} ({example.source} line {example.line}) exited {done.returncode}"
                 + (f" while preparing {name}" if example.name != name else "")
                 + f"\n--- code\n{example.code}--- stdout\n{done.stdout[-3000:]}--- stderr\n{done.stderr[-3000:]}",
                 pytrace=False,
@@ -143,11 +161,15 @@ def check_runs(name: str, folder: Path) -> None:
 
 def test_every_block_is_named_or_skipped_with_a_reason():
     assert not PROBLEMS, "\n".join(PROBLEMS)
-    # The examples a new user meets first are all run, not skipped.
+    # The examples a new user meets first are all run, not skipped: in the README, and the first of the reference.
     for needed in ("api-quickstart", "api-transactions", "api-consume-transform-produce", "cli-quickstart", "cli-admin"):
-        assert needed in EXAMPLES
-    for needed in ("porting", "spark-read-write", "quality-gate-cli"):
-        assert needed in EXAMPLES
+        assert needed in EXAMPLES and EXAMPLES[needed].source == "README.md", needed
+    for needed, document in (
+        ("porting", "docs/porting.md"),
+        ("spark-read-write", "docs/spark-and-sql.md"),
+        ("quality-gate-cli", "docs/quality-gates.md"),
+    ):
+        assert needed in EXAMPLES and EXAMPLES[needed].source == document, needed
 
 
 @pytest.mark.parametrize("name", [name for name, example in EXAMPLES.items() if example.language == "python"])
@@ -160,7 +182,7 @@ def test_python_examples_import_every_name_they_use(name):
         text=True,
         timeout=60,
     )
-    assert done.returncode == 0, f"README example {name} (README.md line {EXAMPLES[name].line}):\n{done.stdout}"
+    assert done.returncode == 0, f"example {name} ({EXAMPLES[name].source} line {EXAMPLES[name].line}):\n{done.stdout}"
 
 
 @pytest.mark.parametrize("name", [name for name, example in EXAMPLES.items() if not example.spark])

@@ -1,11 +1,11 @@
-"""The differences lakelog makes on purpose from confluent-kafka against Apache Kafka: the README's "Differences that
-remain" list, line for line, each under the one name the differential harness uses for it
-(tests/kafka/test_differences.py checks the README's list is this list, nothing more, nothing less).
+"""The differences lakelog makes on purpose from confluent-kafka against Apache Kafka: the "Differences that
+remain" list of docs/differences-from-kafka.md, line for line, each under the one name the differential harness uses for it
+(tests/kafka/test_differences.py checks that documented list is this list, nothing more, nothing less).
 """
 
 from __future__ import annotations
 
-# name -> (the README's section, its line there)
+# name -> (the documented list's section, its line there)
 DIFFERENCES: dict[str, tuple[str, str]] = {
     "ignored-keys": (
         "Configuration",

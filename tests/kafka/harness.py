@@ -4,7 +4,7 @@ plain data (values, keys, headers, partitions, offsets in the order read per par
 retriable/abortable/fatal flags). `compare` runs it on both and asserts the observations are equal.
 
 Where lakelog differs on purpose, a scenario says so by name through `System.accepted(name, ...)`: the name must be
-one of DIFFERENCES, the README's "Differences that remain" list, line for line (tests/kafka/test_differences.py
+one of DIFFERENCES, the "Differences that remain" list of docs/differences-from-kafka.md, line for line (tests/kafka/test_differences.py
 checks the two are the same list). Every other difference fails the comparison.
 """
 
