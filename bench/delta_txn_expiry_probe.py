@@ -1,7 +1,7 @@
-"""Does delta-rs drop old `txn` (app transaction) actions? A probe for issue 11 item 1.
+"""Does delta-rs drop old `txn` (app transaction) actions? A probe of the deltalake package, not a benchmark.
 
-Run: `nice -n 19 ./dev sh python notes/issue_11_txn_probe.py` (about 10 s, a temp folder).
-Output and conclusions are in notes/issue-11-producer-state.md.
+Run: `nice -n 19 ./dev sh python -m bench.delta_txn_expiry_probe` (about 10 s, a temp folder); run it again after a
+deltalake upgrade. Output and conclusions: docs/decisions/bounded-state.md ("Why not delta-rs's own expiry").
 
 Three tables, each with `delta.logRetentionDuration = interval 1 seconds` (so
 `cleanup_metadata` really deletes the commits behind a checkpoint):
