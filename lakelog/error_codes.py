@@ -4,6 +4,12 @@ The names, values and descriptions of librdkafka's `rd_kafka_resp_err_t` (rdkafk
 descriptions are what `rd_kafka_err2str` returns, rdkafka.c): the negative codes are the
 client's own (`_MSG_TIMED_OUT`, `_PARTITION_EOF`, ...), the others Kafka's protocol codes.
 A handler written for confluent-kafka names these, so all 188 are here, used by lakelog or not.
+
+lakelog's three error modules, side by side:
+- `lakelog.error`: confluent_kafka.error's public module name, so imports port unchanged; it only re-exports.
+- `lakelog.errors`: where every error class lives: KafkaError, KafkaException and one subclass per Kafka error code,
+  the classes lakelog raises.
+- `lakelog.error_codes`: the table of librdkafka's 188 error codes (names and values), KafkaError's constants.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ confluent-kafka, `except KafkaException as e: e.args[0].code()`.
 
 Classes follow KIP-1050's taxonomy: `retriable` (try the same call again),
 `abortable` (abort the transaction, then carry on) or `fatal` (close the client).
+
+lakelog's three error modules, side by side:
+- `lakelog.error`: confluent_kafka.error's public module name, so imports port unchanged; it only re-exports.
+- `lakelog.errors`: where every error class lives: KafkaError, KafkaException and one subclass per Kafka error code,
+  the classes lakelog raises.
+- `lakelog.error_codes`: the table of librdkafka's 188 error codes (names and values), KafkaError's constants.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class KafkaError(error_codes.ErrorCodes):
         self._txn_requires_abort = bool(txn_requires_abort)
 
     def code(self) -> int:
+        """The error code (a KafkaError constant: librdkafka's value, Kafka's for protocol errors)."""
         return self._code
 
     def name(self) -> str:
@@ -64,15 +71,19 @@ class KafkaError(error_codes.ErrorCodes):
         return _LAKELOG_NAMES.get(self._code) or error_codes.NAMES.get(self._code) or f"ERR_{self._code}?"
 
     def str(self) -> str:
+        """The human-readable reason: lakelog's one-sentence message, or librdkafka's text for the code."""
         return self._reason
 
     def fatal(self) -> bool:
+        """True if the client can do nothing more: close it and make a new one."""
         return self._fatal
 
     def retriable(self) -> bool:
+        """True if the same call may succeed when tried again."""
         return self._retriable
 
     def txn_requires_abort(self) -> bool:
+        """True if the current transaction must be aborted; the producer can then begin another."""
         return self._txn_requires_abort
 
     def _other_code(self, other: object) -> int | None:
@@ -171,6 +182,7 @@ class KafkaException(Exception):
 
     @property
     def error(self) -> KafkaError:
+        """The KafkaError this exception carries (its `args[0]`)."""
         if self.args and isinstance(self.args[0], KafkaError):
             return self.args[0]
         return self._new_error(self._class_code(), None)
@@ -225,11 +237,15 @@ class ConsumeError(_KafkaClientError):
 
 
 class KeyDeserializationError(ConsumeError, SerializationError):
+    """A consumed message's key could not be deserialized (DeserializingConsumer, `_KEY_DESERIALIZATION`)."""
+
     def __init__(self, exception: BaseException | None = None, kafka_message: Any = None) -> None:
         super().__init__(KafkaError(KafkaError._KEY_DESERIALIZATION, str(exception)), exception, kafka_message)
 
 
 class ValueDeserializationError(ConsumeError, SerializationError):
+    """A consumed message's value could not be deserialized (DeserializingConsumer, `_VALUE_DESERIALIZATION`)."""
+
     def __init__(self, exception: BaseException | None = None, kafka_message: Any = None) -> None:
         super().__init__(KafkaError(KafkaError._VALUE_DESERIALIZATION, str(exception)), exception, kafka_message)
 
@@ -242,11 +258,15 @@ class ProduceError(_KafkaClientError):
 
 
 class KeySerializationError(ProduceError, SerializationError):
+    """A key could not be serialized before it was produced (SerializingProducer, `_KEY_SERIALIZATION`)."""
+
     def __init__(self, exception: BaseException | None = None) -> None:
         super().__init__(KafkaError(KafkaError._KEY_SERIALIZATION, str(exception)), exception)
 
 
 class ValueSerializationError(ProduceError, SerializationError):
+    """A value could not be serialized before it was produced (SerializingProducer, `_VALUE_SERIALIZATION`)."""
+
     def __init__(self, exception: BaseException | None = None) -> None:
         super().__init__(KafkaError(KafkaError._VALUE_SERIALIZATION, str(exception)), exception)
 
