@@ -1,6 +1,7 @@
 """The partition log: append with dense offsets, conditional publish, idempotence, fetch, isolation."""
 
-from lakelog.log.partition import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED, AppendResult, FetchResult, PartitionLog
+from lakelog.log.fetch import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED, FetchResult
+from lakelog.log.partition import AppendResult, PartitionLog
 from lakelog.log.producer_ids import allocate_producer_id
 from lakelog.log.records import BatchHeader, ControlType, payload_table
 from lakelog.log.topic_config import TopicConfig

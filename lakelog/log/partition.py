@@ -9,14 +9,12 @@ is ever refused on stale state either.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakelog.errors import (
     CommitConflict,
@@ -25,18 +23,21 @@ from lakelog.errors import (
     KafkaException,
     KafkaTimeout,
     OffsetMismatch,
-    OffsetOutOfRange,
     PolicyViolation,
 )
 from lakelog.log import producer_state
-from lakelog.log.fetch_files import AbortedRows, contiguous, read_ahead
-from lakelog.log.producer_index import ProducerIndex
+
+# The fetch's names stay importable from here too.
+from lakelog.log.fetch import ISOLATION_LEVELS as ISOLATION_LEVELS
+from lakelog.log.fetch import READ_COMMITTED, READ_UNCOMMITTED, FetchResult, check_fetch, check_in_range, read_range
+from lakelog.log.fetch_files import AbortedRows
+from lakelog.log.producer_index import ProducerIndex, find_batch
 from lakelog.log.producer_state import ProducerEntry, Verdict
-from lakelog.log.records import BatchHeader, ControlType, conform_payload, last_sequence, stamp, stamped_statistics
+from lakelog.log.records import BatchHeader, ControlType, conform_payload, stamp, stamped_statistics
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.log.verification import TransactionVerification, verify_batch
-from lakelog.store import FileEntry, Table
+from lakelog.store import Table
 from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, refresh_if_stale
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
 
@@ -62,23 +63,6 @@ class AppendResult:
     last_offset: int
     version: int
     duplicate: bool = False
-
-
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
-ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    """What a fetch returns: rows in offset order, and the offset the next fetch starts from.
-
-    `next_offset` is past every row the fetch read, also those it filtered out,
-    so it may be beyond the last row returned plus one (S5.4).
-    """
-
-    rows: pa.Table
-    next_offset: int
 
 
 @dataclass(frozen=True)
@@ -359,7 +343,7 @@ class PartitionLog:
             verdict = producer_state.check_batch(current, header, count, now_ms, self.config.producer_id_expiration_ms)
             if verdict is Verdict.MAYBE_DUPLICATE:
                 assert current is not None
-                original = self._find_batch(header, count)
+                original = find_batch(self.table, header, count)
                 if original is None:
                     raise producer_state.out_of_order(current, header)
                 return _Decision(base_offset=original, duplicate_of=original)
@@ -377,33 +361,6 @@ class PartitionLog:
         # Last: the only check that reads another table (S4.4); never reused across a lost race.
         verify_batch(transaction, current, header, self.topic, self.partition)
         return _Decision(base_offset=leo)
-
-    def _find_batch(self, header: BatchHeader, count: int) -> int | None:
-        """Base offset of an appended batch with this producer, epoch and sequence range, if any."""
-        first, last = header.base_sequence, last_sequence(header.base_sequence, count)
-        in_range = (pc.field("sequence") >= first) & (pc.field("sequence") <= last)
-        if last < first:  # the batch wrapped past 2^31-1 (S3.1)
-            in_range = (pc.field("sequence") >= first) | (pc.field("sequence") <= last)
-        predicate = (
-            (pc.field("producer_id") == header.producer_id) & (pc.field("producer_epoch") == header.producer_epoch) & in_range
-        )
-        found = []
-        for entry in self.table.files():
-            if not entry.min_producer_id <= header.producer_id <= entry.max_producer_id:
-                continue
-            rows = self.table.read_file(entry, ["offset", "sequence", "producer_id", "producer_epoch"], predicate)
-            if rows.num_rows:
-                found.append(rows)
-        if not found:
-            return None
-        rows = pa.concat_tables(found).sort_by("offset")
-        offsets = rows.column("offset").to_pylist()
-        sequences = rows.column("sequence").to_pylist()
-        if len(offsets) != count or sequences[0] != header.base_sequence:
-            return None
-        if offsets != list(range(offsets[0], offsets[0] + count)):
-            return None
-        return offsets[0]
 
     # -- fetch -----------------------------------------------------------------
 
@@ -427,13 +384,7 @@ class PartitionLog:
         OffsetOutOfRange outside [log start offset, LEO], InvalidRequest for an
         unknown isolation level.
         """
-        for name, value in (("start_offset", start_offset), ("max_records", max_records), ("max_bytes", max_bytes)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise OffsetOutOfRange(f"{name} must be an integer, not {value!r}")
-        if max_records < 1 or max_bytes < 1:
-            raise OffsetOutOfRange(f"fetch budgets must be positive, got {max_records} records, {max_bytes} bytes")
-        if isolation_level not in ISOLATION_LEVELS:
-            raise InvalidRequest(f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}")
+        check_fetch(start_offset, max_records, max_bytes, isolation_level)
         if start_offset > self.log_end_offset() or start_offset < self.log_start_offset():
             self.refresh()
         read_committed = isolation_level == READ_COMMITTED
@@ -443,8 +394,8 @@ class PartitionLog:
                 if read_committed:
                     end = self.last_stable_offset()
                     aborted = self._transactions.aborted_transactions(start_offset, end)
-                    return self._fetch_files(start_offset, end, max_records, max_bytes, AbortedRows(aborted))
-                return self._fetch_files(start_offset, self.high_watermark(), max_records, max_bytes, None)
+                    return self._read_range(start_offset, end, max_records, max_bytes, AbortedRows(aborted))
+                return self._read_range(start_offset, self.high_watermark(), max_records, max_bytes, None)
             except CorruptRecord:
                 # Compaction or retention (S9.1) may have removed a file after our snapshot (the transaction
                 # index may have reloaded already): reload once; a start the log start has passed since is
@@ -457,13 +408,7 @@ class PartitionLog:
 
     def _check_in_range(self, start_offset: int) -> None:
         """OffsetOutOfRange unless start_offset is in [log start offset, LEO] of the snapshot in hand (S9.1)."""
-        leo, log_start = self.log_end_offset(), self.log_start_offset()
-        if not log_start <= start_offset <= leo:
-            raise OffsetOutOfRange(
-                f"{self.topic}-{self.partition}: offset {start_offset} is outside [{log_start}, {leo}]",
-                log_start_offset=log_start,
-                log_end_offset=leo,
-            )
+        check_in_range(f"{self.topic}-{self.partition}", start_offset, self.log_start_offset(), self.log_end_offset())
 
     def fetch_planned(
         self, start_offset: int, end_offset: int, max_bytes: int, aborted: Sequence[AbortedTransaction] | None
@@ -476,52 +421,14 @@ class PartitionLog:
         holding the range are read. Without, every row of the range is returned.
         """
         committed = AbortedRows(list(aborted)) if aborted is not None else None
-        return self._fetch_files(start_offset, end_offset, 1 << 62, max_bytes, committed)
+        return self._read_range(start_offset, end_offset, 1 << 62, max_bytes, committed)
 
-    def _fetch_files(
+    def _read_range(
         self, start_offset: int, end_offset: int, max_records: int, max_bytes: int, committed: AbortedRows | None
     ) -> FetchResult:
-        """Read [start_offset, end_offset) file by file; `committed` filters for read_committed."""
-        chunks: list[pa.Table] = []
-        records = size = 0
-        next_offset = start_offset
-        files = self.table.files()
-        # Offsets are dense and files do not overlap, so max offsets are sorted too.
-        first = bisect.bisect_left(files, start_offset, key=lambda entry: entry.max_offset)
-        in_range = (pc.field("offset") >= start_offset) & (pc.field("offset") < end_offset)
-
-        def read(entry: FileEntry) -> pa.Table:
-            whole = entry.min_offset >= start_offset and entry.max_offset < end_offset
-            return self.table.read_file(entry) if whole else self.table.read_file(entry, None, in_range)
-
-        wanted = contiguous(files[first:], start_offset, end_offset)
-        for entry, rows in read_ahead(read, wanted, max_bytes, max_records):
-            # Rows just read are no slices, so their buffers' total is their size (nbytes costs ~10x more).
-            read_bytes = rows.get_total_buffer_size()
-            if next_offset > start_offset and size + read_bytes > max_bytes:
-                break
-            size += read_bytes
-            next_offset = min(entry.max_offset + 1, end_offset)
-            if committed is not None:
-                rows = committed.filter(rows, entry)
-            if rows.num_rows:
-                chunks.append(rows)
-                records += rows.num_rows
-            if records >= max_records or size >= max_bytes:
-                break
-        if next_offset == start_offset < end_offset:
-            raise CorruptRecord(
-                f"{self.topic}-{self.partition}: no data file of version {self.version} holds offset {start_offset}",
-                path=self.table.uri,
-            )
-        if not chunks:
-            return FetchResult(self.table.schema.empty_table(), next_offset)
-        # Each file is in offset order and files follow each other: no sort needed.
-        table = pa.concat_tables(chunks)
-        if table.num_rows > max_records:
-            table = table.slice(0, max_records)
-            next_offset = table.column("offset")[-1].as_py() + 1
-        return FetchResult(table, next_offset)
+        """Read [start_offset, end_offset) of the snapshot in hand (lakelog.log.fetch); `committed` filters for read_committed."""
+        where = f"{self.topic}-{self.partition}"
+        return read_range(self.table, where, start_offset, end_offset, max_records, max_bytes, committed)
 
     # -- isolation (S5) ------------------------------------------------------------
 

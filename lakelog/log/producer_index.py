@@ -22,6 +22,8 @@ when it can be, else by reading the files:
 
 An entry whose last row is below the log start offset is gone with its rows
 (retention, delete_records): that producer is unknown, as in Kafka before KIP-360.
+
+`find_batch` finds a batch the entry says may be a retry (S3.2) in the files whose producer-id range covers it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import pyarrow.compute as pc
 
 from lakelog.log.file_ranges import read_offset_range
 from lakelog.log.producer_state import STATE_COLUMNS, ProducerEntry, fold
+from lakelog.log.records import BatchHeader, last_sequence
 from lakelog.store import Table
 
 logger = logging.getLogger(__name__)
@@ -181,3 +184,29 @@ class ProducerIndex:
         if not state.transaction_open and (self._oldest is None or state.last_timestamp_ms < self._oldest):
             self._oldest = state.last_timestamp_ms
         return state
+
+
+def find_batch(table: Table, header: BatchHeader, count: int) -> int | None:
+    """Base offset of a batch in `table`'s snapshot with this producer, epoch and sequence range, if any (a retry, S3.2)."""
+    first, last = header.base_sequence, last_sequence(header.base_sequence, count)
+    in_range = (pc.field("sequence") >= first) & (pc.field("sequence") <= last)
+    if last < first:  # the batch wrapped past 2^31-1 (S3.1)
+        in_range = (pc.field("sequence") >= first) | (pc.field("sequence") <= last)
+    predicate = (pc.field("producer_id") == header.producer_id) & (pc.field("producer_epoch") == header.producer_epoch) & in_range
+    found = []
+    for entry in table.files():
+        if not entry.min_producer_id <= header.producer_id <= entry.max_producer_id:
+            continue
+        rows = table.read_file(entry, ["offset", "sequence", "producer_id", "producer_epoch"], predicate)
+        if rows.num_rows:
+            found.append(rows)
+    if not found:
+        return None
+    rows = pa.concat_tables(found).sort_by("offset")
+    offsets = rows.column("offset").to_pylist()
+    sequences = rows.column("sequence").to_pylist()
+    if len(offsets) != count or sequences[0] != header.base_sequence:
+        return None
+    if offsets != list(range(offsets[0], offsets[0] + count)):
+        return None
+    return offsets[0]

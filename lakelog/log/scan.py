@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
-from lakelog.log.partition import ISOLATION_LEVELS, LOG_END_OFFSET_APP_ID, READ_COMMITTED, PartitionLog
+from lakelog.log.fetch import ISOLATION_LEVELS, READ_COMMITTED
+from lakelog.log.partition import LOG_END_OFFSET_APP_ID, PartitionLog
 from lakelog.log.records import HEADER_TYPE
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition, topic_config

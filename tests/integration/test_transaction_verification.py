@@ -205,6 +205,30 @@ def test_S4_4_transactional_offsets_outside_the_transaction_are_refused(lake, ve
     assert record.offset == 5
 
 
+def test_S4_4_transactional_offsets_after_a_marker_through_the_groups_handle_ask_the_coordinator_once(lake):
+    """The last transaction's marker was written through the group coordinator's own offsets handle (as a producer
+    lends it): the next transactional offset commit replays that row, then asks the coordinator once, at the
+    position it commits at (asking at the position before the marker too cost a second read per commit)."""
+    offsets_tp = offsets_partition(lake)
+    groups = GroupCoordinator(lake)
+    coordinator = TransactionCoordinator(
+        lake, partition_logs=lambda topic, partition: groups.offsets_log(partition) if topic == CONSUMER_OFFSETS_LOG else None
+    )
+    identity = coordinator.init_producer_id(TID, 60_000)
+    pid, epoch = identity.producer_id, identity.producer_epoch
+    for offset in (5, 6):
+        coordinator.add_partitions(TID, pid, epoch, [offsets_tp])
+        counting = Counting(coordinator)
+        groups.commit_transactional_offsets(
+            GroupMetadata(GROUP), pid, epoch, {(TOPIC, 0): (offset, "")}, transaction=TransactionVerification(TID, counting)
+        )
+        assert counting.calls == 1
+        ended = coordinator.end_transaction(TID, pid, epoch, commit=True)
+        pid, epoch = ended.producer_id, ended.producer_epoch
+    [record] = GroupCoordinator(lake).fetch_offsets(GROUP, [(TOPIC, 0)]).values()
+    assert record.offset == 6
+
+
 def test_S4_4_offsets_without_a_transactional_id_are_refused(lake):
     """The call as it was before verification (no transactional.id): refused, nothing written."""
     offsets_partition(lake)

@@ -280,7 +280,9 @@ class GroupCoordinator:
         group_log = self._log_of(group_id)
         if served:
             handler = _served(group_id, handler)
-        if handler(group_log.state).records:
+        # Rows our handle holds already (a transaction's marker written through it) first: a look at a state
+        # behind them would be answered again after them (a transactional offset commit verified twice).
+        if handler(group_log.replay_held()).records:
             # It will write: decide on the latest snapshot, or the append loses a race to the rows this
             # process has not read yet and backs off (every member's writes made every other one wait).
             group_log.catch_up()

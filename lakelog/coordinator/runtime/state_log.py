@@ -149,6 +149,13 @@ class CoordinatorLog(Generic[S]):
         self._replay_to(self.log.log_end_offset())
         return self.state
 
+    def replay_held(self) -> S:
+        """Replay the rows the handle in hand holds past the position (a marker another coordinator wrote through
+        it), with no reload; returns the state. What `run` does first, for a caller that looks at the state before."""
+        if self.log.log_end_offset() > self.position:
+            self._replay_to(self.log.log_end_offset())
+        return self.state
+
     def _replay_to(self, end: int) -> None:
         if self.position > 0 and self._compacted_from(self.position):
             logger.info(
@@ -254,9 +261,7 @@ class CoordinatorLog(Generic[S]):
         """
         backoff = self.retry.start(timeout_s) if backoff is None else backoff
         caught_up = False
-        if self.log.log_end_offset() > self.position:
-            # Rows the handle in hand already holds (a marker written through it): replay, no reload.
-            self._replay_to(self.log.log_end_offset())
+        self.replay_held()
         while True:
             outcome = decide(self.state)
             if not outcome.records:
