@@ -15,7 +15,8 @@ from typing import Any
 
 from lakelog.cli_common import BadInput
 from lakelog.cli_common import print_rows as _print_rows
-from lakelog.client import TopicPartition, group_admin
+from lakelog.client import TopicPartition
+from lakelog.client.admin import groups as group_admin
 from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import CorruptRecord, GroupIdNotFound, NonEmptyGroup
 from lakelog.log import topic_config

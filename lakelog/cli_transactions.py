@@ -11,7 +11,7 @@ from typing import Any
 
 from lakelog.cli_common import BadInput
 from lakelog.cli_common import print_rows as _print_rows
-from lakelog.client import transaction_admin
+from lakelog.client.admin import transactions as transaction_admin
 from lakelog.errors import TransactionalIdNotFound
 
 logger = logging.getLogger(__name__)

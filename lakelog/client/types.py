@@ -319,7 +319,7 @@ class PartitionDescription:
     log_end_offset: int
     files: int
     table_version: int
-    # confluent-kafka's TopicPartitionInfo: the root's one node (admin_types.Node) leads and holds every partition.
+    # confluent-kafka's TopicPartitionInfo: the root's one node (admin.types.Node) leads and holds every partition.
     leader: Any = None
     replicas: list = field(default_factory=list)
     isr: list = field(default_factory=list)
@@ -332,7 +332,7 @@ class TopicDescription:
     name: str
     partitions: list[PartitionDescription]
     config: dict[str, Any]
-    # An admin_types.Uuid: partition 0's Delta table id, new when a topic of the same name is created again (KIP-516).
+    # An admin.types.Uuid: partition 0's Delta table id, new when a topic of the same name is created again (KIP-516).
     topic_id: Any = None
     is_internal: bool = False
     authorized_operations: list | None = None

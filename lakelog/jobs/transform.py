@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.client.group_admin import read_group
+from lakelog.client.admin.groups import read_group
 from lakelog.client.producer import Producer
 from lakelog.client.types import TopicPartition
 from lakelog.config import storage_options as config_storage_options
