@@ -15,8 +15,8 @@ import pytest
 from helpers import FakeClock, folder_listing, table_fingerprint
 
 from lakelog import KafkaError, Producer
-from lakelog.client import producer_lifecycle
-from lakelog.client.producer_lifecycle import POLL_STEP_S
+from lakelog.client.producer import producer as producer_module
+from lakelog.client.producer.producer import POLL_STEP_S
 from lakelog.errors import KafkaException
 from lakelog.log import READ_COMMITTED, open_partition
 
@@ -155,7 +155,7 @@ def test_poll_blocks_up_to_its_timeout_when_idle_without_spinning(root, monkeypa
     (as confluent's poll blocks in librdkafka); with nothing queued, poll(0) and poll() return at once."""
     p = producer(root)
     waiting = WaitingTime()
-    monkeypatch.setattr(producer_lifecycle, "time", waiting)
+    monkeypatch.setattr(producer_module, "time", waiting)
     assert p.poll(1.0) == 0
     assert sum(waiting.sleeps) == pytest.approx(1.0)
     assert len(waiting.sleeps) == pytest.approx(1.0 / POLL_STEP_S, abs=1)
