@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lakelog.client.types import Headers
-from lakelog.errors import InvalidType
+from lakelog.client.types import Headers, Message
+from lakelog.errors import InvalidType, KafkaError
 from lakelog.typedef import TopicPartitionKey
 
-if TYPE_CHECKING:
-    from lakelog.client.producer.reports import DeliveryCallback
+# A delivery report's callback: (the error or None, the message).
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 def to_bytes(what: str, value: Any) -> bytes | None:

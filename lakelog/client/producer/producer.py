@@ -33,11 +33,18 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from lakelog import config
 from lakelog.client.conf import split_callbacks
-from lakelog.client.producer.accumulator import Pending, RecordAccumulator, check_batch_message, to_bytes, to_headers
+from lakelog.client.producer.accumulator import (
+    DeliveryCallback,
+    Pending,
+    RecordAccumulator,
+    check_batch_message,
+    to_bytes,
+    to_headers,
+)
 from lakelog.client.producer.gate import ProducerGate
 from lakelog.client.producer.gated import GatedDelivery
 from lakelog.client.producer.idempotent_gate import IdempotentGate
-from lakelog.client.producer.reports import DeliveryCallback, DeliveryReports
+from lakelog.client.producer.reports import DeliveryReports
 from lakelog.client.producer.sender import Sender
 from lakelog.client.producer.topics import ProducerTopics, undeliverable
 from lakelog.client.producer.transactions import TransactionManager, TransactionState

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
+from lakelog.client.producer.accumulator import DeliveryCallback, Pending
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Message
 from lakelog.errors import KafkaError
 from lakelog.typedef import TopicPartitionKey
-
-if TYPE_CHECKING:
-    from lakelog.client.producer.accumulator import Pending
-
-DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 class DeliveryReports:

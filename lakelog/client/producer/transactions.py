@@ -10,10 +10,10 @@ coordinator (S4) and, for `send_offsets_to_transaction`, the group coordinator (
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from lakelog.client.producer.sender import Logger
 from lakelog.config import Config
 from lakelog.errors import (
     FatalError,
@@ -61,7 +61,7 @@ class TransactionManager:
         config: Config,
         retry: RetryPolicy,
         clock: Clock,
-        logger: Logger,
+        logger: logging.Logger | logging.LoggerAdapter,
         lend_log: Callable[[str, int], PartitionLog | None],
     ) -> None:
         self._root = root
