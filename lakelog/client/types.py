@@ -22,6 +22,9 @@ TIMESTAMP_LOG_APPEND_TIME = 2
 
 Headers = list[tuple[str, bytes | None]]
 
+# The node a root stands for: every partition's leader and only replica.
+NODE_ID = 0
+
 
 @total_ordering
 class TopicPartition:
@@ -291,6 +294,18 @@ class TopicMetadata:
 
     def __str__(self) -> str:
         return str(self.topic)
+
+
+@dataclass(frozen=True)
+class BrokerMetadata:
+    """A broker of ClusterMetadata.brokers, as confluent-kafka's: the root's one node."""
+
+    id: int
+    host: str
+    port: int = -1
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}/{self.id}"
 
 
 @dataclass(frozen=True)
