@@ -375,3 +375,26 @@ def test_produce_batch_refuses_malformed_input_before_queueing_any(root, topic, 
     with pytest.raises(error):
         p.produce_batch(name, messages)
     assert len(p) == 0
+
+
+def test_a_delivery_callback_that_raises_leaves_the_reports_after_its_own_for_the_next_poll(root, topic):
+    """As confluent-kafka: the callback's exception comes out of flush()/poll(); the reports not yet served stay
+    queued, in order, and the next poll() serves them with their own offsets."""
+    name = topic()
+    seen: list[int] = []
+
+    def on_delivery(error, message):
+        seen.append(message.offset())
+        if len(seen) == 1:
+            raise ValueError("the application's callback failed")
+
+    p = producer(root, **{"linger.ms": NEVER_LINGER_MS}, on_delivery=on_delivery)
+    for value in (b"a", b"b", b"c"):
+        p.produce(name, value, partition=0)
+    with pytest.raises(ValueError):
+        p.flush()  # sends the batch (one report entry for its three messages); the first callback raises
+    assert seen == [0]
+    assert len(p) == 2  # the other two reports wait
+    assert p.poll(0) == 2
+    assert seen == [0, 1, 2]
+    assert len(p) == 0

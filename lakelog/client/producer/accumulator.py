@@ -7,7 +7,7 @@ it. The accumulator only holds batches; the producer hands the closed ones to it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,23 @@ def to_headers(headers: Any) -> Headers | None:
         if not isinstance(name, str):
             raise InvalidType(f"headers must have str names, not {type(name).__name__}")
     return [(name, to_bytes("header value", value)) for name, value in items]
+
+
+def check_batch(topic: Any, messages: Any, partition: Any) -> bool:
+    """TypeError for a produce_batch() call confluent-kafka would refuse before queueing any; False: nothing to queue.
+
+    An empty list is checked no further (confluent-kafka returns 0 at once), and a closed producer raises after this."""
+    if not isinstance(messages, list):
+        raise TypeError("messages must be a list")
+    if not messages:
+        return False
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+    if not isinstance(partition, int) or isinstance(partition, bool):
+        raise TypeError(f"partition must be int, not {type(partition).__name__}")
+    for index, message in enumerate(messages):
+        check_batch_message(index, message)
+    return True
 
 
 def check_batch_message(index: int, message: Any) -> None:
@@ -104,7 +121,7 @@ class Batch:
 
 
 class RecordAccumulator:
-    """The open batches, one per partition, in the order they were opened."""
+    """The open batches, one per partition, in the order they were opened, and when the oldest was opened."""
 
     def __init__(self, max_messages: int, max_bytes: int, linger_ms: float, clock: Callable[[], float]) -> None:
         self._max_messages = max_messages
@@ -112,39 +129,69 @@ class RecordAccumulator:
         self._linger_ms = linger_ms
         self._clock = clock
         self._batches: dict[TopicPartitionKey, Batch] = {}
+        # When the oldest open batch was opened (None: none is open): one comparison tells whether any has lingered.
+        self._oldest_ms: float | None = None
 
-    def append(self, tp: TopicPartitionKey, message: Pending, size: int, expected_offset: int | None) -> Iterator[Batch]:
-        """Add a message to its partition's batch; yields the batches closed by it, to be sent in that order:
-        the open one if the message cannot join it (before the message is added), then the message's own if full."""
-        batches = self._batches
-        batch = batches.get(tp)
-        if batch is not None and not batch.accepts(expected_offset):
-            del batches[tp]
-            yield batch
-            batch = None
+    def refusing(self, tp: TopicPartitionKey, expected_offset: int | None) -> Batch | None:
+        """Close the partition's batch if a message asking for `expected_offset` cannot join it (then send it first)."""
+        batch = self._batches.get(tp)
+        if batch is None or batch.accepts(expected_offset):
+            return None
+        return self.pop(tp)
+
+    def append(
+        self, tp: TopicPartitionKey, message: Pending, size: int, expected_offset: int | None, now_ms: float
+    ) -> Batch | None:
+        """Add a message to its partition's batch (opened at `now_ms` if none is open); the batch if that filled it
+        (closed: send it)."""
+        batch = self._batches.get(tp)
         if batch is None:
-            batch = batches[tp] = Batch(tp[0], tp[1], self._clock(), expected_offset)
-        batch.messages.append(message)
+            batch = self._batches[tp] = Batch(tp[0], tp[1], now_ms, expected_offset)
+            if self._oldest_ms is None or now_ms < self._oldest_ms:
+                self._oldest_ms = now_ms
+        messages = batch.messages
+        messages.append(message)
         batch.size += size
-        if len(batch.messages) >= self._max_messages or batch.size >= self._max_bytes:
-            del batches[tp]
-            yield batch
+        if len(messages) >= self._max_messages or batch.size >= self._max_bytes:
+            return self.pop(tp)
+        return None
 
     def pop(self, tp: TopicPartitionKey) -> Batch | None:
         """Close a partition's batch (None: it has none)."""
-        return self._batches.pop(tp, None)
+        batch = self._batches.pop(tp, None)
+        if batch is not None and batch.created_ms == self._oldest_ms:
+            batches = self._batches
+            self._oldest_ms = min(b.created_ms for b in batches.values()) if batches else None
+        return batch
+
+    def any_lingered(self, now_ms: float) -> bool:
+        """Whether some batch has waited linger.ms at `now_ms` (on the producer's clock)."""
+        oldest = self._oldest_ms
+        return oldest is not None and now_ms - oldest >= self._linger_ms
 
     def lingered(self) -> list[TopicPartitionKey]:
         """The partitions whose batch has waited linger.ms on the producer's clock."""
         now_ms = self._clock()  # read even with nothing queued: each look of a waiting poll() reads the clock
+        if not self.any_lingered(now_ms):
+            return []
         return [tp for tp, batch in self._batches.items() if now_ms - batch.created_ms >= self._linger_ms]
 
     def until_linger_s(self, idle_s: float) -> float:
         """Seconds until the oldest batch has lingered linger.ms (0: due now; `idle_s` when nothing is queued)."""
-        if not self._batches:
+        if self._oldest_ms is None:
             return idle_s
-        oldest = min(batch.created_ms for batch in self._batches.values())
-        return max(oldest + self._linger_ms - self._clock(), 0) / 1000
+        return max(self._oldest_ms + self._linger_ms - self._clock(), 0) / 1000
+
+    def poll_deadline(self, now: float, timeout: float | None, step_s: float) -> float:
+        """When a poll started `now` gives up, on the monotonic clock. Without a timeout it waits for the queued
+        batches' linger (in real time: a clock passed in that stands still cannot hold it longer);
+        with nothing queued nothing can arrive, so it returns at once."""
+        if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)):
+            raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+        if timeout is None or timeout < 0:
+            # One step of slack: the producer's clock counts whole milliseconds, the monotonic clock does not.
+            return now + (self.until_linger_s(step_s) + step_s if self._batches else 0.0)
+        return now + timeout
 
     def partitions(self) -> list[TopicPartitionKey]:
         """The partitions holding a batch."""
@@ -154,6 +201,7 @@ class RecordAccumulator:
         """Close every batch (purge, abort, close)."""
         batches = list(self._batches.values())
         self._batches.clear()
+        self._oldest_ms = None
         return batches
 
     def queued(self) -> int:

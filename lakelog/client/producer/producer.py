@@ -37,7 +37,7 @@ from lakelog.client.producer.accumulator import (
     DeliveryCallback,
     Pending,
     RecordAccumulator,
-    check_batch_message,
+    check_batch,
     to_bytes,
     to_headers,
 )
@@ -138,7 +138,6 @@ class Producer:
 
     # -- confluent-kafka API ----------------------------------------------------
 
-    @locked
     def produce(
         self,
         topic: str,
@@ -153,42 +152,63 @@ class Producer:
         callback: DeliveryCallback | None = None,
     ) -> None:
         """Queue a message; `expected_offset` (KIP-27) makes it land at exactly that offset or fail."""
-        if self._closed:
-            raise RuntimeError(CLOSED)
-        transactions = self._transactions
-        if transactions.transactional_id is not None and transactions.state is not TransactionState.IN_TRANSACTION:
-            transactions.require_state("produce", TransactionState.IN_TRANSACTION)
-        # Wrong types are TypeErrors and wrong values ValueErrors, as confluent-kafka raises them (both InvalidRequest).
-        if topic.__class__ is not str and not isinstance(topic, str):
-            raise InvalidType(f"topic must be a str, not {type(topic).__name__}")
-        value_bytes, key_bytes = to_bytes("value", value), to_bytes("key", key)
-        header_list = None if headers is None else to_headers(headers)
-        if partition.__class__ is not int and (not isinstance(partition, int) or isinstance(partition, bool)):
-            raise InvalidType(f"partition must be an integer, not {partition!r}")
-        if timestamp.__class__ is not int and (not isinstance(timestamp, int) or isinstance(timestamp, bool)):
-            raise InvalidType(f"timestamp must be an integer of milliseconds, not {timestamp!r}")
-        if timestamp < 0:
-            raise InvalidArgument(f"timestamp must not be negative, not {timestamp}")
-        if expected_offset is not None:
-            if not isinstance(expected_offset, int) or isinstance(expected_offset, bool):
-                raise InvalidType(f"expected_offset must be an integer, not {expected_offset!r}")
-            if expected_offset < 0:
-                raise InvalidArgument(f"expected_offset must not be negative, not {expected_offset}")
-        size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
-        if size > self._max_bytes:
-            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, f"message of {size} bytes exceeds message.max.bytes"))
-        pending = Pending(key_bytes, value_bytes, header_list, timestamp or self._clock(), on_delivery or callback)
-        if self._topics.partition_count(topic) is None:
-            # Reported through the delivery callback at poll()/flush(), as confluent-kafka does; nothing is written.
-            # In a transaction the failed delivery makes it abort-only, as any does.
-            error = undeliverable(topic)
-            self._reports.report((topic, partition), [pending], -1, error)
-            transactions.taint(error)
-            return
-        tp = (topic, self._topics.resolve_partition(topic, partition, key_bytes))
-        for batch in self._accumulator.append(tp, pending, size, expected_offset):
-            self._gated.send(batch)
-        self._send_lingered()
+        # The lock taken here rather than by `locked`: one call less on the path every message takes.
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(CLOSED)
+            transactions = self._transactions
+            if transactions.transactional_id is not None and transactions.state is not TransactionState.IN_TRANSACTION:
+                transactions.require_state("produce", TransactionState.IN_TRANSACTION)
+            # Wrong types are TypeErrors and wrong values ValueErrors, as confluent-kafka raises them (both InvalidRequest).
+            if topic.__class__ is not str and not isinstance(topic, str):
+                raise InvalidType(f"topic must be a str, not {type(topic).__name__}")
+            value_bytes = value if value.__class__ is bytes else to_bytes("value", value)
+            key_bytes = None if key is None else to_bytes("key", key)
+            header_list = None if headers is None else to_headers(headers)
+            if partition.__class__ is not int and (not isinstance(partition, int) or isinstance(partition, bool)):
+                raise InvalidType(f"partition must be an integer, not {partition!r}")
+            if timestamp.__class__ is not int and (not isinstance(timestamp, int) or isinstance(timestamp, bool)):
+                raise InvalidType(f"timestamp must be an integer of milliseconds, not {timestamp!r}")
+            if timestamp < 0:
+                raise InvalidArgument(f"timestamp must not be negative, not {timestamp}")
+            if expected_offset is not None:
+                if not isinstance(expected_offset, int) or isinstance(expected_offset, bool):
+                    raise InvalidType(f"expected_offset must be an integer, not {expected_offset!r}")
+                if expected_offset < 0:
+                    raise InvalidArgument(f"expected_offset must not be negative, not {expected_offset}")
+            size = (0 if value_bytes is None else len(value_bytes)) + (0 if key_bytes is None else len(key_bytes))
+            if size > self._max_bytes:
+                error = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, f"message of {size} bytes exceeds message.max.bytes")
+                raise KafkaException(error)
+            topics = self._topics
+            count = topics.counts.get(topic) or topics.partition_count(topic)  # a topic's first use opens its log
+            # One look at the clock, after that: the message's timestamp, its batch's start and the linger check.
+            now = self._clock()
+            pending = Pending(key_bytes, value_bytes, header_list, timestamp or now, on_delivery or callback)
+            if count is None:
+                # Reported through the delivery callback at poll()/flush(), as confluent-kafka does; nothing is written.
+                # In a transaction the failed delivery makes it abort-only, as any does.
+                error = undeliverable(topic)
+                self._reports.report((topic, partition), [pending], -1, error)
+                transactions.taint(error)
+                return
+            if partition < 0 or partition >= count:
+                partition = topics.resolve_partition(topic, partition, key_bytes)
+            tp = (topic, partition)
+            accumulator = self._accumulator
+            sent = False
+            if expected_offset is not None:
+                refused = accumulator.refusing(tp, expected_offset)
+                if refused is not None:
+                    self._gated.send(refused)
+                    sent, now = True, self._clock()  # the next batch starts after that send
+            full = accumulator.append(tp, pending, size, expected_offset, now)
+            if full is not None:
+                self._gated.send(full)
+                sent = True
+            # A send takes time: after one, the clock is read again; else the look taken above answers.
+            if sent or accumulator.any_lingered(now):
+                self._send_lingered()
 
     @locked
     def produce_batch(
@@ -203,17 +223,9 @@ class Producer:
         would; returns how many were queued. A message that cannot be queued gets its error as
         `_error` in its dict, as confluent-kafka's. Malformed input raises TypeError before any is queued.
         Atomic: another thread's produce() does not land between the batch's messages."""
-        if not isinstance(messages, list):
-            raise TypeError("messages must be a list")
-        if not messages:
+        if not check_batch(topic, messages, partition):
             return 0
         self._require_open()
-        if not isinstance(topic, str):
-            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
-        if not isinstance(partition, int) or isinstance(partition, bool):
-            raise TypeError(f"partition must be int, not {type(partition).__name__}")
-        for index, message in enumerate(messages):
-            check_batch_message(index, message)
         default_callback = callback or on_delivery
         queued = 0
         for message in messages:
@@ -252,7 +264,7 @@ class Producer:
             self._send_lingered()
             if self._reports:
                 return self._reports.serve()
-            deadline = self._poll_deadline(timeout)
+            deadline = self._accumulator.poll_deadline(time.monotonic(), timeout, POLL_STEP_S)
         while True:
             with self._lock:
                 if self._closed:
@@ -442,18 +454,6 @@ class Producer:
         except KafkaException as error:
             self._logger.warning("%s: closing: could not abort the open transaction: %s: %s", text, error.error.name(), error)
             warnings.warn(f"Producer could not abort its open transaction during close: {error}", RuntimeWarning, stacklevel=3)
-
-    def _poll_deadline(self, timeout: float | None) -> float:
-        """When a poll gives up, on the monotonic clock. Without a timeout it waits for the queued
-        batches' linger (in real time: a clock passed in that stands still cannot hold it longer);
-        with nothing queued nothing can arrive, so it returns at once."""
-        now = time.monotonic()
-        if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)):
-            raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
-        if timeout is None or timeout < 0:
-            # One step of slack: the producer's clock counts whole milliseconds, the monotonic clock does not.
-            return now + (self._accumulator.until_linger_s(POLL_STEP_S) + POLL_STEP_S if self._accumulator else 0.0)
-        return now + timeout
 
     # -- what tests and tools look at (the parts own the state) -------------------------------
 

@@ -40,11 +40,12 @@ class ProducerTopics:
         self._logger = logger
         self._adopt = adopt  # partition 0's log, opened for the topic's config: kept for its first batch
         self._partitioner = producer_config["partitioner"]
-        self._counts: dict[str, int] = {}
+        # The partition count of each topic read so far: produce() looks here first (read-only outside this class).
+        self.counts: dict[str, int] = {}
 
     def partition_count(self, topic: str) -> int | None:
         """The topic's partition count, or None when produce() cannot write it (see `undeliverable`)."""
-        count = self._counts.get(topic)
+        count = self.counts.get(topic)
         if count is not None:
             return count
         if topic.startswith(INTERNAL_PREFIX):
@@ -60,7 +61,7 @@ class ProducerTopics:
             if not self._may_create_topics():
                 return None
             count = self._create_topic(topic)
-        self._counts[topic] = count
+        self.counts[topic] = count
         return count
 
     def resolve_partition(self, topic: str, partition: int, key: bytes | None) -> int:
