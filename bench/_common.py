@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from lakelog import AdminClient, NewTopic, Producer
-from lakelog.client.group_admin import ConsumerGroupState, group_state
+from lakelog.client.admin.groups import ConsumerGroupState, group_state
 from lakelog.log import PartitionLog
 from lakelog.store import Location, initialise_root
 

@@ -25,7 +25,7 @@ import time
 
 from bench import _common
 from lakelog import Consumer
-from lakelog.client.group_admin import ConsumerGroupState, group_state
+from lakelog.client.admin.groups import ConsumerGroupState, group_state
 from lakelog.coordinator.group import Heartbeat
 from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.log import create_topic

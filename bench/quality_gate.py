@@ -74,7 +74,8 @@ class _Timers:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        from lakelog.client import producer, producer_gate
+        from lakelog.client.producer import gate as producer_gate
+        from lakelog.client.producer import sender
         from lakelog.jobs import batch_writer
         from lakelog.quality import batch_gate, staged
         from lakelog.quality.results import RESULTS_LOG
@@ -85,9 +86,9 @@ class _Timers:
             (validate_module, "validation_frame", self._timed(validate_module.validation_frame, "frame")),
             (staged, "merge_field_columns", self._timed(staged.merge_field_columns, "merge")),
             (
-                producer.Producer,
-                "_deliver",
-                self._timed(producer.Producer._deliver, "result row", lambda args: args[1][0] == RESULTS_LOG),
+                sender.Sender,
+                "send",
+                self._timed(sender.Sender.send, "result row", lambda args: args[1][0] == RESULTS_LOG),
             ),
             (
                 batch_writer._Appends,

@@ -24,9 +24,9 @@ from lakelog.client import (
 )
 
 # confluent_kafka's top-level admin model names (confluent_kafka._model), for programs that import them from here.
-from lakelog.client.admin_broker_only import ElectionType
-from lakelog.client.admin_types import ConsumerGroupType, IsolationLevel, Node, TopicCollection, TopicPartitionInfo, Uuid
-from lakelog.client.group_admin import ConsumerGroupState
+from lakelog.client.admin.broker_only import ElectionType
+from lakelog.client.admin.groups import ConsumerGroupState
+from lakelog.client.admin.types import ConsumerGroupType, IsolationLevel, Node, TopicCollection, TopicPartitionInfo, Uuid
 from lakelog.client.messages import Messages
 from lakelog.client.partitioner import consistent, fnv1a, murmur2
 from lakelog.client.serializing import DeserializingConsumer, SerializingProducer

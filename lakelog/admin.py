@@ -7,7 +7,7 @@ a broker (ACLs, SCRAM, leader election) raise KafkaException `_NOT_IMPLEMENTED`.
 import logging
 
 from lakelog.client.admin import AdminClient
-from lakelog.client.admin_broker_only import (
+from lakelog.client.admin.broker_only import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -20,7 +20,15 @@ from lakelog.client.admin_broker_only import (
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
-from lakelog.client.admin_types import (
+from lakelog.client.admin.groups import (
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    ListConsumerGroupsResult,
+    MemberDescription,
+)
+from lakelog.client.admin.types import (
     AlterConfigOpType,
     BrokerMetadata,
     ConfigEntry,
@@ -42,14 +50,6 @@ from lakelog.client.admin_types import (
     TopicCollection,
     TopicPartitionInfo,
     Uuid,
-)
-from lakelog.client.group_admin import (
-    ConsumerGroupDescription,
-    ConsumerGroupListing,
-    ConsumerGroupState,
-    ConsumerGroupTopicPartitions,
-    ListConsumerGroupsResult,
-    MemberDescription,
 )
 from lakelog.client.types import (
     OFFSET_INVALID,

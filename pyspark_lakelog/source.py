@@ -331,7 +331,7 @@ def _route(
     A row goes to its `partition` column's partition if it has one, else where
     lakelog's Producer would send its key (the producer's `partitioner`).
     """
-    from lakelog.client.producer import partition_for
+    from lakelog.client.partitioner import partition_for
 
     count = table.num_rows
     topics = [topic_option] * count if topic_option is not None else table.column("topic").to_pylist()

@@ -14,7 +14,8 @@ from typing import Any
 
 from lakelog.cli.common import BadInput
 from lakelog.cli.common import print_rows as _print_rows
-from lakelog.client import TopicPartition, group_admin
+from lakelog.client import TopicPartition
+from lakelog.client.admin import groups as group_admin
 from lakelog.client.group_tools import delete_corrupt_group, list_groups_with_members
 from lakelog.client.roots import partition_count
 from lakelog.errors import CorruptRecord, GroupIdNotFound, NonEmptyGroup

@@ -10,7 +10,7 @@ from typing import Any
 
 from lakelog.cli.common import BadInput
 from lakelog.cli.common import print_rows as _print_rows
-from lakelog.client import transaction_admin
+from lakelog.client.admin import transactions as transaction_admin
 from lakelog.errors import TransactionalIdNotFound
 
 # How a decided transaction reads to a user: its outcome is final from PrepareCommit/PrepareAbort on; the

@@ -1,8 +1,8 @@
 """The Kafka-shaped client API: Producer, Consumer, AdminClient."""
 
 from lakelog.client.admin import AdminClient
+from lakelog.client.admin.groups import ConsumerGroupTopicPartitions
 from lakelog.client.consumer import Consumer
-from lakelog.client.group_admin import ConsumerGroupTopicPartitions
 from lakelog.client.producer import Producer
 from lakelog.client.types import (
     OFFSET_BEGINNING,

@@ -1,4 +1,4 @@
-"""What `lakelog groups` does beyond the Admin API's group calls (lakelog.client.group_admin), as
+"""What `lakelog groups` does beyond the Admin API's group calls (lakelog.client.admin.groups), as
 kafka-consumer-groups.sh does beyond Kafka's: member counts of every listed group read through one coordinator, and
 the deletion of a group set aside by a `__consumer_offsets` record that does not decode."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lakelog.client import group_admin
+from lakelog.client.admin import groups as group_admin
 from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.store import Location
 

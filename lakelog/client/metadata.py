@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from lakelog.client.admin_types import NODE_ID, BrokerMetadata
-from lakelog.client.types import ClusterMetadata, PartitionMetadata, TopicMetadata
+from lakelog.client.types import NODE_ID, BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
 from lakelog.errors import KafkaError, UnknownTopicOrPartition
 from lakelog.log import list_topics, topic_config
 from lakelog.store import Location

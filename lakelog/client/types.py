@@ -22,6 +22,9 @@ TIMESTAMP_LOG_APPEND_TIME = 2
 
 Headers = list[tuple[str, bytes | None]]
 
+# The node a root stands for: every partition's leader and only replica.
+NODE_ID = 0
+
 
 @total_ordering
 class TopicPartition:
@@ -294,6 +297,18 @@ class TopicMetadata:
 
 
 @dataclass(frozen=True)
+class BrokerMetadata:
+    """A broker of ClusterMetadata.brokers, as confluent-kafka's: the root's one node."""
+
+    id: int
+    host: str
+    port: int = -1
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}/{self.id}"
+
+
+@dataclass(frozen=True)
 class ClusterMetadata:
     """What `list_topics()` returns: every topic of the root and its partitions."""
 
@@ -319,7 +334,7 @@ class PartitionDescription:
     log_end_offset: int
     files: int
     table_version: int
-    # confluent-kafka's TopicPartitionInfo: the root's one node (admin_types.Node) leads and holds every partition.
+    # confluent-kafka's TopicPartitionInfo: the root's one node (admin.types.Node) leads and holds every partition.
     leader: Any = None
     replicas: list = field(default_factory=list)
     isr: list = field(default_factory=list)
@@ -332,7 +347,7 @@ class TopicDescription:
     name: str
     partitions: list[PartitionDescription]
     config: dict[str, Any]
-    # An admin_types.Uuid: partition 0's Delta table id, new when a topic of the same name is created again (KIP-516).
+    # An admin.types.Uuid: partition 0's Delta table id, new when a topic of the same name is created again (KIP-516).
     topic_id: Any = None
     is_internal: bool = False
     authorized_operations: list | None = None

@@ -47,12 +47,12 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog import config
+from lakelog.client.producer.sender import append_sequenced
 from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import (
     ConcurrentTransactions,
     InvalidRequest,
     KafkaException,
-    KafkaStorageError,
     KafkaTimeout,
     OffsetMismatch,
     PolicyViolation,
@@ -75,14 +75,13 @@ from lakelog.quality.batch_gate import BatchGate
 from lakelog.quality.dead_letter import dlq_topic, ensure_dlq_topic, with_dlq_header
 from lakelog.quality.results import RESULTS_LOG, open_results_log, record_result, result_payload
 from lakelog.store import Location, open_root
-from lakelog.store.retry import Backoff, RetryPolicy
+from lakelog.store.retry import RetryPolicy
 from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)
 
-# How long a batch's record keeps trying for its offset, and how often an append meets a storage failure.
+# How long a batch's record keeps trying for its offset.
 RECORD_TIMEOUT_S = 60.0
-STORAGE_ATTEMPTS = 5
 
 
 # Kafka's "no producer id": what a batch skipped before `init_producer_id` reports.
@@ -429,8 +428,10 @@ class _Appends:
         sequence = self.sequences.get(tp, 0)
         header = BatchHeader(self.producer_id, self.producer_epoch, sequence, is_transactional=True)
         writer = self.writer
-        landed = _append_with_retries(
-            writer._log(tp), payload, header, writer.retry.start(APPEND_TIMEOUT_S), writer._verification
+        # The Producer's one sequenced append, on the same `retries` and backoff (S3.2).
+        backoff = writer.retry.start(APPEND_TIMEOUT_S)
+        landed = append_sequenced(
+            writer._log(tp), payload, header, backoff, writer.config["retries"], logger, writer._verification
         )
         self.sequences[tp] = next_sequence(sequence + payload.num_rows - 1)
         if tp[0] != RESULTS_LOG:
@@ -444,26 +445,6 @@ def _skipped(batch_id: int, committed: CommittedBatch, producer_id: int, produce
     return BatchWriteResult(
         batch_id, True, committed.batch_id, committed.records, producer_id, producer_epoch, committed.offsets, committed.note
     )
-
-
-def _append_with_retries(
-    log: PartitionLog,
-    payload: pa.Table,
-    header: BatchHeader,
-    backoff: Backoff,
-    transaction: TransactionVerification,
-    attempts: int = STORAGE_ATTEMPTS,
-) -> AppendResult:
-    """Append; a storage failure is retried with the same sequence, so a batch that did land is a duplicate (S3.2).
-
-    Lost races and storage failures wait on the same `backoff`."""
-    for attempt in range(attempts):
-        try:
-            return log.append(payload, header, backoff=backoff, transaction=transaction)
-        except KafkaStorageError:
-            if attempt == attempts - 1 or not backoff.wait():
-                raise
-    raise ValueError(f"attempts must be at least 1, not {attempts}")
 
 
 __all__ = [

@@ -35,14 +35,13 @@ offsets: that one is aborted first, since no offset can be read past it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lakelog.client.group_admin import read_group
+from lakelog.client.admin.groups import read_group
 from lakelog.client.producer import Producer
 from lakelog.client.types import TopicPartition
 from lakelog.config import storage_options as config_storage_options
@@ -58,8 +57,10 @@ from lakelog.errors import (
     PurgeQueue,
     UnstableOffsetCommit,
 )
+from lakelog.jobs.transform_output import OUTPUT_COLUMNS, check_output, milliseconds, outputs
+from lakelog.jobs.transform_reader import Reader, Slice, offset_text, offsets_text, span
 from lakelog.log import READ_COMMITTED, open_partition, topic_config
-from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, PartitionScan, plan_scan
+from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, plan_scan
 from lakelog.store import Location, open_root
 from lakelog.store.retry import RetryPolicy
 
@@ -69,18 +70,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TRANSFORM_ID_PREFIX = "lakelog.transform."
-# The columns a transform's output may have; `value` is required.
-OUTPUT_COLUMNS = ("value", "key", "headers", "timestamp")
-# How much of a partition's files one read takes at a time (a bound on memory beside the record budget).
-READ_BYTES = 16 << 20
 # How often a commit that failed with a retriable error is tried again before the transaction is aborted.
 COMMIT_RETRIES = 5
-_OUTPUT_CONTRACT = (
-    "a transform returns a pyarrow Table or RecordBatch (or a list of them, or None) with a `value` column "
-    "(binary or string) and optionally `key` (binary or string), `headers` (list<struct<key: string, value: binary>>) "
-    "and `timestamp` (timestamp, or int64 milliseconds)"
-)
-
 TransformOutput: TypeAlias = pa.Table | pa.RecordBatch | Iterable[pa.Table | pa.RecordBatch] | None
 Transform = Callable[[pa.Table], TransformOutput]
 
@@ -225,16 +216,6 @@ class _Job:
     input_partitions: int
 
 
-@dataclass
-class _Slice:
-    """Rows of one input partition (None: the partition's end was reached) and the offset after them."""
-
-    partition: int
-    rows: pa.Table | None
-    next_offset: int
-    outputs: list[pa.Table] | None = None
-
-
 class _TransformRun:
     """One run of a job: its producer once it has taken over the transactional id, and what it did so far."""
 
@@ -250,7 +231,7 @@ class _TransformRun:
             self._init_producer("an open transaction holds the group's offsets")
             committed = self._committed_after_init()
         reader = self._plan(committed)
-        pending: list[_Slice] = []
+        pending: list[Slice] = []
         if self.producer is None:
             # Up to the first rows: partitions passed on the way hold no data (empty, or only markers and aborted rows).
             while not pending or pending[-1].rows is None:
@@ -260,7 +241,7 @@ class _TransformRun:
                         "nothing to transform: group %s is at the LSO of every partition of %s (%s); nothing written",
                         self.job.group_id,
                         self.job.input_topic,
-                        _offsets_text(self.job.input_topic, committed),
+                        offsets_text(self.job.input_topic, committed),
                     )
                     return self._result(committed)
                 pending.append(piece)
@@ -271,8 +252,8 @@ class _TransformRun:
             if after_init != committed:
                 logger.info(
                     "the group's offsets moved before this attempt fenced the last one (%s, not %s): planning again",
-                    _offsets_text(self.job.input_topic, after_init),
-                    _offsets_text(self.job.input_topic, committed),
+                    offsets_text(self.job.input_topic, after_init),
+                    offsets_text(self.job.input_topic, committed),
                 )
                 committed, pending = after_init, []
                 reader = self._plan(committed)
@@ -320,7 +301,7 @@ class _TransformRun:
                     f"{job.stable_offsets_timeout_s:g} s; retry once it has ended or the sweep has aborted it"
                 )
 
-    def _plan(self, committed: Mapping[int, int | None]) -> _Reader:
+    def _plan(self, committed: Mapping[int, int | None]) -> Reader:
         """Scans of every input partition from the committed offset (the log start if none) to the LSO now.
 
         Each scan pins the snapshot it was planned on, and every batch of the run is read from it."""
@@ -340,7 +321,7 @@ class _TransformRun:
             job.input_topic,
             ", ".join(f"{job.input_topic}-{s.partition} [{s.start_offset}, {s.end_offset})" for s in scans),
         )
-        return _Reader(scans)
+        return Reader(scans)
 
     def _behind_log_start(self, starts: Mapping[int, int]) -> list[int]:
         """Partitions whose start is below the log start: retention removed rows the group had not read (S9.1)."""
@@ -363,7 +344,7 @@ class _TransformRun:
     # -- one transaction -----------------------------------------------------------------
 
     def _transaction(
-        self, reader: _Reader, pending: list[_Slice], committed: dict[int, int | None], positions: dict[int, int]
+        self, reader: Reader, pending: list[Slice], committed: dict[int, int | None], positions: dict[int, int]
     ) -> bool:
         """Transform up to max_records input records and commit them with their offsets; True once the input is done."""
         producer = self.producer
@@ -407,12 +388,12 @@ class _TransformRun:
             self.job.transactional_id,
             records_in,
             records_out,
-            ", ".join(f"{self.job.input_topic}-{p} {_text(committed.get(p))}->{offset}" for p, offset in moved.items()),
+            ", ".join(f"{self.job.input_topic}-{p} {offset_text(committed.get(p))}->{offset}" for p, offset in moved.items()),
         )
         committed.update(moved)
         return done
 
-    def _next_slice(self, reader: _Reader, limit: int) -> _Slice | None:
+    def _next_slice(self, reader: Reader, limit: int) -> Slice | None:
         self._check_stop("before its next batch")
         return reader.next_slice(limit)
 
@@ -420,10 +401,10 @@ class _TransformRun:
         if self.job.should_stop():
             raise PurgeQueue(f"the transform of {self.job.input_topic} was told to stop {where}; its open transaction is aborted")
 
-    def _transformed(self, piece: _Slice) -> list[pa.Table]:
+    def _transformed(self, piece: Slice) -> list[pa.Table]:
         assert piece.rows is not None
-        where = f"{self.job.input_topic}-{piece.partition} offsets {_span(piece.rows)}"
-        return [check_output(output, where) for output in _outputs(self.job.transform(piece.rows), where)]
+        where = f"{self.job.input_topic}-{piece.partition} offsets {span(piece.rows)}"
+        return [check_output(output, where) for output in outputs(self.job.transform(piece.rows), where)]
 
     def _produce(self, producer: Producer, output: pa.Table) -> None:
         count = output.num_rows
@@ -437,7 +418,7 @@ class _TransformRun:
             if "headers" in names
             else [None] * count
         )
-        timestamps = _milliseconds(output.column("timestamp")) if "timestamp" in names else [0] * count
+        timestamps = milliseconds(output.column("timestamp")) if "timestamp" in names else [0] * count
         for value, key, header, timestamp in zip(values, keys, headers, timestamps, strict=True):
             producer.produce(self.job.output_topic, value=value, key=key, headers=header, timestamp=timestamp or 0)
 
@@ -497,137 +478,6 @@ class _TransformRun:
             self.transactions,
             self.job.transactional_id,
         )
-
-
-class _Reader:
-    """The plan's rows, partition after partition, in slices of a size the caller chooses."""
-
-    def __init__(self, scans: list[PartitionScan]) -> None:
-        self._chunks = _chunks(scans)
-        self._rows: pa.Table | None = None
-        self._partition = 0
-        self._at = 0
-
-    def next_slice(self, limit: int) -> _Slice | None:
-        """Up to `limit` rows of the partition being read; a slice without rows at each partition's end; None at the end."""
-        if self._rows is None or self._at >= self._rows.num_rows:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return None
-            scan, rows = chunk
-            if rows is None:
-                return _Slice(scan.partition, None, scan.end_offset)
-            self._rows, self._partition, self._at = rows, scan.partition, 0
-        rows = self._rows.slice(self._at, limit)
-        self._at += rows.num_rows
-        return _Slice(self._partition, rows, rows.column("offset")[-1].as_py() + 1)
-
-
-def _chunks(scans: list[PartitionScan]) -> Iterator[tuple[PartitionScan, pa.Table | None]]:
-    for scan in scans:
-        for rows in scan.read_kafka_rows(READ_BYTES):
-            yield scan, rows
-        yield scan, None
-
-
-# -- the output contract ----------------------------------------------------------------
-
-
-def _outputs(result: Any, where: str) -> list[pa.Table | pa.RecordBatch]:
-    if result is None:
-        return []
-    if isinstance(result, (pa.Table, pa.RecordBatch)):
-        return [result]
-    if isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
-        raise InvalidRequest(f"transform output for {where} is a {type(result).__name__}: {_OUTPUT_CONTRACT}")
-    outputs = list(result)
-    for output in outputs:
-        if not isinstance(output, (pa.Table, pa.RecordBatch)):
-            raise InvalidRequest(f"transform output for {where} holds a {type(output).__name__}: {_OUTPUT_CONTRACT}")
-    return outputs
-
-
-def check_output(output: pa.Table | pa.RecordBatch, where: str = "a batch") -> pa.Table:
-    """A transform's output table, checked against the contract (see `run_transform`); InvalidRequest names what is wrong."""
-    table = pa.Table.from_batches([output]) if isinstance(output, pa.RecordBatch) else output
-    names = table.column_names
-    problem = None
-    unknown = [name for name in names if name not in OUTPUT_COLUMNS]
-    if len(set(names)) != len(names):
-        problem = f"has a column twice ({', '.join(names)})"
-    elif unknown:
-        problem = f"has unknown column(s) {', '.join(unknown)}"
-    elif "value" not in names:
-        problem = "has no value column"
-    else:
-        for name in names:
-            kind = table.schema.field(name).type
-            if not _CHECKS[name](kind):
-                problem = f"has column {name} of type {kind}"
-                break
-    if problem is not None:
-        raise InvalidRequest(f"transform output for {where} {problem}: {_OUTPUT_CONTRACT}")
-    return table
-
-
-def _is_bytes(kind: pa.DataType) -> bool:
-    return pa.types.is_null(kind) or any(
-        check(kind) for check in (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string, pa.types.is_large_string)
-    )
-
-
-def _is_headers(kind: pa.DataType) -> bool:
-    if pa.types.is_null(kind):
-        return True
-    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_struct(kind.value_type):
-        return False
-    item = kind.value_type
-    fields = {item.field(i).name: item.field(i).type for i in range(item.num_fields)}
-    return (
-        set(fields) == {"key", "value"}
-        and (pa.types.is_string(fields["key"]) or pa.types.is_large_string(fields["key"]))
-        and _is_bytes(fields["value"])
-    )
-
-
-def _is_timestamp(kind: pa.DataType) -> bool:
-    return pa.types.is_null(kind) or pa.types.is_timestamp(kind) or pa.types.is_integer(kind)
-
-
-_CHECKS: dict[str, Callable[[pa.DataType], bool]] = {
-    "value": _is_bytes,
-    "key": _is_bytes,
-    "headers": _is_headers,
-    "timestamp": _is_timestamp,
-}
-
-
-def _milliseconds(column: pa.ChunkedArray) -> list[int | None]:
-    if pa.types.is_timestamp(column.type):
-        column = pc.cast(pc.cast(column, pa.timestamp("ms", tz=column.type.tz)), pa.int64())
-    elif pa.types.is_null(column.type):
-        return [None] * len(column)
-    values = column.to_pylist()
-    for value in values:
-        if value is not None and value < 0:
-            raise InvalidRequest(f"transform output has a timestamp before 1970 ({value} ms): {_OUTPUT_CONTRACT}")
-    return values
-
-
-# -- text ---------------------------------------------------------------------------------
-
-
-def _span(rows: pa.Table) -> str:
-    offsets = rows.column("offset")
-    return f"[{offsets[0].as_py()}, {offsets[-1].as_py()}]"
-
-
-def _text(offset: int | None) -> str:
-    return "none" if offset is None else str(offset)
-
-
-def _offsets_text(topic: str, offsets: Mapping[int, int | None]) -> str:
-    return ", ".join(f"{topic}-{p} at {_text(offset)}" for p, offset in sorted(offsets.items()))
 
 
 __all__ = [

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from tqdm import tqdm
 
-from lakelog.client.producer import partition_for
+from lakelog.client.partitioner import partition_for
 from lakelog.errors import InvalidRequest, PurgeQueue
 from lakelog.jobs.batch_writer import TransactionalBatchWriter
 from lakelog.jobs.load import count_rows, open_source, source_format, source_payloads

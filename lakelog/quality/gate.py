@@ -26,9 +26,10 @@ import pyarrow as pa
 
 from lakelog.errors import PolicyViolation
 from lakelog.quality.dead_letter import dlq_topic
+from lakelog.quality.fields import FieldColumns
 from lakelog.quality.results import new_validation_id
 from lakelog.quality.suites import Suite, read_suite
-from lakelog.quality.validate import FieldColumns, ValidationResult
+from lakelog.quality.validate import ValidationResult
 from lakelog.store import Location
 
 logger = logging.getLogger(__name__)

@@ -26,10 +26,10 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog.log.records import PAYLOAD_SCHEMA
+from lakelog.quality.fields import FieldColumns, json_field_columns, merge_field_columns, suite_columns, value_field_names
 from lakelog.quality.gate import DEAD_LETTER, Verdict, judge
 from lakelog.quality.results import OffsetRange
 from lakelog.quality.suites import Suite
-from lakelog.quality.validate import FieldColumns, json_field_columns, merge_field_columns, suite_columns, value_field_names
 
 logger = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from lakelog.errors import KafkaStorageError
+from lakelog.store.interval import interval_seconds
 
 if TYPE_CHECKING:
     from lakelog.store.table import Table
@@ -129,15 +130,6 @@ def _retention_seconds(table: Table) -> float:
     return interval_seconds(table.configuration.get("delta.deletedFileRetentionDuration"), 7 * 86400.0)
 
 
-def interval_seconds(text: str | None, default: float) -> float:
-    """A Delta interval ("interval 6 hours") in seconds; `default` if unset or unreadable."""
-    match = re.fullmatch(r"\s*interval\s+(\d+)\s+(\w+?)s?\s*", text or "")
-    if not match:
-        return default
-    unit = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}.get(match.group(2))
-    return default if unit is None else int(match.group(1)) * unit
-
-
 def _delete_quietly(table: Table, name: str) -> None:
     try:
         table.io.delete(table.child_uri(name))
@@ -145,4 +137,4 @@ def _delete_quietly(table: Table, name: str) -> None:
         logger.warning("%s: could not delete %s (vacuum will): %s", table.uri, name, error)
 
 
-__all__ = ["DEFAULT_LOG_RETENTION_S", "cleanup_log", "interval_seconds", "log_retention_seconds", "vacuum"]
+__all__ = ["DEFAULT_LOG_RETENTION_S", "cleanup_log", "log_retention_seconds", "vacuum"]

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakelog.errors import CommitConflict, KafkaStorageError
-from lakelog.store.cleanup import interval_seconds
 from lakelog.store.delta_actions import MalformedCommit, commit_info, encode_commit, txn_action
 from lakelog.store.delta_log import TableNotFoundError, commit_name
 from lakelog.store.fileio import one_line
+from lakelog.store.interval import interval_seconds
 from lakelog.store.snapshot import SnapshotError
 
 if TYPE_CHECKING:

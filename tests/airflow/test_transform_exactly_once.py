@@ -31,7 +31,7 @@ import pytest
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.airflow.assets import topic_asset_uri
-from lakelog.client.group_admin import list_offsets
+from lakelog.client.admin.groups import list_offsets
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, open_partition
 from tests.airflow.scheduler import Airflow
 

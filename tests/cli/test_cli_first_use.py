@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from lakelog import version
-from lakelog.client.producer import partition_for
+from lakelog.client.partitioner import partition_for
 from lakelog.config import load as load_config
 from lakelog.log import create_topic, open_partition
 

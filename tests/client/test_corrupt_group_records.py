@@ -12,7 +12,7 @@ import json
 import pytest
 from helpers import table_fingerprint
 
-from lakelog.client import group_admin
+from lakelog.client.admin import groups as group_admin
 from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
 from lakelog.coordinator.group import GroupRecord, OffsetRecord
 from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator

@@ -6,7 +6,7 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog import OFFSET_INVALID, AdminClient, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from lakelog.client.group_admin import ConsumerGroupState
+from lakelog.client.admin.groups import ConsumerGroupState
 from lakelog.coordinator.group import GroupMetadata, Heartbeat
 from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import (

@@ -22,8 +22,8 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog import Consumer, Producer, TopicPartition
-from lakelog.client.group_admin import list_offsets
-from lakelog.client.producer import partition_for
+from lakelog.client.admin.groups import list_offsets
+from lakelog.client.partitioner import partition_for
 from lakelog.errors import InvalidRequest, NonEmptyGroup, ProducerFenced, PurgeQueue, UnknownTopicOrPartition
 from lakelog.jobs.transform import run_transform
 from lakelog.log import READ_COMMITTED, PartitionLog, open_partition

@@ -12,7 +12,7 @@ import pytest
 from helpers import FakeClock, table_fingerprint
 
 from lakelog import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, Consumer, KafkaError, Producer, TopicPartition
-from lakelog.client.consumer_metadata import Subscription
+from lakelog.client.consumer.metadata import Subscription
 from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import create_topic, list_topics

@@ -15,8 +15,8 @@ import pytest
 from helpers import FakeClock, folder_listing, table_fingerprint
 
 from lakelog import KafkaError, Producer
-from lakelog.client import producer_lifecycle
-from lakelog.client.producer_lifecycle import POLL_STEP_S
+from lakelog.client.producer import producer as producer_module
+from lakelog.client.producer.producer import POLL_STEP_S
 from lakelog.errors import KafkaException
 from lakelog.log import READ_COMMITTED, open_partition
 
@@ -155,7 +155,7 @@ def test_poll_blocks_up_to_its_timeout_when_idle_without_spinning(root, monkeypa
     (as confluent's poll blocks in librdkafka); with nothing queued, poll(0) and poll() return at once."""
     p = producer(root)
     waiting = WaitingTime()
-    monkeypatch.setattr(producer_lifecycle, "time", waiting)
+    monkeypatch.setattr(producer_module, "time", waiting)
     assert p.poll(1.0) == 0
     assert sum(waiting.sleeps) == pytest.approx(1.0)
     assert len(waiting.sleeps) == pytest.approx(1.0 / POLL_STEP_S, abs=1)
@@ -374,4 +374,27 @@ def test_produce_batch_refuses_malformed_input_before_queueing_any(root, topic, 
     p = producer(root, **{"linger.ms": NEVER_LINGER_MS})
     with pytest.raises(error):
         p.produce_batch(name, messages)
+    assert len(p) == 0
+
+
+def test_a_delivery_callback_that_raises_leaves_the_reports_after_its_own_for_the_next_poll(root, topic):
+    """As confluent-kafka: the callback's exception comes out of flush()/poll(); the reports not yet served stay
+    queued, in order, and the next poll() serves them with their own offsets."""
+    name = topic()
+    seen: list[int] = []
+
+    def on_delivery(error, message):
+        seen.append(message.offset())
+        if len(seen) == 1:
+            raise ValueError("the application's callback failed")
+
+    p = producer(root, **{"linger.ms": NEVER_LINGER_MS}, on_delivery=on_delivery)
+    for value in (b"a", b"b", b"c"):
+        p.produce(name, value, partition=0)
+    with pytest.raises(ValueError):
+        p.flush()  # sends the batch (one report entry for its three messages); the first callback raises
+    assert seen == [0]
+    assert len(p) == 2  # the other two reports wait
+    assert p.poll(0) == 2
+    assert seen == [0, 1, 2]
     assert len(p) == 0

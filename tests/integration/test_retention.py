@@ -240,7 +240,7 @@ def test_a_transaction_index_behind_the_floor_starts_over_there(topic, open_log,
 
 def test_s9_1_admin_delete_records_as_confluent_kafka(root, topic, open_log):
     from lakelog import AdminClient
-    from lakelog.client.admin import DeletedRecords
+    from lakelog.client.admin.types import DeletedRecords
     from lakelog.client.types import TopicPartition
     from lakelog.errors import InvalidRequest, UnknownTopicOrPartition
 

@@ -14,7 +14,7 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog import AdminClient, NewTopic, Producer
-from lakelog.client import transaction_admin as admin
+from lakelog.client.admin import transactions as admin
 from lakelog.errors import InvalidRequest, InvalidTxnState, OffsetMismatch
 from lakelog.log import BatchHeader, ControlType, open_partition, payload_table
 from lakelog.log.verification import _UNVERIFIED

@@ -6,7 +6,7 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog import AdminClient, NewTopic, Producer
-from lakelog.client import transaction_admin as admin
+from lakelog.client.admin import transactions as admin
 from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.errors import InvalidTxnState
 from lakelog.log import BatchHeader, open_partition, payload_table

@@ -11,7 +11,7 @@ import pytest
 from lakelog.cli import main
 from lakelog.client import Producer
 from lakelog.client.producer import TransactionState
-from lakelog.client.producer_gate import FAULT_AFTER_VALIDATION
+from lakelog.client.producer.gate import FAULT_AFTER_VALIDATION
 from lakelog.coordinator.transaction.coordinator import FAULT_AFTER_DECISION, TransactionCoordinator
 from lakelog.errors import KafkaError, PolicyViolation
 from lakelog.log.partition import wall_clock_ms

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from lakelog.log.records import HEADER_TYPE, PAYLOAD_SCHEMA
 from lakelog.quality import parse_suite, validate
+from lakelog.quality.fields import field_values, json_field_columns, merge_field_columns
 from lakelog.quality.results import OffsetRange
 from lakelog.quality.staged import StagedRows
-from lakelog.quality.validate import field_values, json_field_columns, merge_field_columns
 from tests.quality.conftest import ORDERS_SUITE
 
 FIELDS = ["a", "b", "c.d"]

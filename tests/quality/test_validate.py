@@ -36,7 +36,7 @@ def staged_rows(values: list[bytes], *, first_offset: int = 100, keys: list[byte
 
 def fast_fields(column: pa.ChunkedArray, fields: list[str]) -> dict[str, list]:
     """The fields as the frame gets them from json_field_columns (Arrow columns through pandas), as lists."""
-    from lakelog.quality.validate import field_values, json_field_columns
+    from lakelog.quality.fields import field_values, json_field_columns
 
     return {name: list(field_values(values)) for name, values in json_field_columns(column, fields).items()}
 
@@ -162,7 +162,7 @@ def test_a_kafka_column_the_rows_lack_is_a_clear_error():
     ids=["flat", "nested", "not-an-object", "multi-line", "object-split", "two-objects", "two-and-empty", "spaces"],
 )
 def test_arrow_json_reader_and_row_by_row_agree(values):
-    from lakelog.quality.validate import _json_fields_python
+    from lakelog.quality.fields import _json_fields_python
 
     fields = ["customer", "customer.tier", "amount_cents"]
     column = pa.chunked_array([pa.array(values, pa.binary())])
@@ -174,7 +174,7 @@ def test_arrow_json_reader_and_row_by_row_agree(values):
 
 def test_arrow_path_reads_chunked_and_sliced_values():
     """The joined buffer is built from the Arrow offsets: chunks and a slice's offset must not shift a row."""
-    from lakelog.quality.validate import _json_fields_python
+    from lakelog.quality.fields import _json_fields_python
 
     values = [json.dumps({"customer": f"c{i}", "amount_cents": i}).encode() for i in range(10)]
     column = pa.chunked_array([pa.array(values[:4], pa.binary()), pa.array(values[4:], pa.binary()).slice(2)])
@@ -337,7 +337,7 @@ def test_gx_batch_fingerprint_is_skipped_only_while_lakelog_validates():
 
 def test_iso_looking_strings_stay_text_on_the_arrow_path():
     """Arrow's reader types "2026-11-24" as a timestamp; a suite sees the string the JSON holds, on both paths."""
-    from lakelog.quality.validate import _json_fields_python
+    from lakelog.quality.fields import _json_fields_python
 
     values = [
         b'{"created": "2026-11-24T01:00:00Z", "customer": {"since": "2026-11-24"}, "days": ["2026-01-01"]}',

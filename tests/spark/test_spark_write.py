@@ -15,7 +15,7 @@ import pytest
 from spark_histories import consumer_rows
 from spark_workers import write_then_die
 
-from lakelog.client.producer import partition_for
+from lakelog.client.partitioner import partition_for
 from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 from lakelog.jobs.batch_writer import TransactionalBatchWriter
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition

@@ -16,6 +16,9 @@ judged at once (table expectations see the whole unit), never re-read:
   appended to `__quality_results` inside the transaction, so it commits or
   aborts with the data (S11.2); then the usual commit.
 
+The gate decides and hands back what to do (verdicts, the appends held batches need, the result
+rows); it never touches the producer: `gated.GatedDelivery` carries its decisions out.
+
 A crash before the decision leaves an open transaction that the next
 init_transactions or the sweep aborts (S4.2, S4.7), result rows and dead
 letters with it.
@@ -30,12 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakelog.client.types import TIMESTAMP_CREATE_TIME, Message
-from lakelog.errors import KafkaError, KafkaException, TransactionAbortable
 from lakelog.typedef import TopicPartitionKey
 
 if TYPE_CHECKING:
-    from lakelog.client.producer import Producer, _Pending
+    from lakelog.client.producer.accumulator import Pending
+    from lakelog.log import PartitionLog
     from lakelog.quality.gate import Verdict
     from lakelog.quality.staged import StagedRows
     from lakelog.quality.suites import Suite
@@ -48,13 +50,35 @@ FAULT_AFTER_VALIDATION = "after_validation"
 Tp = TopicPartitionKey
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Who wrote a transaction's rows, as a result row names it."""
+
+    transactional_id: str | None
+    producer_id: int | None
+    producer_epoch: int
+
+    def fields(self) -> dict[str, Any]:
+        return {"transactional_id": self.transactional_id, "producer_id": self.producer_id, "producer_epoch": self.producer_epoch}
+
+
 @dataclass
 class _Held:
     """A dead-letter topic's batch, held back until the verdict says where it goes."""
 
     tp: Tp
     payload: pa.Table
-    messages: list[_Pending]
+    messages: list[Pending]
+    expected_offset: int | None
+
+
+@dataclass(frozen=True)
+class HeldAppend:
+    """An append the verdict on a held batch asks for: to its topic, or to the dead-letter topic with the validation id."""
+
+    tp: Tp
+    payload: pa.Table
+    messages: list[Pending]
     expected_offset: int | None
 
 
@@ -84,7 +108,7 @@ class ProducerGate:
             self._suites[topic] = read_suite(self._root, topic)
         return self._suites[topic]
 
-    def hold(self, tp: Tp, payload: pa.Table, messages: list[_Pending], expected_offset: int | None) -> bool:
+    def hold(self, tp: Tp, payload: pa.Table, messages: list[Pending], expected_offset: int | None) -> bool:
         """Hold a batch of a dead-letter topic back until the decision; False for any other topic (send it)."""
         if not self._transactional:
             return False
@@ -111,47 +135,89 @@ class ProducerGate:
         self._held.clear()
         self.aborted = False
 
-    def purge(self, producer: Producer) -> None:
-        """The transaction aborts: report its queued and held messages as purged (_PURGE_QUEUE), forget its rows."""
-        purged = KafkaError(KafkaError._PURGE_QUEUE, "purged: the transaction was aborted")
-        queued = [(tp, producer._batches.pop(tp).messages) for tp in list(producer._batches)]
+    def purge(self) -> list[tuple[Tp, list[Pending]]]:
+        """The transaction aborts: forget its rows; the messages of its held batches, for their _PURGE_QUEUE reports."""
         held = [(item.tp, item.messages) for items in self._held.values() for item in items]
-        for tp, messages in queued + held:
-            for pending in messages:
-                message = Message(
-                    *tp, None, pending.key, pending.value, pending.headers, purged, (TIMESTAMP_CREATE_TIME, pending.timestamp_ms)
-                )
-                producer._reports.append((pending.on_delivery or producer._default_on_delivery, purged, message))
         self._held.clear()
         self._staged.clear()
+        return held
 
-    def commit(self, producer: Producer, timeout: float | None) -> None:
-        """Judge every gated topic's rows, then abort (enforce failure) or commit with the results (S11.1-S11.3)."""
-        from lakelog.client.producer import TransactionState
+    def judge(self) -> list[Verdict]:
+        """Every gated topic's verdict on the rows the transaction wrote to it (table expectations see them all).
 
-        try:
-            verdicts = [staged.judge() for staged in self._staged.values()]
-        except KafkaException as error:  # a suite that does not fit the rows: this transaction cannot commit
-            producer._transaction_error = error
-            producer._transaction_state = TransactionState.ABORTABLE_ERROR
-            raise
-        refused = [verdict for verdict in verdicts if not verdict.publish]
-        if refused:
-            self._refuse(producer, refused, timeout)
-        ranges = {verdict.topic: self._publish_held(producer, verdict) for verdict in verdicts}
-        self._append_results(producer, verdicts, ranges)
-        # Judged and written: a commit_transaction() retried after a failed end only ends it (no second verdict).
-        self._staged.clear()
-        if producer._transaction_error is not None:
-            producer._transaction_state = TransactionState.ABORTABLE_ERROR
-            raise TransactionAbortable(
-                f"transaction of {producer._transaction_id_text} cannot commit: "
-                f"{producer._transaction_error.error.str()}; abort it and start again"
+        A KafkaException if a suite does not fit the rows: this transaction cannot commit."""
+        return [staged.judge() for staged in self._staged.values()]
+
+    def record_refusals(self, refused: list[Verdict], identity: Identity) -> None:
+        """An enforce failure: its result, recorded outside the transaction (that data can never commit) (S11.1)."""
+        from lakelog.quality.results import record_result
+
+        for verdict in refused:
+            record_result(
+                self._root,
+                verdict.result,
+                validation_id=verdict.validation_id,
+                offset_ranges=self._staged[verdict.topic].offset_ranges(),
+                **identity.fields(),
             )
+
+    def held(self, verdict: Verdict) -> list[HeldAppend] | None:
+        """Where the verdict sends a topic's held batches: the appends to make (None: the topic held none)."""
+        from lakelog.log import topic_config
+        from lakelog.quality.dead_letter import with_dlq_header
+
+        if verdict.topic not in self._held:
+            return None
+        destination = verdict.destination
+        count = topic_config(self._root, destination).num_partitions
+        appends = []
+        for held in self._held.pop(verdict.topic):
+            if verdict.dead_letter:
+                tp = (destination, held.tp[1] % count)
+                appends.append(HeldAppend(tp, with_dlq_header(held.payload, verdict.validation_id), held.messages, None))
+            else:
+                appends.append(HeldAppend(held.tp, held.payload, held.messages, held.expected_offset))
+        return appends
+
+    def offset_ranges(self, verdict: Verdict, landed: list[tuple[HeldAppend, int]] | None) -> list[Any]:
+        """The offset ranges a topic's rows hold: kept rows where they were appended, held ones where they `landed`
+        (each append with its base offset; -1: it failed, and the transaction cannot commit anyway)."""
+        from lakelog.quality.results import OffsetRange
+
+        if landed is None:
+            return self._staged[verdict.topic].offset_ranges()
+        return [OffsetRange(append.tp[1], base, base + append.payload.num_rows - 1) for append, base in landed if base >= 0]
+
+    def results(self, verdicts: list[Verdict], ranges: dict[str, list[Any]], identity: Identity) -> pa.Table:
+        """Every verdict's result row: one payload, appended to the results log inside the transaction (S11.2)."""
+        from lakelog.quality.results import result_payload
+
+        return pa.concat_tables(
+            [
+                result_payload(
+                    verdict.result,
+                    validation_id=verdict.validation_id,
+                    offset_ranges=ranges[verdict.topic],
+                    **identity.fields(),
+                )
+                for verdict in verdicts
+            ]
+        )
+
+    def results_log(self) -> tuple[Tp, PartitionLog]:
+        """The results log (created with its one partition before the transaction adds it) and its partition key."""
+        from lakelog.quality.results import RESULTS_LOG, RESULTS_PARTITION, open_results_log
+
+        return (RESULTS_LOG, RESULTS_PARTITION), open_results_log(self._root)
+
+    def decided(self) -> None:
+        """Judged and written: a commit_transaction() retried after a failed end only ends it (no second verdict)."""
+        self._staged.clear()
+
+    def reached_decision(self, verdicts: list[Verdict]) -> None:
+        """The fault point tests stop a process at: verdicts made, results and held rows appended, nothing decided."""
         if self.fault is not None:
             self.fault(FAULT_AFTER_VALIDATION, {"validation_ids": [verdict.validation_id for verdict in verdicts]})
-        producer._end_transaction(commit=True, timeout=timeout)
-        producer._serve_reports()
 
     # -- internals -------------------------------------------------------------------
 
@@ -162,79 +228,5 @@ class ProducerGate:
             self._staged[topic] = StagedRows(suite, topic)
         return self._staged[topic]
 
-    def _refuse(self, producer: Producer, refused: list[Verdict], timeout: float | None) -> None:
-        """An enforce failure: record it (outside the transaction), abort, raise its PolicyViolation (S11.1)."""
-        from lakelog.quality.results import record_result
 
-        identity = {
-            "transactional_id": producer._transactional_id,
-            "producer_id": producer._producer_id,
-            "producer_epoch": producer._producer_epoch,
-        }
-        for verdict in refused:
-            record_result(
-                self._root,
-                verdict.result,
-                validation_id=verdict.validation_id,
-                offset_ranges=self._staged[verdict.topic].offset_ranges(),
-                **identity,
-            )
-        self.purge(producer)
-        producer._end_transaction(commit=False, timeout=timeout)
-        self.aborted = True
-        producer._serve_reports()
-        logger.warning(
-            "%s: transaction aborted by the quality gate of %s (validation %s)",
-            producer._transaction_id_text,
-            refused[0].topic,
-            refused[0].validation_id,
-        )
-        raise refused[0].violation()
-
-    def _publish_held(self, producer: Producer, verdict: Verdict) -> list[Any]:
-        """Append a topic's held batches where the verdict sends them; the offset ranges its rows hold."""
-        from lakelog.log import topic_config
-        from lakelog.quality.dead_letter import with_dlq_header
-        from lakelog.quality.results import OffsetRange
-
-        if verdict.topic not in self._held:
-            return self._staged[verdict.topic].offset_ranges()
-        destination = verdict.destination
-        count = topic_config(self._root, destination).num_partitions
-        ranges = []
-        for held in self._held.pop(verdict.topic):
-            payload = held.payload
-            if verdict.dead_letter:
-                payload = with_dlq_header(payload, verdict.validation_id)
-                tp = (destination, held.tp[1] % count)
-            else:
-                tp = held.tp
-            base = producer._deliver(tp, payload, held.messages, None if verdict.dead_letter else held.expected_offset)
-            if base >= 0:
-                ranges.append(OffsetRange(tp[1], base, base + payload.num_rows - 1))
-        return ranges
-
-    def _append_results(self, producer: Producer, verdicts: list[Verdict], ranges: dict[str, list[Any]]) -> None:
-        """Every verdict's result row, one append to the results log inside the transaction (S11.2)."""
-        from lakelog.quality.results import RESULTS_LOG, RESULTS_PARTITION, open_results_log, result_payload
-
-        tp = (RESULTS_LOG, RESULTS_PARTITION)
-        if tp not in producer._logs:  # created with its one partition before the transaction adds it
-            producer._logs[tp] = open_results_log(self._root)
-        payload = pa.concat_tables(
-            [
-                result_payload(
-                    verdict.result,
-                    validation_id=verdict.validation_id,
-                    transactional_id=producer._transactional_id,
-                    producer_id=producer._producer_id,
-                    producer_epoch=producer._producer_epoch,
-                    offset_ranges=ranges[verdict.topic],
-                )
-                for verdict in verdicts
-            ]
-        )
-        producer._deliver(tp, payload, [], None)
-
-
-__all__ = ["FAULT_AFTER_VALIDATION", "ProducerGate"]
+__all__ = ["FAULT_AFTER_VALIDATION", "HeldAppend", "Identity", "ProducerGate"]

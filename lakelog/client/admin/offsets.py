@@ -12,7 +12,7 @@ import logging
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.client.admin_types import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
+from lakelog.client.admin.types import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
 from lakelog.log import PartitionLog, open_partition
 from lakelog.log.timestamps import offset_for_timestamp
 from lakelog.store import Location

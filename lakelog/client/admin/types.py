@@ -14,10 +14,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from lakelog.client.types import NODE_ID, BrokerMetadata
 
-# The node a root stands for: every partition's leader and only replica.
-NODE_ID = 0
+logger = logging.getLogger(__name__)
 
 
 class ResourceType(enum.Enum):
@@ -185,18 +184,6 @@ class Node:
 
     def __str__(self) -> str:
         return f"({self.id}) {self.host}:{self.port} "
-
-
-@dataclass(frozen=True)
-class BrokerMetadata:
-    """A broker of ClusterMetadata.brokers, as confluent-kafka's: the root's one node."""
-
-    id: int
-    host: str
-    port: int = -1
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}/{self.id}"
 
 
 @dataclass(frozen=True)

@@ -5,26 +5,37 @@ no broker to wait for). A root is one cluster of one node (id 0). Time is passed
 `clock` (milliseconds, the wall clock by default) is what `find_hanging_transactions`
 judges transaction timeouts on and the clock of the partition logs `delete_records`
 commits to. Calls that need a broker (ACLs, SCRAM, leader election) raise
-`_NOT_IMPLEMENTED` (lakelog.client.admin_broker_only).
+`_NOT_IMPLEMENTED` (lakelog.client.admin.broker_only).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
 from lakelog import catalog, config
-from lakelog.client import admin_configs, group_admin, transaction_admin
-from lakelog.client.admin_broker_only import BrokerOnlyCalls
-from lakelog.client.admin_offsets import list_offset
-from lakelog.client.admin_types import (
+from lakelog.client.admin import configs as admin_configs
+from lakelog.client.admin import groups as group_admin
+from lakelog.client.admin import transactions as transaction_admin
+from lakelog.client.admin.broker_only import BrokerOnlyCalls
+from lakelog.client.admin.groups import ConsumerGroupState, ConsumerGroupTopicPartitions, ListConsumerGroupsResult
+from lakelog.client.admin.offsets import list_offset
+from lakelog.client.admin.requests import (
+    check_group_requests,
+    check_resources,
+    describe_transaction,
+    future_of,
+    kept_values,
+    resolved,
+    while_open,
+)
+from lakelog.client.admin.topics import describe_topic
+from lakelog.client.admin.types import (
     NODE_ID,
     BrokerMetadata,
     ConfigResource,
@@ -38,26 +49,21 @@ from lakelog.client.admin_types import (
     Node,
     OffsetSpec,
     TopicCollection,
-    Uuid,
 )
 from lakelog.client.conf import split_callbacks
-from lakelog.client.group_admin import ConsumerGroupState, ConsumerGroupTopicPartitions, ListConsumerGroupsResult
 from lakelog.client.metadata import cluster_metadata
 from lakelog.client.types import (
     ClusterMetadata,
     NewTopic,
-    PartitionDescription,
-    TopicDescription,
     TopicPartition,
 )
 from lakelog.config import storage_options
 from lakelog.errors import (
     InvalidArgument,
-    InvalidProducerIdMapping,
     InvalidType,
     KafkaException,
 )
-from lakelog.log import create_topic, open_partition, retention, topic_config
+from lakelog.log import create_topic, open_partition, retention
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topic_changes import create_partitions, delete_topic
 from lakelog.log.topics import validate_new_topic
@@ -65,102 +71,6 @@ from lakelog.store import Location, check_root, open_root
 from lakelog.store.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
-
-# confluent-kafka's message for a call on a client its `with` block (or close) has destroyed.
-CLOSED = "AdminClient has been closed"
-HANDLE_CLOSED = "Handle has been closed"
-
-
-def _resolved(result: Any = None, error: BaseException | None = None) -> Future:
-    future: Future = Future()
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-    return future
-
-
-def describe_topic(root: str | Location, topic: str) -> TopicDescription:
-    """A topic's partitions (offsets incl. HW and LSO, files, table version, the node), its config and topic id."""
-    tc = topic_config(root, topic)
-    node = Node(NODE_ID, str(root))
-    partitions = []
-    topic_id = None
-    for partition in range(tc.num_partitions):
-        log = open_partition(root, topic, partition)
-        if partition == 0:
-            topic_id = Uuid.of(log.table.table_id)
-        partitions.append(
-            PartitionDescription(
-                id=partition,
-                log_start_offset=log.log_start_offset(),
-                high_watermark=log.high_watermark(),
-                last_stable_offset=log.last_stable_offset(),
-                log_end_offset=log.log_end_offset(),
-                files=len(log.table.files()),
-                table_version=log.version,
-                leader=node,
-                replicas=[node],
-                isr=[node],
-            )
-        )
-    return TopicDescription(topic, partitions, dict(tc.values), topic_id=topic_id, is_internal=topic.startswith("__"))
-
-
-# The keyword options each call takes besides its named parameters, as confluent-kafka's (a root waits for
-# nothing, so the timeouts are checked and then have nothing to bound); any other keyword is a TypeError.
-_TIMEOUTS = frozenset({"request_timeout", "operation_timeout"})
-_OPTIONS: dict[str, frozenset[str]] = {
-    "create_topics": _TIMEOUTS,
-    "delete_topics": _TIMEOUTS,
-    "create_partitions": _TIMEOUTS,
-    "describe_configs": frozenset({"request_timeout", "broker"}),
-    "alter_configs": frozenset({"request_timeout", "broker"}),
-    "incremental_alter_configs": frozenset({"request_timeout", "broker"}),
-    "describe_topics": frozenset({"request_timeout", "include_authorized_operations"}),
-    "describe_cluster": frozenset({"request_timeout", "include_authorized_operations"}),
-    "describe_consumer_groups": frozenset({"request_timeout", "include_authorized_operations"}),
-    "delete_records": _TIMEOUTS,
-}
-_OPTION_TYPES: dict[str, tuple[type, ...]] = {
-    "request_timeout": (int, float),
-    "operation_timeout": (int, float),
-    "include_authorized_operations": (bool,),
-    "validate_only": (bool,),
-    "require_stable": (bool,),
-    "broker": (int,),
-}
-
-
-# The calls that need no lakelog root: create_topics makes one (the explicit admin path), poll contacts nothing.
-_ROOTLESS = frozenset({"create_topics", "poll"})
-
-
-def _while_open(method: Callable) -> Callable:
-    """A public call: RuntimeError once the client is closed, TypeError for an option confluent-kafka would refuse,
-    UnresolvedRoot on a root never initialised (a typo), before anything is read or written."""
-    # confluent-kafka's metadata calls are its handle's, and say so when the client is closed.
-    message = HANDLE_CLOSED if method.__name__ in ("list_topics", "list_groups") else CLOSED
-    named = set(inspect.signature(method).parameters)
-    allowed = _OPTIONS.get(method.__name__, frozenset({"request_timeout"}))
-
-    @functools.wraps(method)
-    def call(self: AdminClient, *args: Any, **kwargs: Any) -> Any:
-        if self._closed:
-            raise RuntimeError(message)
-        for key, value in kwargs.items():
-            if key not in named and key not in allowed:
-                raise InvalidType(f"{method.__name__}() got an unexpected keyword argument {key!r}")
-            types = _OPTION_TYPES.get(key)
-            if types is not None and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
-                raise InvalidType(f"{method.__name__}(): {key} must be {' or '.join(t.__name__ for t in types)}, not {value!r}")
-            if key in _TIMEOUTS and value < 0:
-                raise InvalidArgument(f"{method.__name__}(): {key} must not be negative, not {value!r}")
-        if method.__name__ not in _ROOTLESS:
-            self._root  # noqa: B018 - the check: UnresolvedRoot unless the root is initialised
-        return method(self, *args, **kwargs)
-
-    return call
 
 
 class AdminClient(BrokerOnlyCalls):
@@ -195,7 +105,7 @@ class AdminClient(BrokerOnlyCalls):
         # (whose AdminClient, unlike its Producer, defines no truth value), bool(admin) is therefore False.
         return 0
 
-    @_while_open
+    @while_open
     def poll(self, timeout: float) -> int:
         """Serve queued callbacks: a root queues none, so this waits `timeout` seconds (as librdkafka's
         poll does when idle, so a `while: poll(1.0)` loop does not spin) and returns 0."""
@@ -207,7 +117,7 @@ class AdminClient(BrokerOnlyCalls):
 
     # -- topics -----------------------------------------------------------------------------
 
-    @_while_open
+    @while_open
     def create_topics(self, new_topics: list[NewTopic], validate_only: bool = False, **_timeouts: Any) -> dict[str, Future]:
         """Create each topic; a future per topic resolves to None or raises (TopicAlreadyExists, ...)."""
         if not isinstance(new_topics, (list, tuple)) or not all(isinstance(t, NewTopic) for t in new_topics):
@@ -221,12 +131,12 @@ class AdminClient(BrokerOnlyCalls):
                 else:
                     # The explicit admin path: a valid topic makes the root first if it is none yet.
                     create_topic(self._location, new_topic.topic, partitions, new_topic.config)
-                futures[new_topic.topic] = _resolved()
+                futures[new_topic.topic] = resolved()
             except KafkaException as error:
-                futures[new_topic.topic] = _resolved(error=error)
+                futures[new_topic.topic] = resolved(error=error)
         return futures
 
-    @_while_open
+    @while_open
     def delete_topics(self, topics: list[str], **_timeouts: Any) -> dict[str, Future]:
         """Delete each topic's partition tables and its derived views and status (lakelog.log.topic_changes);
         a future per topic resolves to None or raises (UnknownTopicOrPartition, InvalidTopic for `__*`,
@@ -235,7 +145,7 @@ class AdminClient(BrokerOnlyCalls):
             raise InvalidType("delete_topics takes a list of topic names")
         if not topics or not all(isinstance(t, str) for t in topics):
             raise InvalidArgument("Expected a non-empty list of topic names to delete")
-        return {topic: _call(self._delete_topic, topic) for topic in topics}
+        return {topic: future_of(self._delete_topic, topic) for topic in topics}
 
     def _delete_topic(self, topic: str) -> None:
         delete_topic(self._root, topic)
@@ -244,7 +154,7 @@ class AdminClient(BrokerOnlyCalls):
             derived.io.delete_tree(derived.uri)
         self._logger.info("topic %s deleted", topic)
 
-    @_while_open
+    @while_open
     def create_partitions(
         self, new_partitions: list[NewPartitions], validate_only: bool = False, **_timeouts: Any
     ) -> dict[str, Future]:
@@ -254,19 +164,19 @@ class AdminClient(BrokerOnlyCalls):
             raise InvalidType("create_partitions takes a list of NewPartitions")
         if not new_partitions:
             raise InvalidArgument("Expected at least one NewPartitions")
-        return {request.topic: _call(self._create_partitions, request, validate_only) for request in new_partitions}
+        return {request.topic: future_of(self._create_partitions, request, validate_only) for request in new_partitions}
 
     def _create_partitions(self, request: NewPartitions, validate_only: bool) -> None:
         create_partitions(self._root, request.topic, request.new_total_count, validate_only=validate_only, retry=self._retry)
 
-    @_while_open
+    @while_open
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """Every topic of the root, or one; a missing topic comes back carrying UNKNOWN_TOPIC_OR_PART, as confluent's."""
         if topic is not None and not isinstance(topic, str):
             raise InvalidType(f"topic must be a str, not {type(topic).__name__}")
         return cluster_metadata(self._root, topic)
 
-    @_while_open
+    @while_open
     def describe_topics(self, topics: TopicCollection | list[str], **_timeouts: Any) -> dict[str, Future]:
         """A future per topic resolving to its TopicDescription (partitions, offsets, config, topic id).
 
@@ -274,24 +184,24 @@ class AdminClient(BrokerOnlyCalls):
         names = topics.topic_names if isinstance(topics, TopicCollection) else topics
         if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) for name in names):
             raise InvalidType("describe_topics takes a TopicCollection or a list of topic names")
-        return {name: _call(describe_topic, self._root, name) for name in names}
+        return {name: future_of(describe_topic, self._root, name) for name in names}
 
-    @_while_open
+    @while_open
     def describe_cluster(self, **_timeouts: Any) -> Future:
         """A future resolving to the root as a cluster: one node (id 0, host the root), its controller."""
         node = Node(NODE_ID, str(self._root))
-        return _resolved(DescribeClusterResult(controller=node, nodes=[node], cluster_id=str(self._root)))
+        return resolved(DescribeClusterResult(controller=node, nodes=[node], cluster_id=str(self._root)))
 
     # -- configs ----------------------------------------------------------------------------
 
-    @_while_open
+    @while_open
     def describe_configs(self, resources: list[ConfigResource], **_timeouts: Any) -> dict[ConfigResource, Future]:
         """A future per resource resolving to {name: ConfigEntry}: a topic's stored config, or the root's
         defaults (RESOURCE_BROKER "0")."""
-        _check_resources(resources, "describe_configs")
-        return {resource: _call(admin_configs.describe, self._root, resource) for resource in resources}
+        check_resources(resources, "describe_configs")
+        return {resource: future_of(admin_configs.describe, self._root, resource) for resource in resources}
 
-    @_while_open
+    @while_open
     def alter_configs(
         self, resources: list[ConfigResource], validate_only: bool = False, **_timeouts: Any
     ) -> dict[ConfigResource, Future]:
@@ -300,24 +210,24 @@ class AdminClient(BrokerOnlyCalls):
         warnings.warn(
             "alter_configs has been deprecated. Use incremental_alter_configs instead.", DeprecationWarning, stacklevel=3
         )
-        _check_resources(resources, "alter_configs")
+        check_resources(resources, "alter_configs")
         alter = partial(admin_configs.alter, incremental=False, validate_only=validate_only, retry=self._retry)
-        return {resource: _call(alter, self._root, resource) for resource in resources}
+        return {resource: future_of(alter, self._root, resource) for resource in resources}
 
-    @_while_open
+    @while_open
     def incremental_alter_configs(
         self, resources: list[ConfigResource], validate_only: bool = False, **_timeouts: Any
     ) -> dict[ConfigResource, Future]:
         """Apply each resource's `incremental_configs` (SET, DELETE, APPEND, SUBTRACT) to its topic's config."""
-        _check_resources(resources, "incremental_alter_configs")
+        check_resources(resources, "incremental_alter_configs")
         for resource in resources:
             admin_configs.check_incremental(resource)
         alter = partial(admin_configs.alter, incremental=True, validate_only=validate_only, retry=self._retry)
-        return {resource: _call(alter, self._root, resource) for resource in resources}
+        return {resource: future_of(alter, self._root, resource) for resource in resources}
 
     # -- offsets and records ----------------------------------------------------------------
 
-    @_while_open
+    @while_open
     def list_offsets(
         self,
         topic_partition_offsets: dict[TopicPartition, OffsetSpec],
@@ -344,13 +254,13 @@ class AdminClient(BrokerOnlyCalls):
         if not isinstance(isolation_level, IsolationLevel):
             raise InvalidType("isolation_level argument should be an IsolationLevel")
         return {
-            TopicPartition(p.topic, p.partition, spec._value): _call(
+            TopicPartition(p.topic, p.partition, spec._value): future_of(
                 list_offset, self._root, p.topic, p.partition, spec, isolation_level
             )
             for p, spec in topic_partition_offsets.items()
         }
 
-    @_while_open
+    @while_open
     def delete_records(self, topic_partition_offsets: list[TopicPartition], **_timeouts: Any) -> dict[TopicPartition, Future]:
         """Delete every record before each partition's offset (-1: the high watermark); S9.1.
 
@@ -372,7 +282,7 @@ class AdminClient(BrokerOnlyCalls):
             raise InvalidArgument("delete_records got the same partition twice")
         if any(p.partition < 0 for p in topic_partition_offsets):
             raise InvalidArgument("'partition' cannot be negative")
-        return {p: _call(self._delete_records, p) for p in topic_partition_offsets}
+        return {p: future_of(self._delete_records, p) for p in topic_partition_offsets}
 
     def _delete_records(self, partition: TopicPartition) -> DeletedRecords:
         log = open_partition(self._root, partition.topic, partition.partition, clock=self._clock)
@@ -388,31 +298,31 @@ class AdminClient(BrokerOnlyCalls):
 
     # -- transactions (S8.1), like Kafka's Admin and kafka-transactions.sh ------------------
 
-    @_while_open
+    @while_open
     def list_transactions(self, **_timeouts: Any) -> Future:
         """A future resolving to every transactional id with its producer id and state."""
-        return _call(transaction_admin.list_transactions, self._root)
+        return future_of(transaction_admin.list_transactions, self._root)
 
-    @_while_open
+    @while_open
     def describe_transactions(self, transactional_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
         """A future per id resolving to its TransactionDescription (unknown ids: InvalidProducerIdMapping...)."""
         if not isinstance(transactional_ids, (list, tuple)) or not all(isinstance(i, str) for i in transactional_ids):
             raise InvalidType("describe_transactions takes a list of transactional ids")
-        return {tid: _call(_describe_transaction, self._root, tid) for tid in transactional_ids}
+        return {tid: future_of(describe_transaction, self._root, tid) for tid in transactional_ids}
 
-    @_while_open
+    @while_open
     def describe_producers(self, partitions: list[TopicPartition], **_timeouts: Any) -> dict[TopicPartition, Future]:
         """A future per partition resolving to the producer states it holds (S3.5), open transactions included."""
         if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
             raise InvalidType("describe_producers takes a list of TopicPartition")
-        return {p: _call(transaction_admin.describe_producers, self._root, p.topic, p.partition) for p in partitions}
+        return {p: future_of(transaction_admin.describe_producers, self._root, p.topic, p.partition) for p in partitions}
 
-    @_while_open
+    @while_open
     def find_hanging_transactions(self, topic: str | None = None, **_timeouts: Any) -> Future:
         """A future resolving to the transactions that hold an LSO and that no live producer will close."""
-        return _call(transaction_admin.find_hanging_transactions, self._root, topic, self._clock())
+        return future_of(transaction_admin.find_hanging_transactions, self._root, topic, self._clock())
 
-    @_while_open
+    @while_open
     def abort_transaction(self, partition: TopicPartition, producer_id: int, **_timeouts: Any) -> Future:
         """Abort a hanging transaction of `producer_id` in `partition` (KIP-664); resolves to the marker's offset."""
         if not isinstance(partition, TopicPartition) or not isinstance(producer_id, int):
@@ -423,7 +333,7 @@ class AdminClient(BrokerOnlyCalls):
             partition.partition,
             producer_id,
         )
-        return _call(
+        return future_of(
             partial(transaction_admin.abort_hanging_transaction, retry=self._retry),
             self._root,
             partition.topic,
@@ -433,12 +343,12 @@ class AdminClient(BrokerOnlyCalls):
 
     # -- consumer groups (S6), like Kafka's Admin and kafka-consumer-groups.sh --------------
 
-    @_while_open
+    @while_open
     def list_consumer_groups(self, states: Any = None, types: Any = None, **_timeouts: Any) -> Future:
         """A future resolving to a ListConsumerGroupsResult (`valid`: a ConsumerGroupListing per group),
         only groups in `states` / of `types` when given; an empty set (or None) means all, as in confluent-kafka."""
-        wanted = _filter(states, ConsumerGroupState, "states")
-        kinds = _filter(types, ConsumerGroupType, "types")
+        wanted = kept_values(states, ConsumerGroupState, "states")
+        kinds = kept_values(types, ConsumerGroupType, "types")
 
         def listing() -> ListConsumerGroupsResult:
             groups = group_admin.list_groups(self._root)
@@ -446,9 +356,9 @@ class AdminClient(BrokerOnlyCalls):
                 [g for g in groups if (not wanted or g.state in wanted) and (not kinds or g.type in kinds)]
             )
 
-        return _call(listing)
+        return future_of(listing)
 
-    @_while_open
+    @while_open
     def list_groups(self, group: str | None = None, timeout: float = -1) -> list[GroupMetadata]:
         """confluent-kafka's deprecated classic listing: every group (or one) with its members and state."""
         node = BrokerMetadata(NODE_ID, str(self._root))
@@ -466,47 +376,49 @@ class AdminClient(BrokerOnlyCalls):
             groups.append(GroupMetadata(listing.group_id, node, state, protocol=description.partition_assignor, members=members))
         return groups
 
-    @_while_open
+    @while_open
     def describe_consumer_groups(self, group_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
         """A future per group resolving to its ConsumerGroupDescription (members, epochs, assignments, state)."""
         if not isinstance(group_ids, (list, tuple)) or not all(isinstance(g, str) for g in group_ids):
             raise InvalidType("describe_consumer_groups takes a list of group ids")
         if not group_ids:
             raise InvalidArgument("Expected at least one group to be described")
-        return {group_id: _call(group_admin.describe_group, self._root, group_id) for group_id in group_ids}
+        return {group_id: future_of(group_admin.describe_group, self._root, group_id) for group_id in group_ids}
 
-    @_while_open
+    @while_open
     def list_consumer_group_offsets(
         self, requests: list[ConsumerGroupTopicPartitions], require_stable: bool = False, **_timeouts: Any
     ) -> dict[str, Future]:
         """A future per group resolving to its committed offsets (all, or the partitions asked), as
         ConsumerGroupTopicPartitions; `require_stable` refuses pending ones (UnstableOffsetCommit, S7.3)."""
-        _check_group_requests(requests, "list_consumer_group_offsets", offsets=False)
+        check_group_requests(requests, "list_consumer_group_offsets", offsets=False)
         futures = {}
         for request in requests:
             partitions = None
             if request.topic_partitions is not None:
                 partitions = [(p.topic, p.partition) for p in request.topic_partitions]
-            futures[request.group_id] = _call(group_admin.list_offsets, self._root, request.group_id, partitions, require_stable)
+            futures[request.group_id] = future_of(
+                group_admin.list_offsets, self._root, request.group_id, partitions, require_stable
+            )
         return futures
 
-    @_while_open
+    @while_open
     def alter_consumer_group_offsets(self, requests: list[ConsumerGroupTopicPartitions], **_timeouts: Any) -> dict[str, Future]:
         """A future per group resolving to the offsets committed; only for a group without members
         (NonEmptyGroup), all partitions of a group or none."""
-        _check_group_requests(requests, "alter_consumer_group_offsets", offsets=True)
+        check_group_requests(requests, "alter_consumer_group_offsets", offsets=True)
         return {
-            request.group_id: _call(
+            request.group_id: future_of(
                 partial(group_admin.alter_offsets, retry=self._retry),
                 self._root,
                 request.group_id,
-                # `or ()`: never taken, _check_group_requests(offsets=True) refused a request without partitions.
+                # `or ()`: never taken, check_group_requests(offsets=True) refused a request without partitions.
                 {(p.topic, p.partition): (p.offset, p.metadata) for p in request.topic_partitions or ()},
             )
             for request in requests
         }
 
-    @_while_open
+    @while_open
     def delete_consumer_groups(self, group_ids: list[str], **_timeouts: Any) -> dict[str, Future]:
         """A future per group resolving to None once the group and its offsets are deleted
         (GroupIdNotFound, NonEmptyGroup)."""
@@ -515,51 +427,4 @@ class AdminClient(BrokerOnlyCalls):
         if not group_ids:
             raise InvalidArgument("Expected at least one group to be deleted")
         delete = partial(group_admin.delete_group, retry=self._retry)
-        return {group_id: _call(delete, self._root, group_id) for group_id in group_ids}
-
-
-def _filter(values: Any, kind: type, name: str) -> set:
-    """A set of enum values to keep (empty: keep all); a list is taken too, as lakelog took it before."""
-    if values is None:
-        return set()
-    if not isinstance(values, (set, frozenset, list, tuple)):
-        raise InvalidType(f"'{name}' must be a set")
-    if not all(isinstance(value, kind) for value in values):
-        raise InvalidType(f"All elements of {name} must be of type {kind.__name__}")
-    return set(values)
-
-
-def _check_resources(resources: Any, call: str) -> None:
-    if not isinstance(resources, list):
-        raise InvalidType(f"{call} takes a list of ConfigResource, not {type(resources).__name__}")
-    if not resources or not all(isinstance(r, ConfigResource) for r in resources):
-        raise InvalidArgument(f"Expected a non-empty list of {ConfigResource!r}")
-    if len(set(resources)) != len(resources):
-        raise InvalidArgument(f"{call}: a resource is named twice")
-
-
-def _check_group_requests(requests: Any, call: str, offsets: bool) -> None:
-    if not isinstance(requests, (list, tuple)) or not all(isinstance(r, ConsumerGroupTopicPartitions) for r in requests):
-        raise InvalidType(f"{call} takes a list of ConsumerGroupTopicPartitions")
-    if not requests:
-        raise InvalidArgument(f"{call}: the request names no group")
-    for request in requests:
-        partitions = request.topic_partitions
-        if partitions is None and not offsets:
-            continue
-        if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in partitions):
-            raise InvalidType(f"{call}: topic_partitions of group {request.group_id!r} must be a list of TopicPartition")
-
-
-def _call(function: Any, *args: Any) -> Future:
-    try:
-        return _resolved(function(*args))
-    except KafkaException as error:
-        return _resolved(error=error)
-
-
-def _describe_transaction(root: str | Location, transactional_id: str) -> transaction_admin.TransactionDescription:
-    found = transaction_admin.describe_transaction(root, transactional_id)
-    if found is None:
-        raise InvalidProducerIdMapping(f"transactional id {transactional_id!r} is unknown (never initialised, or expired)")
-    return found
+        return {group_id: future_of(delete, self._root, group_id) for group_id in group_ids}

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
-from lakelog.client.admin_types import NODE_ID, ConsumerGroupType, MemberAssignment, Node
+from lakelog.client.admin.types import NODE_ID, ConsumerGroupType, MemberAssignment, Node
 from lakelog.client.types import OFFSET_INVALID, TopicPartition
 from lakelog.config import validate_name
 from lakelog.coordinator.group import NO_MEMBER_EPOCH, Group, TopicPartitionKey

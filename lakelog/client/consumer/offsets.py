@@ -4,10 +4,10 @@ committed offset a newly assigned partition starts at (S6.1, S6.4, S6.6, S7.3)."
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from lakelog.client.consumer_fetch import TopicPartitionKey, _fetched_key, _fetched_offset, _partition_list, _state_error
-from lakelog.client.consumer_state import _ConsumerState
+from lakelog.client.consumer.fetcher import Fetcher, fetched_key, fetched_offset, partition_list
+from lakelog.client.consumer.state import ConsumerState, state_error
 from lakelog.client.types import OFFSET_INVALID, Message, TopicPartition
 from lakelog.coordinator.group import NO_MEMBER_EPOCH, OffsetRecord
 from lakelog.errors import (
@@ -19,6 +19,7 @@ from lakelog.errors import (
     UnstableOffsetCommit,
 )
 from lakelog.log import READ_COMMITTED, PartitionLog
+from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +27,15 @@ logger = logging.getLogger(__name__)
 FOREVER_S = 86_400.0
 
 
-class _OffsetCommits(_ConsumerState):
-    """`Consumer`'s offset commits and committed offsets, over its `config`, `_retry`, `_group_id`,
-    `_instance_id`, `_membership`, `_assigned`, `_stored`, `_last_committed`, `_commit_reports`,
-    `_next_auto_commit` and `_on_commit`."""
+class OffsetCommits:
+    """A Consumer's offset commits and committed offsets (its state's `stored`, `last_committed`, `commit_reports`).
+
+    `report_revocation()`: a heartbeat that reports a revocation, so the member epoch moves past it (S6.6)."""
+
+    def __init__(self, state: ConsumerState, fetcher: Fetcher, report_revocation: Callable[[], None]) -> None:
+        self._state = state
+        self._fetcher = fetcher
+        self._report_revocation = report_revocation
 
     # -- offsets (S6.1, S6.4, S6.6, S7.3) ---------------------------------------------
 
@@ -42,8 +48,8 @@ class _OffsetCommits(_ConsumerState):
         UnknownMemberId, ...). Asynchronous: returns None; the result (error or
         None, partitions) goes to `on_commit`, served by the next poll.
         """
-        self._check_open()
-        self._require_group("commit")
+        self._state.check_open()
+        self._state.require_group("commit")
         if message is not None and offsets is not None:
             raise InvalidRequest("commit takes a message or offsets, not both")
         wanted: dict[TopicPartitionKey, tuple[int, str | None]]
@@ -51,12 +57,12 @@ class _OffsetCommits(_ConsumerState):
             wanted = dict([_next_offset(message, "commit")])
         elif offsets is not None:
             wanted = {}
-            for tp in _partition_list(offsets):
+            for tp in partition_list(offsets):
                 if not isinstance(tp.offset, int) or isinstance(tp.offset, bool) or tp.offset < 0:
                     raise InvalidRequest(f"offset for {tp.topic}-{tp.partition} must be >= 0, not {tp.offset!r}")
                 wanted[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
         else:
-            wanted = {tp: stored for tp, stored in self._stored.items() if tp in self._assigned}
+            wanted = {tp: stored for tp, stored in self._state.stored.items() if tp in self._state.assigned}
         try:
             if not wanted:
                 raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no stored offsets to commit"))
@@ -64,10 +70,10 @@ class _OffsetCommits(_ConsumerState):
         except KafkaException as error:
             if not asynchronous:
                 raise
-            self._commit_reports.append((error.error, _topic_partitions(wanted)))
+            self._state.commit_reports.append((error.error, _topic_partitions(wanted)))
             return None
         if asynchronous:
-            self._commit_reports.append((None, committed))
+            self._state.commit_reports.append((None, committed))
             return None
         return committed
 
@@ -75,13 +81,13 @@ class _OffsetCommits(_ConsumerState):
         """The group's committed offsets (OFFSET_INVALID where none). In read_committed the fetch asks for
         stable offsets and retries while a transaction holds pending ones, up to `timeout`; then it
         raises UnstableOffsetCommit (S7.3)."""
-        self._check_open()
-        group_id = self._require_group("committed")
-        keys = [(tp.topic, tp.partition) for tp in _partition_list(partitions)]
-        backoff = self._retry.start(FOREVER_S if timeout is None or timeout < 0 else timeout)
+        self._state.check_open()
+        group_id = self._state.require_group("committed")
+        keys = [(tp.topic, tp.partition) for tp in partition_list(partitions)]
+        backoff = self._state.retry.start(FOREVER_S if timeout is None or timeout < 0 else timeout)
         while True:
             try:
-                records = self._coordinator().fetch_offsets(group_id, keys, require_stable=self._require_stable)
+                records = self._state.coordinator().fetch_offsets(group_id, keys, require_stable=self._require_stable)
                 break
             except UnstableOffsetCommit:
                 if not backoff.wait():
@@ -90,8 +96,8 @@ class _OffsetCommits(_ConsumerState):
 
     def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
         """Store `message.offset() + 1` (or `offsets`) for the next commit; needs enable.auto.offset.store=false."""
-        self._check_open()
-        if self.config["enable.auto.offset.store"]:
+        self._state.check_open()
+        if self._state.config["enable.auto.offset.store"]:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "store_offsets() needs enable.auto.offset.store=false"))
         if (message is None) == (offsets is None):
             raise InvalidRequest("store_offsets takes a message or offsets")
@@ -100,30 +106,30 @@ class _OffsetCommits(_ConsumerState):
             wanted = dict([_next_offset(message, "store_offsets")])
         else:
             wanted = {}
-            for tp in _partition_list(offsets):
+            for tp in partition_list(offsets):
                 if not isinstance(tp.offset, int) or isinstance(tp.offset, bool) or tp.offset < 0:
                     raise InvalidRequest(f"offset for {tp.topic}-{tp.partition} must be >= 0, not {tp.offset!r}")
                 wanted[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
-        missing = sorted(tp for tp in wanted if tp not in self._assigned)
+        missing = sorted(tp for tp in wanted if tp not in self._state.assigned)
         if missing:
-            raise _state_error(f"cannot store offsets of partitions that are not assigned: {_names(missing)}")
-        self._stored.update(wanted)
+            raise state_error(f"cannot store offsets of partitions that are not assigned: {_names(missing)}")
+        self._state.stored.update(wanted)
 
     # -- internals: offsets --------------------------------------------------------------
 
     @property
     def _require_stable(self) -> bool:
-        return self.config["isolation.level"] == READ_COMMITTED
+        return self._state.config["isolation.level"] == READ_COMMITTED
 
     def _commit_offsets(self, offsets: dict[TopicPartitionKey, tuple[int, str | None]]) -> list[TopicPartition]:
         """Commit as this member (or, assigned by hand, from outside the group protocol) after S6.6's check."""
-        group_id = self._require_group("commit")
-        membership = self._membership
+        group_id = self._state.require_group("commit")
+        membership = self._state.membership
         member_id, member_epoch = "", NO_MEMBER_EPOCH
         if membership is not None:
             if membership.on_revocation_epoch() and membership.in_callback != "on_revoke":
                 if not membership.busy:
-                    self._poll_group(force=True)  # report the revocation: the coordinator moves the epoch past it
+                    self._report_revocation()  # report the revocation: the coordinator moves the epoch past it
                 if membership.on_revocation_epoch():
                     raise StaleMemberEpoch(
                         f"not committed: partitions were revoked at member epoch {membership.revocation_epoch} and "
@@ -133,77 +139,77 @@ class _OffsetCommits(_ConsumerState):
             member_id, member_epoch = membership.member_id, membership.member_epoch
         request = dict(offsets)  # metadata as given: None and '' come back from committed() as they went in
         try:
-            self._coordinator().commit_offsets(group_id, member_id, member_epoch, request, self._instance_id)
+            self._state.coordinator().commit_offsets(group_id, member_id, member_epoch, request, self._state.instance_id)
         except UnknownMemberId as error:
             if membership is not None and member_id:
                 membership.fenced = error
             raise
         for tp, (offset, _) in offsets.items():
-            self._last_committed[tp] = offset
+            self._state.last_committed[tp] = offset
         return _topic_partitions(offsets)
 
-    def _maybe_auto_commit(self) -> None:
-        if self._now_s() < self._next_auto_commit:
+    def maybe_auto_commit(self) -> None:
+        if self._state.now_s() < self._state.next_auto_commit:
             return
-        self._next_auto_commit = self._now_s() + self.config["auto.commit.interval.ms"] / 1000
-        self._auto_commit(list(self._assigned))
+        self._state.next_auto_commit = self._state.now_s() + self._state.config["auto.commit.interval.ms"] / 1000
+        self.auto_commit(list(self._state.assigned))
 
-    def _auto_commit(self, partitions: list[TopicPartitionKey]) -> None:
+    def auto_commit(self, partitions: list[TopicPartitionKey]) -> None:
         """enable.auto.commit: commit the stored offsets of `partitions` that moved; the result goes to on_commit."""
-        if not self.config["enable.auto.commit"] or self._group_id is None:
+        if not self._state.config["enable.auto.commit"] or self._state.group_id is None:
             return
         wanted = {
-            tp: self._stored[tp]
+            tp: self._state.stored[tp]
             for tp in partitions
-            if tp in self._stored and self._last_committed.get(tp) != self._stored[tp][0]
+            if tp in self._state.stored and self._state.last_committed.get(tp) != self._state.stored[tp][0]
         }
         if not wanted:
             return
         try:
-            self._commit_reports.append((None, self._commit_offsets(wanted)))
+            self._state.commit_reports.append((None, self._commit_offsets(wanted)))
         except KafkaException as error:
-            self._commit_reports.append((error.error, _topic_partitions(wanted)))
+            self._state.commit_reports.append((error.error, _topic_partitions(wanted)))
 
-    def _serve_commit_reports(self) -> None:
-        while self._commit_reports:
-            error, partitions = self._commit_reports.popleft()
-            if self._on_commit is not None:
-                self._on_commit(error, partitions)
+    def serve_commit_reports(self) -> None:
+        while self._state.commit_reports:
+            error, partitions = self._state.commit_reports.popleft()
+            if self._state.on_commit is not None:
+                self._state.on_commit(error, partitions)
 
-    def _resolve_positions(self) -> None:
+    def resolve_positions(self) -> None:
         """Start partitions without a position at the group's committed offset; in read_committed the
         fetch is stable, and partitions a pending transaction holds are asked again later (S7.3)."""
-        now = self._now_s()
-        wanted = [tp for tp, state in self._assigned.items() if state.position is None and state.resolve_after <= now]
-        if not wanted or self._group_id is None:
+        now = self._state.now_s()
+        wanted = [tp for tp, state in self._state.assigned.items() if state.position is None and state.resolve_after <= now]
+        if not wanted or self._state.group_id is None:
             return
         try:
-            records = self._coordinator().fetch_offsets(self._group_id, wanted, require_stable=self._require_stable)
+            records = self._state.coordinator().fetch_offsets(self._state.group_id, wanted, require_stable=self._require_stable)
         except UnstableOffsetCommit as error:
             held = {tuple(tp) for tp in getattr(error, "partitions", wanted)}
             for tp in wanted:
                 if tp in held:
-                    state = self._assigned[tp]
-                    state.resolve_after = now + self._retry.delay_s(state.resolve_retries)
+                    state = self._state.assigned[tp]
+                    state.resolve_after = now + self._state.retry.delay_s(state.resolve_retries)
                     state.resolve_retries += 1
             rest = [tp for tp in wanted if tp not in held]
             if not rest:
                 return
             try:
-                records = self._coordinator().fetch_offsets(self._group_id, rest, require_stable=self._require_stable)
+                records = self._state.coordinator().fetch_offsets(self._state.group_id, rest, require_stable=self._require_stable)
             except UnstableOffsetCommit:
                 return  # another transaction got there in between: next round
         for tp, record in records.items():
-            assigned = self._assigned.get(tp)
+            assigned = self._state.assigned.get(tp)
             if assigned is not None and assigned.position is None:
                 assigned.position = self._committed_start(assigned.log, record)
 
     def _committed_start(self, log: PartitionLog, record: OffsetRecord | None) -> int:
         if record is None:
-            return self._reset(log)
+            return self._fetcher.reset(log)
         log.refresh()
         if not log.log_start_offset() <= record.offset <= log.high_watermark():
-            return self._reset(log)
+            return self._fetcher.reset(log)
         return record.offset
 
 
@@ -227,4 +233,4 @@ def _next_offset(message: Message, call: str) -> tuple[TopicPartitionKey, tuple[
     """The partition of a message poll() returned without an error, and the offset after it (what to commit)."""
     if not isinstance(message, Message) or message.error() is not None or message.offset() is None:
         raise InvalidRequest(f"{call}(message=...) takes a Message that poll() returned without an error")
-    return _fetched_key(message), (_fetched_offset(message) + 1, None)
+    return fetched_key(message), (fetched_offset(message) + 1, None)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lakelog import config
-from lakelog.client.admin_types import NODE_ID, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from lakelog.client.admin.types import NODE_ID, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 from lakelog.errors import InvalidArgument, InvalidConfig, InvalidRequest, InvalidType
 from lakelog.log import topic_config
 from lakelog.log.topic_changes import alter_topic_config

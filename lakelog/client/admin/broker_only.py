@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from lakelog.client.admin_types import ResourcePatternType, ResourceType
+from lakelog.client.admin.types import ResourcePatternType, ResourceType
 from lakelog.errors import NotImplementedOnRoot
 
 logger = logging.getLogger(__name__)

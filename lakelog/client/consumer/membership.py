@@ -1,6 +1,6 @@
 """A `Consumer` as a member of a KIP-848 group (S6): subscribe, heartbeat, reconcile, lose, leave.
 
-The client's half of the protocol: `_Membership` is what the member knows of
+The client's half of the protocol: `Membership` is what the member knows of
 itself, and each heartbeat's response is reconciled, revoking first and then
 assigning (S6.2). The coordinator's half is `lakelog.coordinator.group`.
 
@@ -15,13 +15,12 @@ else `on_revoke`; nothing is committed) and joins again with epoch 0.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias, cast
 
-from lakelog.client.consumer_fetch import TopicPartitionKey, _state_error
-from lakelog.client.consumer_metadata import Subscription
-from lakelog.client.consumer_state import _ConsumerState
+from lakelog.client.consumer.fetcher import Fetcher
+from lakelog.client.consumer.metadata import Metadata
+from lakelog.client.consumer.offsets import OffsetCommits
+from lakelog.client.consumer.state import ConsumerState, Membership, RebalanceCallback, state_error
+from lakelog.client.consumer.subscription import Subscription
 from lakelog.client.types import OFFSET_INVALID, Message, TopicPartition
 from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH, GroupMetadata, Heartbeat
 from lakelog.errors import (
@@ -34,49 +33,27 @@ from lakelog.errors import (
     RetriableError,
     UnknownMemberId,
 )
+from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from lakelog.client.consumer import Consumer
 
 # Heartbeats one poll may send in a row to finish a revocation (each reports a smaller owned set).
 MAX_HEARTBEATS_PER_POLL = 4
 
-RebalanceCallback: TypeAlias = Callable[["Consumer", list[TopicPartition]], None]
 
+class GroupMembership:
+    """A Consumer as a group member (its state's `membership`), over its fetcher, metadata and offsets.
 
-@dataclass
-class _Membership:
-    """What a subscribed consumer knows of its membership (KIP-848's client-side member state)."""
+    `consumer`: what rebalance callbacks get as their first argument."""
 
-    # The topic names the subscription stands for now (its patterns resolved), as the coordinator gets them.
-    topics: tuple[str, ...]
-    subscription: Subscription
-    on_assign: RebalanceCallback | None
-    on_revoke: RebalanceCallback | None
-    on_lost: RebalanceCallback | None
-    member_id: str = ""
-    member_epoch: int = 0
-    # S6.6: the member epoch partitions were last revoked at; None until a revocation.
-    revocation_epoch: int | None = None
-    # When the next heartbeat is due, in seconds of the consumer's clock.
-    next_heartbeat: float = 0.0
-    # Inside a rebalance callback (on_revoke may commit: the coordinator holds the bump meanwhile).
-    in_callback: str | None = None
-    # Inside a heartbeat and what follows from it (no second heartbeat may start meanwhile).
-    busy: bool = False
-    # An error that showed this member fenced (from a commit) or out of the group (max.poll.interval.ms); handled
-    # by the next poll.
-    fenced: KafkaException | None = None
-
-    def on_revocation_epoch(self) -> bool:
-        return self.revocation_epoch is not None and self.member_epoch <= self.revocation_epoch
-
-
-class _GroupMembership(_ConsumerState):
-    """`Consumer`'s group membership, over its `config`, `_group_id`, `_instance_id`, `_membership`,
-    `_assigned`, `_stored` and `_error_cb`."""
+    def __init__(
+        self, state: ConsumerState, fetcher: Fetcher, metadata: Metadata, offsets: OffsetCommits, consumer: object
+    ) -> None:
+        self._state = state
+        self._fetcher = fetcher
+        self._metadata = metadata
+        self._offsets = offsets
+        self._consumer = consumer
 
     # -- group membership (S6) -----------------------------------------------------
 
@@ -90,12 +67,12 @@ class _GroupMembership(_ConsumerState):
         """Join (or change the subscription of) the group `group.id`; partitions come through `poll()`.
 
         A name starting with `^` is a regular expression over the root's topics
-        (`consumer_metadata`). Callbacks get `(consumer, [TopicPartition])` for the
+        (`metadata`). Callbacks get `(consumer, [TopicPartition])` for the
         partitions added, revoked, or lost (fenced; `on_revoke` is called if
         `on_lost` is not set).
         """
-        self._check_open()
-        self._require_group("subscribe")
+        self._state.check_open()
+        self._state.require_group("subscribe")
         if not isinstance(topics, (list, tuple)):
             raise InvalidType("expected list of topic unicode strings")
         if not topics:
@@ -104,31 +81,31 @@ class _GroupMembership(_ConsumerState):
         for name, callback in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
             if callback is not None and not callable(callback):
                 raise InvalidType(f"{name} expects a callable")
-        if self._membership is None and self._assigned:
-            raise _state_error("subscribe() while partitions are assigned by assign(): unassign() first")
+        if self._state.membership is None and self._state.assigned:
+            raise state_error("subscribe() while partitions are assigned by assign(): unassign() first")
         # The names are resolved (patterns matched, missing topics reported) by the next poll, before it heartbeats.
-        if self._membership is None:
-            self._membership = _Membership(subscription.names, subscription, on_assign, on_revoke, on_lost)
-            self._last_poll_s = None
+        if self._state.membership is None:
+            self._state.membership = Membership(subscription.names, subscription, on_assign, on_revoke, on_lost)
+            self._state.last_poll_s = None
         else:
-            membership = self._membership
+            membership = self._state.membership
             membership.subscription, membership.next_heartbeat = subscription, 0.0
             membership.on_assign, membership.on_revoke, membership.on_lost = on_assign, on_revoke, on_lost
 
     def unsubscribe(self) -> None:
         """Revoke every partition (`on_revoke`) and leave the group (member epoch -1)."""
-        self._check_open()
-        if self._membership is not None:
-            self._leave(LEAVE_GROUP_EPOCH)
+        self._state.check_open()
+        if self._state.membership is not None:
+            self.leave(LEAVE_GROUP_EPOCH)
 
     def memberid(self) -> str | None:
         """This member's id: made by the client when it was created (KIP-848 with KIP-1082), so set before the first
         poll; the one the coordinator holds once joined. None without group.id."""
-        self._check_open()
-        membership = self._membership
+        self._state.check_open()
+        membership = self._state.membership
         if membership is not None and membership.member_id:
             return membership.member_id
-        return self._client_member_id
+        return self._state.client_member_id
 
     def consumer_group_metadata(self) -> GroupMetadata:
         """Who commits, at which member epoch (KIP-447): pass it to `Producer.send_offsets_to_transaction`.
@@ -137,21 +114,21 @@ class _GroupMembership(_ConsumerState):
         member epoch past that revocation, the revocation is reported first, so
         a transaction never sends offsets at a revocation epoch (S6.6).
         """
-        self._check_open()
-        group_id = self._require_group("consumer_group_metadata")
-        membership = self._membership
+        self._state.check_open()
+        group_id = self._state.require_group("consumer_group_metadata")
+        membership = self._state.membership
         if membership is None:
             return GroupMetadata(group_id)
         if membership.on_revocation_epoch() and not membership.busy:
-            self._poll_group(force=True)
-        return GroupMetadata(group_id, membership.member_id, membership.member_epoch, self._instance_id)
+            self.poll_group(force=True)
+        return GroupMetadata(group_id, membership.member_id, membership.member_epoch, self._state.instance_id)
 
     # -- internals: the group protocol -------------------------------------------------
 
-    def _poll_group(self, force: bool = False) -> None:
+    def poll_group(self, force: bool = False) -> None:
         """Heartbeat when due (or `force`), and once more at once after every revocation, so the member
         epoch moves past the revocation before poll returns (S6.2, S6.6)."""
-        membership = self._membership
+        membership = self._state.membership
         if membership is None or membership.busy:
             return
         membership.busy = True
@@ -159,53 +136,55 @@ class _GroupMembership(_ConsumerState):
             if membership.fenced is not None:
                 self._lose(membership.fenced)
                 force = True
-            resolved = self._refresh_subscription(membership.subscription)
+            resolved = self._metadata.refresh_subscription(membership.subscription)
             if resolved is not None and resolved != membership.topics:
-                self._logger.info("group %s: the subscription now stands for topics %s", self._group_id, list(resolved))
+                self._state.logger.info(
+                    "group %s: the subscription now stands for topics %s", self._state.group_id, list(resolved)
+                )
                 membership.topics = resolved
                 force = True
             for _ in range(MAX_HEARTBEATS_PER_POLL):
-                if not force and self._now_s() < membership.next_heartbeat:
+                if not force and self._state.now_s() < membership.next_heartbeat:
                     return
                 force = self._heartbeat(membership)
         finally:
             membership.busy = False
 
-    def _heartbeat(self, membership: _Membership) -> bool:
+    def _heartbeat(self, membership: Membership) -> bool:
         """One heartbeat and what follows from its response; True if another one should follow at once."""
         request = Heartbeat(
-            self._require_group("subscribe"),  # a member has a group.id: subscribe() required it
-            membership.member_id or self._client_member_id or "",  # joining: the id this client made (KIP-1082)
+            self._state.require_group("subscribe"),  # a member has a group.id: subscribe() required it
+            membership.member_id or self._state.client_member_id or "",  # joining: the id this client made (KIP-1082)
             membership.member_epoch,
             membership.topics,
-            frozenset(self._assigned),
-            self._instance_id,
-            self.config["session.timeout.ms"],
-            self.config["max.poll.interval.ms"],
+            frozenset(self._state.assigned),
+            self._state.instance_id,
+            self._state.config["session.timeout.ms"],
+            self._state.config["max.poll.interval.ms"],
         )
-        membership.next_heartbeat = self._now_s() + self.config["heartbeat.interval.ms"] / 1000
+        membership.next_heartbeat = self._state.now_s() + self._state.config["heartbeat.interval.ms"] / 1000
         try:
-            response = self._coordinator().heartbeat(request)
+            response = self._state.coordinator().heartbeat(request)
         except (UnknownMemberId, FencedMemberEpoch) as error:
             self._lose(error)
             return True
         except FencedInstanceId:
-            self._assigned, self._stored, self._membership = {}, {}, None
+            self._state.assigned, self._state.stored, self._state.membership = {}, {}, None
             raise
         except RetriableError as error:
-            if self._error_cb is not None:
-                self._error_cb(error.error)
+            if self._state.error_cb is not None:
+                self._state.error_cb(error.error)
             return False
         membership.member_id, membership.member_epoch = response.member_id, response.member_epoch
         return self._reconcile(membership, response.assignment)
 
-    def _reconcile(self, membership: _Membership, target: frozenset[TopicPartitionKey]) -> bool:
+    def _reconcile(self, membership: Membership, target: frozenset[TopicPartitionKey]) -> bool:
         """Revoke first, then assign (S6.2); True if partitions were revoked (to be reported at once)."""
-        revoked = sorted(set(self._assigned) - target)
+        revoked = sorted(set(self._state.assigned) - target)
         if revoked:
-            self._logger.info(
+            self._state.logger.info(
                 "group %s member %s (epoch %d): revoking %s",
-                self._group_id,
+                self._state.group_id,
                 membership.member_id,
                 membership.member_epoch,
                 _names(revoked),
@@ -213,27 +192,27 @@ class _GroupMembership(_ConsumerState):
             membership.next_heartbeat = 0.0
             # S6.6: no commit outside on_revoke until the member epoch moves past this one.
             membership.revocation_epoch = membership.member_epoch
-            partitions = [TopicPartition(*tp, self._position_of(tp)) for tp in revoked]
+            partitions = [TopicPartition(*tp, self._fetcher.position_of(tp)) for tp in revoked]
             try:
                 # Like a commit inside on_revoke: the coordinator holds the epoch bump until the report.
                 membership.in_callback = "on_revoke"
                 try:
-                    self._auto_commit(revoked)
+                    self._offsets.auto_commit(revoked)
                 finally:
                     membership.in_callback = None
                 self._callback(membership, "on_revoke", membership.on_revoke, partitions)
             finally:
                 for tp in revoked:
-                    self._assigned.pop(tp, None)
-                    self._stored.pop(tp, None)
-        added = sorted(target - set(self._assigned))
+                    self._state.assigned.pop(tp, None)
+                    self._state.stored.pop(tp, None)
+        added = sorted(target - set(self._state.assigned))
         # A revocation is followed by an assign callback even when nothing is added (an empty list), as
         # librdkafka ends every incremental rebalance with one.
         if added or revoked:
             if added:
-                self._logger.info(
+                self._state.logger.info(
                     "group %s member %s (epoch %d): assigned %s",
-                    self._group_id,
+                    self._state.group_id,
                     membership.member_id,
                     membership.member_epoch,
                     _names(added),
@@ -242,22 +221,24 @@ class _GroupMembership(_ConsumerState):
             try:
                 self._callback(membership, "on_assign", membership.on_assign, partitions)
             finally:
-                self._add([tp for tp in partitions if (tp.topic, tp.partition) not in self._assigned])
+                self._fetcher.add([tp for tp in partitions if (tp.topic, tp.partition) not in self._state.assigned])
         return bool(revoked)
 
-    def _max_poll_exceeded(self) -> Message | None:
+    def max_poll_exceeded(self) -> Message | None:
         """The application went longer than max.poll.interval.ms without polling: leave the group and return
         the _MAX_POLL_EXCEEDED message this poll delivers; the next poll loses the partitions and joins again."""
-        membership, last = self._membership, self._last_poll_s
+        membership, last = self._state.membership, self._state.last_poll_s
         if membership is None or last is None or not membership.member_id or membership.fenced is not None:
             return None
-        limit_ms = self.config["max.poll.interval.ms"]
-        exceeded_ms = round((self._now_s() - last) * 1000) - limit_ms
+        limit_ms = self._state.config["max.poll.interval.ms"]
+        exceeded_ms = round((self._state.now_s() - last) * 1000) - limit_ms
         if exceeded_ms <= 0:
             return None
         reason = f"Application maximum poll interval ({limit_ms}ms) exceeded by {exceeded_ms}ms"
-        self._logger.warning("group %s member %s: %s: leaving the group", self._group_id, membership.member_id, reason)
-        self._send_leave(membership, LEAVE_GROUP_EPOCH if self._instance_id is None else LEAVE_GROUP_STATIC_EPOCH)
+        self._state.logger.warning(
+            "group %s member %s: %s: leaving the group", self._state.group_id, membership.member_id, reason
+        )
+        self._send_leave(membership, LEAVE_GROUP_EPOCH if self._state.instance_id is None else LEAVE_GROUP_STATIC_EPOCH)
         error = KafkaError(KafkaError._MAX_POLL_EXCEEDED, reason)
         # Out of the group now: the next poll loses the partitions (on_lost, nothing committed) and joins again.
         membership.fenced = KafkaException(error)
@@ -266,18 +247,18 @@ class _GroupMembership(_ConsumerState):
     def _lose(self, error: KafkaException) -> None:
         """The coordinator fenced this member: its partitions are lost (`on_lost`, else `on_revoke`), and it
         joins again with epoch 0 under its own member id."""
-        membership = self._membership
+        membership = self._state.membership
         assert membership is not None
         if isinstance(error, FencedMemberEpoch) and membership.member_id:
             # The member is still in the group under its old id: leave, so its partitions move on now.
             self._send_leave(membership, LEAVE_GROUP_EPOCH)
-        lost = [TopicPartition(*tp, self._position_of(tp)) for tp in sorted(self._assigned)]
-        self._logger.info(
+        lost = [TopicPartition(*tp, self._fetcher.position_of(tp)) for tp in sorted(self._state.assigned)]
+        self._state.logger.info(
             "group %s member %s (epoch %d) was fenced, its partitions %s are lost; joining again: %s",
-            self._group_id,
+            self._state.group_id,
             membership.member_id,
             membership.member_epoch,
-            _names(sorted(self._assigned)),
+            _names(sorted(self._state.assigned)),
             error,
         )
         membership.member_id, membership.member_epoch = "", 0
@@ -288,61 +269,50 @@ class _GroupMembership(_ConsumerState):
                 callback = membership.on_lost if membership.on_lost is not None else membership.on_revoke
                 self._callback(membership, "on_lost", callback, lost)
         finally:
-            self._assigned, self._stored = {}, {}
+            self._state.assigned, self._state.stored = {}, {}
 
-    def _leave(self, epoch: int) -> None:
-        membership = self._membership
+    def leave(self, epoch: int) -> None:
+        membership = self._state.membership
         assert membership is not None
         try:
-            if self._assigned:
-                self._auto_commit(list(self._assigned))
+            if self._state.assigned:
+                self._offsets.auto_commit(list(self._state.assigned))
                 if membership.member_id:
                     membership.revocation_epoch = membership.member_epoch
-                revoked = [TopicPartition(*tp, self._position_of(tp)) for tp in sorted(self._assigned)]
+                revoked = [TopicPartition(*tp, self._fetcher.position_of(tp)) for tp in sorted(self._state.assigned)]
                 self._callback(membership, "on_revoke", membership.on_revoke, revoked)
         finally:
-            self._assigned, self._stored = {}, {}
+            self._state.assigned, self._state.stored = {}, {}
             if membership.member_id:
                 self._send_leave(membership, epoch)
-            self._membership = None
+            self._state.membership = None
 
-    def _send_leave(self, membership: _Membership, epoch: int) -> None:
+    def _send_leave(self, membership: Membership, epoch: int) -> None:
         request = Heartbeat(
-            self._require_group("subscribe"),  # a member has a group.id: subscribe() required it
+            self._state.require_group("subscribe"),  # a member has a group.id: subscribe() required it
             membership.member_id,
             epoch,
             membership.topics,
             frozenset(),
-            self._instance_id,
-            self.config["session.timeout.ms"],
-            self.config["max.poll.interval.ms"],
+            self._state.instance_id,
+            self._state.config["session.timeout.ms"],
+            self._state.config["max.poll.interval.ms"],
         )
         try:
-            self._coordinator().heartbeat(request)
+            self._state.coordinator().heartbeat(request)
         except (UnknownMemberId, FencedMemberEpoch, FencedInstanceId, RetriableError):
             pass  # already out of the group, or the session timeout will remove it
 
     def _callback(
-        self, membership: _Membership, name: str, callback: RebalanceCallback | None, partitions: list[TopicPartition]
+        self, membership: Membership, name: str, callback: RebalanceCallback | None, partitions: list[TopicPartition]
     ) -> None:
         if callback is None:
             return
         membership.in_callback = name
         try:
-            callback(cast("Consumer", self), partitions)  # every _GroupMembership is a Consumer's part
+            callback(self._consumer, partitions)
         finally:
             membership.in_callback = None
-
-    def _check_manual(self, call: str) -> None:
-        """In a group the coordinator assigns: only the rebalance callbacks may change the assignment."""
-        membership = self._membership
-        if membership is None:
-            return
-        if membership.in_callback is None or not call.startswith("incremental_"):
-            raise _state_error(
-                f"{call}() is not allowed while subscribed: the group assigns partitions "
-                "(incremental_assign/incremental_unassign only inside on_assign/on_revoke/on_lost)"
-            )
 
 
 def _names(partitions: list[TopicPartitionKey]) -> str:

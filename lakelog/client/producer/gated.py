@@ -1,0 +1,144 @@
+"""Where the Producer's batches go under the quality gates (S11), and a gated transaction's commit.
+
+The gates decide; this acts on their decisions with the producer's parts: a batch of a producer
+without transactional.id goes where the batch gate's `BatchDecision` says (appended, dead-lettered
+or refused with an error in its reports); a transaction's batches are held (dead-letter topics)
+or appended with their rows kept for the verdict, and at commit the verdicts are carried out:
+an enforce failure aborts, anything else appends the held batches and the result rows inside
+the transaction, which then commits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakelog.client.producer.accumulator import Batch, Pending, RecordAccumulator
+from lakelog.client.producer.gate import Identity, ProducerGate
+from lakelog.client.producer.idempotent_gate import IdempotentGate
+from lakelog.client.producer.reports import DeliveryReports
+from lakelog.client.producer.sender import Logger, Sender
+from lakelog.client.producer.transactions import TransactionManager
+from lakelog.errors import KafkaError, KafkaException
+from lakelog.log import payload_table
+from lakelog.typedef import TopicPartitionKey
+
+
+class GatedDelivery:
+    """Sends a producer's closed batches past its quality gates and ends its transactions with their verdicts."""
+
+    def __init__(
+        self,
+        gate: ProducerGate,
+        batch_gate: IdempotentGate | None,
+        accumulator: RecordAccumulator,
+        sender: Sender,
+        transactions: TransactionManager,
+        reports: DeliveryReports,
+        logger: Logger,
+    ) -> None:
+        self.gate = gate  # the transaction's (tests set its `fault`)
+        self._batch_gate = batch_gate  # without a transaction: each batch judged before it is appended (S11.1)
+        self._accumulator = accumulator
+        self._sender = sender
+        self._transactions = transactions
+        self._reports = reports
+        self._logger = logger
+
+    @property
+    def active(self) -> bool:
+        """Whether the open transaction wrote rows its verdicts must judge before it commits."""
+        return self.gate.active
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the gate aborted the transaction (abort_transaction() after its PolicyViolation is a no-op)."""
+        return self.gate.aborted
+
+    def send(self, batch: Batch | None) -> None:
+        """Send a closed batch where the quality gates say: held to the commit (a dead-letter topic of a transaction),
+        judged first (no transaction), or appended and its rows kept for the transaction's verdict."""
+        if batch is None or not batch.messages:
+            return
+        tp, messages = batch.tp, batch.messages
+        payload = payload_table(
+            [m.value for m in messages],
+            keys=[m.key for m in messages],
+            headers=[m.headers for m in messages],
+            timestamps_ms=[m.timestamp_ms for m in messages],
+        )
+        if self.gate.hold(tp, payload, messages, batch.expected_offset):
+            return  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)
+        if self._batch_gate is None:
+            self.gate.keep(tp, payload, self._sender.send(tp, payload, messages, batch.expected_offset))
+            return
+        self._send_judged(tp, payload, messages, batch.expected_offset)
+
+    def _send_judged(self, tp: TopicPartitionKey, payload: Any, messages: list[Pending], expected_offset: int | None) -> None:
+        """No transaction: the batch gate's decision on the batch, acted on (S11.1, S11.3, S8.3)."""
+        assert self._batch_gate is not None
+        sender, gate = self._sender, self._batch_gate
+        backoff = sender.backoff()
+        decision = gate.decide(tp, payload, expected_offset, lambda read: sender.retrying(tp, payload.num_rows, read, backoff))
+        identity = self._transactions
+        if decision.error is not None:
+            gate.record(decision, identity.producer_id, identity.producer_epoch)
+            self._reports.report(tp, messages, -1, decision.error)
+            return
+        base_offset = sender.send(decision.tp, decision.payload, messages, decision.expected_offset)
+        gate.record(decision, identity.producer_id, identity.producer_epoch, base_offset)
+
+    def commit(self, timeout: float | None) -> None:
+        """Commit a transaction that wrote gated rows, on its verdicts (S11.1-S11.3): an enforce failure is recorded,
+        the transaction aborted and its PolicyViolation raised; otherwise held batches go where their verdicts send
+        them, every result row is appended inside the transaction, and it commits."""
+        transactions, gate, sender = self._transactions, self.gate, self._sender
+        try:
+            verdicts = gate.judge()
+        except KafkaException as error:  # a suite that does not fit the rows: this transaction cannot commit
+            transactions.abortable(error)
+            raise
+        refused = [verdict for verdict in verdicts if not verdict.publish]
+        if refused:
+            gate.record_refusals(refused, self._identity())
+            self.purge_transaction()
+            self.end_transaction(commit=False, timeout=timeout)
+            gate.aborted = True
+            self._reports.serve()
+            self._logger.warning(
+                "%s: transaction aborted by the quality gate of %s (validation %s)",
+                transactions.id_text,
+                refused[0].topic,
+                refused[0].validation_id,
+            )
+            raise refused[0].violation()
+        ranges = {}
+        for verdict in verdicts:
+            appends = gate.held(verdict)
+            landed = None
+            if appends is not None:
+                landed = [(a, sender.send(a.tp, a.payload, a.messages, a.expected_offset)) for a in appends]
+            ranges[verdict.topic] = gate.offset_ranges(verdict, landed)
+        tp, log = gate.results_log()
+        sender.adopt(tp, log)
+        sender.send(tp, gate.results(verdicts, ranges, self._identity()), [], None)
+        gate.decided()
+        transactions.require_committable()
+        gate.reached_decision(verdicts)
+        self.end_transaction(commit=True, timeout=timeout)
+        self._reports.serve()
+
+    def _identity(self) -> Identity:
+        transactions = self._transactions
+        return Identity(transactions.transactional_id, transactions.producer_id, transactions.producer_epoch)
+
+    def purge_transaction(self) -> None:
+        """The transaction aborts: its queued messages and the gate's held ones are reported with _PURGE_QUEUE."""
+        purged = KafkaError(KafkaError._PURGE_QUEUE, "purged: the transaction was aborted")
+        for batch in self._accumulator.drain():
+            self._reports.report(batch.tp, batch.messages, -1, purged)
+        for tp, messages in self.gate.purge():
+            self._reports.report(tp, messages, -1, purged)
+
+    def end_transaction(self, commit: bool, timeout: float | None = None) -> None:
+        self._transactions.end(commit, timeout)
+        self.gate.reset()

@@ -1,0 +1,166 @@
+"""The producer's sender (Kafka's `Sender`): a closed batch appended to its partition, retried on one policy.
+
+`append_sequenced` is the one sequenced append with retries, used by the Producer and by the
+transactional batch writer of the jobs: a storage failure is retried with the same producer id,
+epoch and sequence, so a retry that finds its batch already in the log gets the original offsets
+(S3.2); a lost commit race and a storage failure wait on the same backoff. Retries stop after
+`retries` (the producer config's key) or at the backoff's deadline, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+import pyarrow as pa
+
+from lakelog.errors import KafkaError, KafkaException, KafkaStorageError, RetriableError
+from lakelog.log import AppendResult, BatchHeader, PartitionLog, open_partition
+from lakelog.log.partition import Clock
+from lakelog.log.verification import TransactionVerification
+from lakelog.store import Location
+from lakelog.store.retry import Backoff, RetryPolicy
+from lakelog.typedef import TopicPartitionKey
+
+if TYPE_CHECKING:
+    from lakelog.client.producer.accumulator import Pending
+    from lakelog.client.producer.reports import DeliveryReports
+    from lakelog.client.producer.transactions import TransactionManager
+
+# What a retried call returns.
+T = TypeVar("T")
+
+# A logger, or confluent-kafka's `logger` config (an adapter) a client logs through.
+Logger = logging.Logger | logging.LoggerAdapter
+
+
+def retrying(
+    call: Callable[[], T], backoff: Backoff, retries: int, what: str, log: Logger, *, retry_storage_errors: bool = True
+) -> T:
+    """`call()`, again after the backoff's wait on a retriable error, up to `retries` times or the backoff's deadline.
+
+    `retry_storage_errors` False: a storage failure is raised at once (an append without a producer id
+    cannot be told apart from its duplicate, so retrying it is not safe)."""
+    attempts = 0
+    while True:
+        try:
+            return call()
+        except RetriableError as error:
+            attempts += 1
+            retry_allowed = retry_storage_errors or not isinstance(error, KafkaStorageError)
+            if attempts > retries or not retry_allowed or not backoff.wait():
+                log.warning(
+                    "%s: giving up after %d attempt(s)%s: %s: %s",
+                    what,
+                    attempts,
+                    "" if retry_allowed else " (no producer id to retry it safely)",
+                    error.error.name(),
+                    error,
+                )
+                raise
+            log.warning("%s: retrying (attempt %d) after %s: %s", what, attempts + 1, error.error.name(), error)
+
+
+def append_sequenced(
+    log: PartitionLog,
+    payload: pa.Table,
+    header: BatchHeader,
+    backoff: Backoff,
+    retries: int,
+    logger: Logger,
+    transaction: TransactionVerification | None = None,
+) -> AppendResult:
+    """Append one batch, retrying a storage failure with the same sequence when the batch has a producer id (S3.2).
+
+    A transactional batch names its transactional.id and coordinator (`transaction`), so the partition
+    verifies the transaction's first batch there (KIP-890, S4.4)."""
+    what = f"{log.topic}-{log.partition}: a batch of {payload.num_rows}"
+    return retrying(
+        lambda: log.append(payload, header, backoff=backoff, transaction=transaction),
+        backoff,
+        retries,
+        what,
+        logger,
+        retry_storage_errors=header.is_idempotent,
+    )
+
+
+class Sender:
+    """Appends a producer's closed batches, each with the header its transaction manager gives, and reports them.
+
+    Holds the producer's open partition logs: one handle per partition, lent to the transaction coordinator
+    for its markers (TransactionManager's `lend_log`)."""
+
+    def __init__(
+        self,
+        root: Location,
+        clock: Clock,
+        retry: RetryPolicy,
+        retries: int,
+        timeout_s: float,
+        logger: Logger,
+        transactions: TransactionManager,
+        reports: DeliveryReports,
+        queued: Callable[[], Sequence[TopicPartitionKey]],
+    ) -> None:
+        self._root = root
+        self._clock = clock
+        self._retry = retry
+        self._retries = retries  # `retries`
+        self._timeout_s = timeout_s  # `message.timeout.ms`: one send's deadline, every retry included
+        self._logger = logger
+        self._transactions = transactions
+        self._reports = reports
+        self._queued = queued  # the partitions holding a queued batch: added to a transaction with the first
+        self._logs: dict[TopicPartitionKey, PartitionLog] = {}
+
+    def log(self, tp: TopicPartitionKey) -> PartitionLog:
+        """Our open handle of a partition (opened on first use)."""
+        log = self._logs.get(tp)
+        if log is None:
+            log = self._logs[tp] = open_partition(self._root, *tp, clock=self._clock)
+        return log
+
+    def adopt(self, tp: TopicPartitionKey, log: PartitionLog) -> None:
+        """Keep a handle opened elsewhere (partition 0's, read for the topic's config; the results log), unless one is open."""
+        self._logs.setdefault(tp, log)
+
+    def lend(self, topic: str, partition: int) -> PartitionLog:
+        return self.log((topic, partition))
+
+    def retrying(self, tp: TopicPartitionKey, count: int, call: Callable[[], T], backoff: Backoff) -> T:
+        """`call()` retried as a send of `count` records to `tp` is (`retries`, the backoff's deadline)."""
+        return retrying(call, backoff, self._retries, f"{tp[0]}-{tp[1]}: a batch of {count}", self._logger)
+
+    def backoff(self) -> Backoff:
+        """One send's backoff: lost races and storage failures grow the same wait, until message.timeout.ms."""
+        return self._retry.start(self._timeout_s)
+
+    def send(self, tp: TopicPartitionKey, payload: pa.Table, messages: Sequence[Pending], expected_offset: int | None) -> int:
+        """Append a batch and queue its delivery reports; its base offset, or -1 if it failed (reported)."""
+        transactions = self._transactions
+        error: KafkaError | None = None
+        base_offset = -1
+        count = payload.num_rows
+        try:
+            if transactions.transactional:
+                transactions.add_partition(tp, self._queued())
+            backoff = self.backoff()
+            header = self.retrying(tp, count, lambda: transactions.header(tp, expected_offset), backoff)
+            verification = transactions.verification() if header.is_transactional else None
+            landed = append_sequenced(self.log(tp), payload, header, backoff, self._retries, self._logger, verification)
+            base_offset = landed.base_offset
+            transactions.sent(tp, header, count)
+        except KafkaException as exception:
+            error, base_offset = exception.error, -1
+            transactions.failed(exception)
+        self._reports.report(tp, messages, base_offset, error)
+        return base_offset
+
+    def release(self) -> None:
+        """Let go of every handle (a closed producer)."""
+        self._logs.clear()
+
+
+__all__ = ["Sender", "append_sequenced", "retrying"]
