@@ -50,7 +50,8 @@ def imports_airflow(path: Path) -> bool:
     return False
 
 
-SOURCES = sorted(path for package in PACKAGES for path in (REPO / package).rglob("*.py"))
+# A __main__ module runs its program when imported (`python -m lakelog.cli`): that is what it is for.
+SOURCES = sorted(path for package in PACKAGES for path in (REPO / package).rglob("*.py") if path.name != "__main__.py")
 WITH_AIRFLOW = [module_name(path) for path in SOURCES if imports_airflow(path)]
 WITHOUT_AIRFLOW = [module_name(path) for path in SOURCES if not imports_airflow(path)]
 
