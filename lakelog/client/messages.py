@@ -18,12 +18,15 @@ class Messages:
         self._records = list(messages)
 
     def records(self) -> list[Message]:
+        """A copy of the batch's messages as a list."""
         return list(self._records)
 
     def count(self) -> int:
+        """The number of messages in the batch."""
         return len(self._records)
 
     def is_empty(self) -> bool:
+        """Whether the batch holds no message."""
         return not self._records
 
     def __len__(self) -> int:

@@ -130,33 +130,43 @@ class Message:
         self._delivery_count = delivery_count
 
     def topic(self) -> str | None:
+        """The topic name, or None if the message has none (an error event)."""
         return self._topic
 
     def partition(self) -> int | None:
+        """The partition number, or None if not set."""
         return None if self._partition < 0 else self._partition
 
     def offset(self) -> int | None:
+        """The record's offset in its partition, or None if not set."""
         return None if self._offset < 0 else self._offset
 
     def key(self) -> bytes | None:
+        """The record's key, or None."""
         return self._key
 
     def value(self) -> bytes | None:
+        """The record's payload, or None."""
         return self._value
 
     def headers(self) -> Headers | None:
+        """The record's headers as a list of (key, value) tuples, or None."""
         return self._headers
 
     def timestamp(self) -> tuple[int, int]:
+        """The (timestamp type, timestamp in ms) pair; the type is TIMESTAMP_NOT_AVAILABLE, _CREATE_TIME or _LOG_APPEND_TIME."""
         return self._timestamp
 
     def error(self) -> KafkaError | None:
+        """The KafkaError this message reports (a failed delivery, a consumer event), or None."""
         return self._error
 
     def latency(self) -> float | None:
+        """A delivered message's seconds from produce() to its delivery report, or None."""
         return None if self._latency < 0 else self._latency
 
     def leader_epoch(self) -> int | None:
+        """The partition leader's epoch the record was written under, or None if unknown."""
         return None if self._leader_epoch < 0 else self._leader_epoch
 
     def delivery_count(self) -> int | None:
@@ -164,18 +174,23 @@ class Message:
         return None if self._delivery_count <= 0 else self._delivery_count
 
     def set_topic(self, topic: str | None) -> None:
+        """Replace the topic name."""
         self._topic = topic
 
     def set_key(self, key: bytes | None) -> None:
+        """Replace the key."""
         self._key = key
 
     def set_value(self, value: bytes | None) -> None:
+        """Replace the value."""
         self._value = value
 
     def set_headers(self, headers: Headers | None) -> None:
+        """Replace the headers."""
         self._headers = headers
 
     def set_error(self, error: KafkaError | None) -> None:
+        """Replace the error."""
         self._error = error
 
     def __len__(self) -> int:

@@ -17,47 +17,6 @@ import pytest
 PUBLIC_MODULES = ("lakelog", "lakelog.admin", "lakelog.error", "lakelog.serialization", "pyspark_lakelog")
 OURS = ("lakelog", "pyspark_lakelog")
 
-# Names defined in lakelog/client/, which another change is rewriting into packages: their docstrings come with it.
-# The second test fails once one of them has its docstring, so this list only shrinks.
-PENDING = {
-    "lakelog.ElectionType",
-    "lakelog.IsolationLevel",
-    "lakelog.Message.error",
-    "lakelog.Message.headers",
-    "lakelog.Message.key",
-    "lakelog.Message.latency",
-    "lakelog.Message.leader_epoch",
-    "lakelog.Message.offset",
-    "lakelog.Message.partition",
-    "lakelog.Message.set_error",
-    "lakelog.Message.set_headers",
-    "lakelog.Message.set_key",
-    "lakelog.Message.set_topic",
-    "lakelog.Message.set_value",
-    "lakelog.Message.timestamp",
-    "lakelog.Message.topic",
-    "lakelog.Message.value",
-    "lakelog.Messages.count",
-    "lakelog.Messages.is_empty",
-    "lakelog.Messages.records",
-    "lakelog.Node.id_string",
-    "lakelog.Uuid.get_least_significant_bits",
-    "lakelog.Uuid.get_most_significant_bits",
-    "lakelog.Uuid.of",
-    "lakelog.admin.AclOperation",
-    "lakelog.admin.AclPermissionType",
-    "lakelog.admin.MemberAssignment.topic_partitions",
-    "lakelog.admin.OffsetSpec.earliest",
-    "lakelog.admin.OffsetSpec.for_timestamp",
-    "lakelog.admin.OffsetSpec.latest",
-    "lakelog.admin.OffsetSpec.max_timestamp",
-    "lakelog.admin.ResourcePatternType",
-    "lakelog.admin.ScramMechanism",
-    "lakelog.admin.UserScramCredentialAlteration",
-    "lakelog.admin.UserScramCredentialDeletion",
-    "lakelog.admin.UserScramCredentialUpsertion",
-}
-
 
 def _documented(doc: str | None) -> bool:
     return bool(doc and doc.strip() and doc.strip().splitlines()[0].strip())
@@ -103,13 +62,8 @@ def undocumented() -> set[str]:
 
 
 def test_every_public_name_has_a_docstring():
-    missing = sorted(undocumented() - PENDING)
+    missing = sorted(undocumented())
     assert not missing, "public names without a docstring (one line saying what each is):\n" + "\n".join(missing)
-
-
-def test_the_pending_list_only_holds_names_still_undocumented():
-    documented_now = sorted(PENDING - undocumented())
-    assert not documented_now, "documented now, take them off PENDING:\n" + "\n".join(documented_now)
 
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)

@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 
 
 class AclOperation(enum.Enum):
+    """An operation an ACL binding allows or denies (READ, WRITE, ...); for the types only, a root has no ACLs."""
+
     UNKNOWN = 0
     ANY = 1
     ALL = 2
@@ -36,6 +38,8 @@ class AclOperation(enum.Enum):
 
 
 class AclPermissionType(enum.Enum):
+    """Whether an ACL binding allows or denies its operation; for the types only, a root has no ACLs."""
+
     UNKNOWN = 0
     ANY = 1
     DENY = 2
@@ -58,6 +62,8 @@ class AclBindingFilter(AclBinding):
 
 
 class ScramMechanism(enum.Enum):
+    """A SCRAM hash mechanism (SHA-256, SHA-512); for the types only, a root has no SCRAM credentials."""
+
     UNKNOWN = 0
     SCRAM_SHA_256 = 1
     SCRAM_SHA_512 = 2
@@ -76,11 +82,15 @@ class UserScramCredentialsDescription:
 
 
 class UserScramCredentialAlteration:
+    """A change to a user's SCRAM credentials, the base of an upsertion and a deletion."""
+
     def __init__(self, user: str) -> None:
         self.user = user
 
 
 class UserScramCredentialUpsertion(UserScramCredentialAlteration):
+    """Add or replace a user's SCRAM credential for one mechanism, from a password and an optional salt."""
+
     def __init__(self, user: str, scram_credential_info: ScramCredentialInfo, password: bytes, salt: bytes | None = None) -> None:
         super().__init__(user)
         self.scram_credential_info = scram_credential_info
@@ -89,12 +99,16 @@ class UserScramCredentialUpsertion(UserScramCredentialAlteration):
 
 
 class UserScramCredentialDeletion(UserScramCredentialAlteration):
+    """Remove a user's SCRAM credential for one mechanism."""
+
     def __init__(self, user: str, mechanism: ScramMechanism) -> None:
         super().__init__(user)
         self.mechanism = mechanism
 
 
 class ElectionType(enum.Enum):
+    """Which leader elect_leaders picks: PREFERRED (the first replica) or UNCLEAN (any, data loss allowed)."""
+
     PREFERRED = 0
     UNCLEAN = 1
 

@@ -36,6 +36,8 @@ class ResourceType(enum.Enum):
 
 
 class ResourcePatternType(enum.Enum):
+    """How an ACL binding's resource name matches resources: LITERAL, PREFIXED, or MATCH/ANY in a filter."""
+
     UNKNOWN = 0
     ANY = 1
     MATCH = 2
@@ -180,6 +182,7 @@ class Node:
 
     @property
     def id_string(self) -> str:
+        """The node id as a string."""
         return str(self.id)
 
     def __str__(self) -> str:
@@ -222,13 +225,16 @@ class Uuid:
 
     @classmethod
     def of(cls, text: str) -> Uuid:
+        """The Uuid of a UUID given in its canonical text form."""
         value = uuid.UUID(text).int
         return cls(_signed(value >> 64), _signed(value & ((1 << 64) - 1)))
 
     def get_most_significant_bits(self) -> int:
+        """The upper 64 bits, as a signed integer."""
         return self.most_significant_bits
 
     def get_least_significant_bits(self) -> int:
+        """The lower 64 bits, as a signed integer."""
         return self.least_significant_bits
 
     def __str__(self) -> str:
@@ -275,6 +281,8 @@ class DeletedRecords:
 
 
 class IsolationLevel(enum.Enum):
+    """Which records a read sees: READ_UNCOMMITTED all, READ_COMMITTED none of an open or aborted transaction."""
+
     READ_UNCOMMITTED = 0
     READ_COMMITTED = 1
 
@@ -311,18 +319,22 @@ class OffsetSpec:
 
     @classmethod
     def earliest(cls) -> OffsetSpec:
+        """Ask for a partition's earliest offset (its log start)."""
         return _EARLIEST
 
     @classmethod
     def latest(cls) -> OffsetSpec:
+        """Ask for a partition's latest offset (its high watermark, or last stable offset under READ_COMMITTED)."""
         return _LATEST
 
     @classmethod
     def max_timestamp(cls) -> OffsetSpec:
+        """Ask for the offset of the record with a partition's largest timestamp."""
         return _MAX_TIMESTAMP
 
     @classmethod
     def for_timestamp(cls, timestamp: int) -> OffsetSpec:
+        """Ask for the earliest offset whose timestamp is at or after `timestamp` (ms)."""
         return TimestampSpec(timestamp)
 
     def __lt__(self, other: object) -> bool:
@@ -368,6 +380,7 @@ class MemberAssignment(list):
 
     @property
     def topic_partitions(self) -> list:
+        """The member's assigned partitions, as a list of TopicPartition."""
         return list(self)
 
 
