@@ -2,7 +2,8 @@
 
 A static check over the package's source: a module that calls `logger.<level>(...)` or `logging.<level>(...)` has
 `logger = logging.getLogger(__name__)` and no other module logger name (`log` also names a `PartitionLog`); and no
-`print(` outside the command line, whose output is its result.
+`print(` outside the command line, whose output is its result. Every shipped module (lakelog, pyspark_lakelog,
+pipelines) holds one concept in at most 500 lines.
 """
 
 from __future__ import annotations
@@ -87,3 +88,39 @@ def test_shipped_code_names_rules_not_issue_numbers(path):
     belong to commit messages and notes."""
     lines = [number for number, line in enumerate(path.read_text().splitlines(), start=1) if _ISSUE_NUMBER.search(line)]
     assert lines == [], f"{_name(path)} names an issue number at line(s) {lines}"
+
+
+MAX_LINES = 500
+
+
+def _through_a_link(path: Path) -> bool:
+    """Whether `path` is reached through a link: lakelog/pipelines (and lakelog/conf, lakelog/jvm) link to top-level
+    folders, whose modules are counted where they are."""
+    return any((PACKAGE.parent / parent).is_symlink() for parent in path.relative_to(PACKAGE.parent).parents)
+
+
+SHIPPED_MODULES = sorted(
+    path
+    for folder in ("lakelog", "pyspark_lakelog", "pipelines")
+    for path in (PACKAGE.parent / folder).rglob("*.py")
+    if not _through_a_link(path)
+)
+
+
+def _line_count(path: Path) -> int:
+    """Lines as `wc -l` counts them: newline characters."""
+    return path.read_bytes().count(b"\n")
+
+
+def test_each_shipped_module_is_counted_once():
+    names = [_name(path) for path in SHIPPED_MODULES]
+    assert "lakelog/client/producer/producer.py" in names and "pipelines/demo.py" in names
+    assert "pyspark_lakelog/source.py" in names
+    assert len({path.resolve() for path in SHIPPED_MODULES}) == len(SHIPPED_MODULES), "a module reached twice"
+    assert not [name for name in names if name.startswith("lakelog/pipelines/")], "lakelog/pipelines links to pipelines/"
+
+
+@pytest.mark.parametrize("path", SHIPPED_MODULES, ids=_name)
+def test_a_module_holds_one_concept_in_at_most_500_lines(path):
+    lines = _line_count(path)
+    assert lines <= MAX_LINES, f"{_name(path)} has {lines} lines (over {MAX_LINES}): split it by concept"
