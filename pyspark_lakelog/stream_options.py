@@ -58,6 +58,8 @@ STREAM_READ_KEYS = (
 SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign", "topic")
 # Spark's own name of the option, as the sink receives it (lower case).
 CHECKPOINT_KEY = "checkpointlocation"
+# Options of Spark's DataStreamWriter that the sink receives with its own: not the sink's to check.
+SPARK_WRITER_KEYS = ("queryname", "path")
 # A derived transactional id: this prefix and the query's checkpoint location, made absolute.
 DERIVED_ID_PREFIX = "spark-stream:"
 
@@ -146,6 +148,8 @@ def stream_write_options(options: Mapping[str, str]) -> WriteOptions:
     if values.get("batch.id"):
         raise InvalidConfig("a streaming write takes its batch.id from Spark's micro-batch id: do not set it", key="batch.id")
     checkpoint = values.pop(CHECKPOINT_KEY, None)
+    for key in SPARK_WRITER_KEYS:
+        values.pop(key, None)
     if not values.get("transactional.id"):
         if not checkpoint:
             raise InvalidConfig(
