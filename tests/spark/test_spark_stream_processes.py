@@ -49,6 +49,7 @@ def write_input(root: str, first: int, outcomes: tuple[str, ...], transactional_
         producer.begin_transaction()
         for index in range(first + 10 * number, first + 10 * number + 10):
             producer.produce("in", key=f"k{index}", value=f"{outcome}-{index}", partition=index % IN_PARTITIONS)
+        producer.flush()  # the rows land before the transaction ends (an abort drops rows still queued)
         producer.commit_transaction() if outcome == "commit" else producer.abort_transaction()
     producer.close()
 
@@ -144,6 +145,7 @@ def test_two_runs_of_one_query_at_once_the_older_is_fenced_and_each_record_lands
     create_topic(root, "in", IN_PARTITIONS)
     create_topic(root, "out", OUT_PARTITIONS)
     write_input(root, 0, ("commit", "abort", "commit"))
+    assert len(open_partition(root, "in", 0).table.files()) > 1  # the aborted rows are in the log
     checkpoint = tmp_path / "checkpoint"
 
     zombie = start_job(root, checkpoint, tmp_path, pause_batch=0, idle=False)
