@@ -174,13 +174,13 @@ def test_a_micro_batch_spark_runs_again_is_written_once(spark, root, tmp_path):
     checkpoint = tmp_path / "checkpoint"
     write_stream(stream(spark, root, subscribe="in"), root, "out", checkpoint)
     assert len(topic_rows(root, "out")) == 20
-    writer = TransactionalBatchWriter(root, derived_transactional_id(str(checkpoint)))
-    assert writer.last_committed_batch() == 0
     for name in ("0", ".0.crc"):  # the local filesystem's checksum file too
         (checkpoint / "commits" / name).unlink()
     query = write_stream(stream(spark, root, subscribe="in"), root, "out", checkpoint)
     assert [report["batchId"] for report in query.recentProgress] == [0]
     assert len(topic_rows(root, "out")) == 20
+    writer = TransactionalBatchWriter(root, derived_transactional_id(str(checkpoint)))
+    assert writer.last_committed_batch() == 0
     produce(root, "in", [(0, "more")], "w")
     write_stream(stream(spark, root, subscribe="in"), root, "out", checkpoint)
     assert sorted(value.decode() for value in (row["value"] for row in topic_rows(root, "out"))).count("v3") == 1
