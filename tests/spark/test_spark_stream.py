@@ -201,3 +201,65 @@ def test_S11_1_a_gated_topic_refuses_a_micro_batch_with_a_bad_row(spark, root, t
     with pytest.raises(Exception, match="PolicyViolation: suite orders failed"):
         write_stream(stream(spark, root, subscribe="raw"), root, "orders", checkpoint)
     assert len(topic_rows(root, "orders")) == 1  # the refused micro-batch's transaction aborted (S11.1)
+
+
+def test_a_deleted_topic_fails_the_query_or_is_skipped_without_fail_on_data_loss(spark, root, tmp_path):
+    create_topic(root, "kept", 1)
+    create_topic(root, "dropped", 1)
+    produce(root, "kept", [(0, "k0")])
+    produce(root, "dropped", [(0, "d0")])
+    checkpoint = tmp_path / "checkpoint"
+    rows, _ = collect(spark, stream(spark, root, subscribe="kept,dropped"), checkpoint)
+    assert values(rows) == ["d0", "k0"]
+    AdminClient({"lakelog.root": root}).delete_topics(["dropped"])["dropped"].result()
+    produce(root, "kept", [(0, "k1")])
+    with pytest.raises(Exception, match="UnknownTopicOrPartition.*dropped was deleted"):
+        collect(spark, stream(spark, root, subscribe="kept,dropped"), checkpoint)
+    rows, _ = collect(spark, stream(spark, root, subscribe="kept,dropped", failOnDataLoss="false"), checkpoint)
+    assert values(rows) == ["k1"]
+
+
+def test_assign_reads_only_its_partitions_and_include_headers_false_drops_the_column(spark, root, tmp_path):
+    create_topic(root, "t", 3)
+    produce(root, "t", [(index % 3, f"v{index}") for index in range(9)])
+    frame = stream(spark, root, assign=json.dumps({"t": [1]}), includeHeaders="false")
+    assert frame.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    rows, _ = collect(spark, frame, tmp_path / "checkpoint")
+    assert values(rows) == ["v1", "v4", "v7"]
+    assert {row.partition for row in rows} == {1}
+
+
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [
+        ({"subscribe": "t", "topic": "t"}, "exactly one of the options subscribe, subscribePattern, assign or topic"),
+        ({}, "exactly one of the options"),
+        ({"subscribe": "t", "endingOffsets": "latest"}, r"unknown option\(s\) \['endingoffsets'\]"),
+        ({"subscribe": "t", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be positive"),
+        ({"subscribe": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss must be true or false"),
+        ({"assign": '{"t": "0"}'}, "assign for t must be a list of partition numbers"),
+        ({"subscribePattern": "("}, "is no regular expression"),
+        ({"subscribe": "t", "startingOffsets": "[1]"}, "startingOffsets must be JSON like"),
+    ],
+)
+def test_stream_options_are_checked_with_lakelog_errors(root, options, complaint):
+    from lakelog.errors import InvalidConfig
+    from pyspark_lakelog.stream_options import StreamReadOptions
+
+    with pytest.raises(InvalidConfig, match=complaint):
+        StreamReadOptions.parse({"root": root, **options})
+
+
+def test_a_stream_write_needs_a_checkpoint_or_a_transactional_id(root, topic):
+    from lakelog.errors import InvalidConfig
+    from pyspark_lakelog.stream_options import stream_write_options
+
+    name = topic()
+    with pytest.raises(InvalidConfig, match="needs option checkpointLocation"):
+        stream_write_options({"root": root, "topic": name})
+    with pytest.raises(InvalidConfig, match="takes its batch.id from Spark"):
+        stream_write_options({"root": root, "topic": name, "checkpointLocation": "c", "batch.id": "3"})
+    derived = stream_write_options({"root": root, "topic": name, "checkpointLocation": "/q/c/", "queryName": "q"})
+    assert derived.transactional_id == "spark-stream:file:///q/c"
+    given = stream_write_options({"root": root, "topic": name, "checkpointLocation": "/q/c", "transactional.id": "mine"})
+    assert given.transactional_id == "mine"
