@@ -32,7 +32,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from pyspark.sql.types import StructType
 
 from pyspark_lakelog.options import WriteOptions
-from pyspark_lakelog.source import TopicWriter, _delete_staging
+from pyspark_lakelog.source import TopicWriter
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         logger.warning("lakelog: micro-batch %s of %s failed; nothing of it was committed", batchId, self.transactional_id)
-        _delete_staging(self.stager.staging)
+        self.stager.abort(messages)  # deletes the staging folder
 
 
 __all__ = ["TopicStreamWriter"]

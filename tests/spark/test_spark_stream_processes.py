@@ -131,7 +131,6 @@ def test_a_job_killed_with_its_output_transaction_open_restarts_from_its_checkpo
     restarted = start_job(root, checkpoint, tmp_path, pause_batch=None, idle=True)
     out, err = restarted.communicate(timeout=JOB_TIMEOUT_S)
     assert restarted.returncode == 0, out + err[-4000:]
-    print("restarted:", out)
     assert not open_output_transactions(root)
     assert_exactly_once(root)
     assert len(committed(root, "out", OUT_PARTITIONS)) == 20 + 4 + 10 + 10
