@@ -115,7 +115,10 @@ class TopicStreamReader(DataSourceStreamReader):
         for topic, partitions in end.items():
             for key, stop in partitions.items():
                 at = start.get(topic, {}).get(key)
-                if at is not None and at >= stop:
+                if at is not None and at > stop:
+                    # Never planned by this reader (an end is never below its position): refuse, not read twice.
+                    raise OffsetOutOfRange(f"{topic}-{key}: a micro-batch from offset {at} back to {stop}")
+                if at is not None and at == stop:
                     continue  # nothing to read (a restart plans the checkpoint's last batch as end..end)
                 try:
                     log = open_partition(self.options.root, topic, int(key))
