@@ -19,6 +19,7 @@ BENCHMARKS = (
     "spark_scan",
     "delta_read",
     "view_materialize",
+    "stream_throughput",
     "s3_emulator",
     "s3_commit",
     "airflow_load",

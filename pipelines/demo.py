@@ -23,6 +23,10 @@ is SIGKILLed between writing and committing and run again, a new transaction
 is appended incrementally, the partition status is written, and the real
 spark-sql shell and DuckDB query the view and agree.
 
+Stage 5, Structured Streaming (pipelines/demo_stream.py): the streaming job from
+topic to topic is SIGKILLed mid-batch and restarted from its checkpoint; the
+output holds each committed input record once.
+
 Run: `./dev demo` (or `python -m pipelines.demo --root demo-root --rows 200000`).
 """
 
@@ -42,7 +46,7 @@ from lakelog import AdminClient, Consumer, NewTopic, TopicPartition
 from lakelog.client.roots import Location, check_root, make_root
 from lakelog.jobs.load import load
 
-from . import demo_groups, demo_spark, demo_transactions
+from . import demo_groups, demo_spark, demo_stream, demo_transactions
 
 TOPIC = "orders"
 
@@ -143,6 +147,8 @@ def main() -> None:
     demo_groups.run(root, args.clicks)
     print("-- stage 4: committed views refreshed by Spark, spark-sql and DuckDB over them")
     demo_spark.run(root)
+    print("-- stage 5: Structured Streaming from topic to topic, killed mid-batch and restarted")
+    demo_stream.run(root)
     print(f"demo finished in {time.monotonic() - started:.1f} s; root: {root}")
 
 

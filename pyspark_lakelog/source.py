@@ -30,6 +30,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -66,6 +68,8 @@ class LakelogDataSource(DataSource):
         values = {key.lower(): value for key, value in self.options.items()}
         if values.get("view") or values.get("status") or values.get("quality"):
             return from_arrow_schema(_table_reader(ReadOptions.parse(self.options)).arrow_schema)
+        if str(values.get("includeheaders", "true")).lower() == "false":  # a stream's option (stream_options)
+            return from_arrow_schema(KAFKA_SCHEMA.remove(KAFKA_SCHEMA.get_field_index("headers")))
         return from_arrow_schema(KAFKA_SCHEMA)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -78,6 +82,22 @@ class LakelogDataSource(DataSource):
         if overwrite:
             raise InvalidRequest("lakelog topics are append-only: write with mode('append')")
         return TopicWriter(WriteOptions.parse(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """`spark.readStream.format("lakelog")`: pyspark_lakelog.stream_source."""
+        from pyspark_lakelog.stream_options import StreamReadOptions
+        from pyspark_lakelog.stream_source import TopicStreamReader
+
+        return TopicStreamReader(StreamReadOptions.parse(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """`df.writeStream.format("lakelog")`: pyspark_lakelog.stream_sink (append mode only)."""
+        from pyspark_lakelog.stream_options import stream_write_options
+        from pyspark_lakelog.stream_sink import TopicStreamWriter
+
+        if overwrite:
+            raise InvalidRequest("lakelog topics are append-only: write the stream with outputMode('append')")
+        return TopicStreamWriter(stream_write_options(self.options), schema)
 
 
 # -- reading -----------------------------------------------------------------------------

@@ -52,3 +52,5 @@ def test_main_job_runs_end_to_end(tmp_path, request, root_kind):
     assert "verified: view of payments holds its 21 read_committed rows, each once" in result.stdout
     assert "t1\t9\t9\nt3\t9\t9\nt4\t3\t3" in result.stdout
     assert "verified: lakelog sql (DuckDB) gives the same answer over the same view" in result.stdout
+    # Stage 5: the streaming job killed mid-batch and restarted from its checkpoint wrote each committed record once.
+    assert "verified: events-upper holds each of the 630 committed records of events once, none aborted" in result.stdout
