@@ -39,6 +39,8 @@ def test_S5_2_S5_3_topic_reads_go_through_deltas_reader_and_give_the_data_source
     tasks), the rows PartitionLog.fetch gives, and the same as format("lakelog") and the paths without Delta."""
     writer = random_history(root, "delta", random.Random(5), partitions=2, steps=30 if root_kind == "local" else 18)
     assert reads_through_delta(spark, Location.of(root))
+    # The history has what the filter is for: an open transaction (the LSO cut) and aborted ones.
+    assert writer.open and any(scan.aborted for scan in plan_scan(root, "delta"))
     for isolation_level in (READ_COMMITTED, READ_UNCOMMITTED):
         expected = fetch_rows(root, "delta", isolation_level)
         frame = read_topic(spark, root, "delta", isolation_level)
