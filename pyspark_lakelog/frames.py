@@ -89,9 +89,12 @@ def read_topic(
     isolation_level: str = READ_COMMITTED,
     starting_offsets: OffsetSpec = EARLIEST,
     ending_offsets: OffsetSpec = LATEST,
+    through_delta: bool | None = None,
 ) -> DataFrame:
-    """A topic in Spark's Kafka-source columns, as `spark.read.format("lakelog")` reads it, for large scans."""
-    return scan_dataframe(spark, plan_scan(root, topic, isolation_level, starting_offsets, ending_offsets))
+    """A topic in Spark's Kafka-source columns, as `spark.read.format("lakelog")` reads it, for large scans
+    (`through_delta` as `scan_dataframe` takes it: None uses Delta's reader where the session has it)."""
+    scans = plan_scan(root, topic, isolation_level, starting_offsets, ending_offsets)
+    return scan_dataframe(spark, scans, through_delta=through_delta)
 
 
 def read(spark: SparkSession, options: Mapping[str, str] | None = None, **more: str) -> DataFrame:
