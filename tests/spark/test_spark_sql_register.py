@@ -36,6 +36,10 @@ def spark_sql(folder: Path, *arguments: str | Path, properties: Path | None = No
         delta = ["--properties-file", str(properties)]
     command = [BIN / "spark-sql", "--master", "local[1]", "--conf", "spark.ui.enabled=false", *delta, *arguments]
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    if properties is not None:
+        # The keys come from the properties file alone (S3A would read them from the environment too).
+        for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            environment.pop(variable, None)
     return subprocess.run(command, cwd=folder, env=environment, capture_output=True, text=True, timeout=400)
 
 
