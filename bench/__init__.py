@@ -18,6 +18,8 @@ BENCHMARKS = (
     "group_commit",
     "spark_scan",
     "delta_read",
+    "delta_read_s3",
+    "view_refresh",
     "view_materialize",
     "stream_throughput",
     "s3_emulator",

@@ -13,14 +13,16 @@ same commit as the rows. A run:
    no retry, no rebase).
 
 How step 2 writes depends on the root (`pyspark_lakelog.reads_natively`). On a
-local root Spark reads the files with its own Parquet reader, writes with its
+local root Spark reads the rows (through Delta's reader at the planned
+versions where the session has it, pyspark_lakelog.frames), writes with its
 own writer into a staging folder (`<view>/_staging/<run>/`), and the run then
-moves the files into the table folder. On an S3 root (no `s3a` filesystem in
-Spark's jars here) each Spark task reads its piece of the plan through
-lakelog's file IO and writes one Parquet file straight into the table folder
-(one PUT, so a file is whole or absent), returning its name and row count: no
-staging and no move, so the fault points "written" and "moved" are one state
-there.
+moves the files into the table folder. On an S3 root each Spark task writes
+its rows as one Parquet file straight into the table folder through lakelog's
+file IO (one PUT, so a file is whole or absent), returning its name and row
+count: no staging and no move, so the fault points "written" and "moved" are
+one state there. The rows come from Delta's reader through S3A where the
+session has it (`reads_through_delta`), else each task reads its piece of the
+plan through lakelog's file IO.
 
 A run killed anywhere before step 3's commit leaves the view as it was (its
 files are in no commit; vacuum removes them, and the next run removes staging
@@ -146,7 +148,7 @@ def materialize_committed_view(
             hit(FAULT_WRITTEN)
             written = _move_into_table(view, staging, run)
         else:
-            written = _write_through_file_io(spark, view, scans, run)
+            written = _write_s3(spark, view, scans, run)
             hit(FAULT_WRITTEN)
         hit(FAULT_MOVED)
         names = sorted(written)
@@ -236,6 +238,33 @@ def _move_into_table(view: Table, staging: Location, run: str) -> dict[str, int]
         view.io.move((staging / part).uri, target)
         written[name] = view.io.parquet_metadata(target).num_rows
     return written
+
+
+def _write_s3(spark: Any, view: Table, scans: list[PartitionScan], run: str) -> dict[str, int]:
+    """The plan's rows as Parquet files in the table folder, each written by a Spark task through the file IO."""
+    from pyspark_lakelog import reads_through_delta, scan_dataframe
+
+    if not reads_through_delta(spark, view.location):
+        return _write_through_file_io(spark, view, scans, run)
+    location = view.location
+
+    def write(batches: Iterator[Any]) -> Iterator[Any]:  # one Spark task: its rows, one file, one PUT
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        name = f"part-{run}-{uuid.uuid4().hex[:16]}.parquet"
+        sink = pa.BufferOutputStream()
+        rows = 0
+        with pq.ParquetWriter(sink, catalog.VIEW_SCHEMA, compression="snappy") as writer:
+            for batch in batches:
+                writer.write_table(pa.Table.from_batches([batch]).cast(catalog.VIEW_SCHEMA))
+                rows += batch.num_rows
+        if rows:
+            location.io.write((location / name).uri, sink.getvalue())
+        yield pa.RecordBatch.from_pydict({"name": [name], "rows": [rows]})
+
+    results = scan_dataframe(spark, scans).mapInArrow(write, "name string, rows long").collect()
+    return {row["name"]: row["rows"] for row in results if row["rows"]}
 
 
 def _write_through_file_io(spark: Any, view: Table, scans: list[PartitionScan], run: str) -> dict[str, int]:

@@ -3,13 +3,15 @@
 Spark registers any installed top-level module named `pyspark_*` that exposes
 `DefaultSource`, so `spark.read.format("lakelog")` and
 `CREATE TEMPORARY VIEW t USING lakelog OPTIONS (root '...', topic '...')` work
-with no registration code. `read_topic` reads the same rows through Spark's
-Parquet reader where Spark reads the root natively (`reads_natively`: local
-roots), and through lakelog's file IO in Spark tasks elsewhere (S3 roots; see
-frames.py).
+with no registration code. `read(spark, **options)` (the data source's options)
+and `read_topic` read the same rows through Delta Lake's reader, pinned to the
+planned snapshot, where the session has Delta's connector (local roots, and S3
+roots through S3A); without it, through Spark's Parquet reader on local roots
+and lakelog's file IO in Spark tasks elsewhere (see frames.py).
 """
 
-from pyspark_lakelog.frames import read_table, read_topic, reads_natively, scan_dataframe
+from pyspark_lakelog.delta_reads import reads_through_delta
+from pyspark_lakelog.frames import read, read_table, read_topic, reads_natively, scan_dataframe
 from pyspark_lakelog.session import delta_conf, local_session
 from pyspark_lakelog.source import LakelogDataSource
 
@@ -20,8 +22,10 @@ __all__ = [
     "LakelogDataSource",
     "delta_conf",
     "local_session",
+    "read",
     "read_table",
     "read_topic",
     "reads_natively",
+    "reads_through_delta",
     "scan_dataframe",
 ]

@@ -1,4 +1,4 @@
-"""Large scans as plain Spark DataFrames: the scan plan's files through Spark's own Parquet reader.
+"""Large scans as plain Spark DataFrames: the scan plan read by Delta's reader, or its files by Spark's Parquet reader.
 
 The same plan as the `lakelog` data source (`plan_scan`: the snapshot, the
 offsets [start, end) cut at the LSO, the aborted transactions of the range),
@@ -15,12 +15,21 @@ time and 1.23 / 1.30 of the CPU. Jobs (pipelines/) read this way, for the
 lower CPU on incompressible values; the data source serves SQL and small
 reads. Both return the same rows (tests/spark).
 
-Only where Spark can read the root's scheme itself (`reads_natively`): local
-roots. Spark's jars here have no `s3a` filesystem (hadoop-aws comes from
-Maven), so on an S3 root the same plan is read by Spark tasks through
-lakelog's file IO, with the data source's own reader code (`read_scan`,
-`read_files`: one task per piece of about `maxPartitionBytes`, Arrow batches
-out, as `mapInArrow` returns them). The DataFrame is the same either way.
+Where the session has Delta Lake's Spark connector (lakelog's JVM jars;
+pyspark_lakelog.delta_reads), each partition is read by Delta's reader pinned
+to the planned snapshot (`versionAsOf`), on local roots and, through S3A, on S3
+roots, with the same filter: Delta's data skipping on the offset range does
+the plan's file pruning. Without it, local roots (`reads_natively`) are read
+by Spark's Parquet reader from the plan's file list, and other roots by Spark
+tasks through lakelog's file IO, with the data source's own reader code
+(`read_scan`, `read_files`: one task per piece of about `maxPartitionBytes`,
+Arrow batches out, as `mapInArrow` returns them). The DataFrame is the same
+every way.
+
+`spark.read.format("lakelog")` stays lakelog's Python data source: a Python
+data source yields Arrow batches from Python workers and cannot hand its scan
+to a JVM reader. `read(spark, **options)` takes the data source's read options
+and builds the same DataFrame from Delta's reads.
 
 Each topic-partition is one Parquet scan with its partition number as a
 literal, and the scans are unioned: deriving the partition from each row's file
@@ -31,7 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 import pyarrow as pa
@@ -39,11 +48,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from lakelog import catalog
 from lakelog.log import READ_COMMITTED
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, TIMESTAMP_TYPE_CREATE_TIME, OffsetSpec, PartitionScan, plan_scan
 from lakelog.store import Location, Table
-from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES
+from pyspark_lakelog.delta_reads import read_delta, reads_through_delta
+from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions
 from pyspark_lakelog.source import file_groups, pin_files, read_files, read_scan, scan_pieces
 
 # Up to this many aborted transactions per partition become an inline filter; more become a broadcast anti-join.
@@ -62,11 +73,11 @@ Task = TypeVar("Task")
 
 
 def reads_natively(location: Location) -> bool:
-    """Whether Spark's own Parquet reader can read files under `location`.
+    """Whether Spark's own Parquet reader can read files under `location` from a file list, in any session.
 
     Local roots only: Spark reads S3 through hadoop-aws's `s3a` filesystem, whose
-    jars come from Maven and are not in pyspark's. Everything else is read by
-    Spark tasks through lakelog's file IO.
+    jars come from Maven and are not in pyspark's (a session with them reads S3
+    through Delta's reader: `reads_through_delta`). Jobs write through Spark here.
     """
     return location.is_local
 
@@ -78,9 +89,35 @@ def read_topic(
     isolation_level: str = READ_COMMITTED,
     starting_offsets: OffsetSpec = EARLIEST,
     ending_offsets: OffsetSpec = LATEST,
+    through_delta: bool | None = None,
 ) -> DataFrame:
-    """A topic in Spark's Kafka-source columns, as `spark.read.format("lakelog")` reads it, for large scans."""
-    return scan_dataframe(spark, plan_scan(root, topic, isolation_level, starting_offsets, ending_offsets))
+    """A topic in Spark's Kafka-source columns, as `spark.read.format("lakelog")` reads it, for large scans
+    (`through_delta` as `scan_dataframe` takes it: None uses Delta's reader where the session has it)."""
+    scans = plan_scan(root, topic, isolation_level, starting_offsets, ending_offsets)
+    return scan_dataframe(spark, scans, through_delta=through_delta)
+
+
+def read(spark: SparkSession, options: Mapping[str, str] | None = None, **more: str) -> DataFrame:
+    """What `spark.read.format("lakelog").options(...).load()` reads, with the same options, as a DataFrame built
+    from Delta's reads where the session has Delta's connector (a topic read_committed or read_uncommitted, a view,
+    a status table); the data source itself where it has not, and for `quality`."""
+    given = {**(options or {}), **more}
+    parsed = ReadOptions.parse(given)
+    if parsed.kind == "quality" or not reads_through_delta(spark, parsed.root):
+        return spark.read.format("lakelog").options(**given).load()
+    if parsed.kind in ("view", "status"):
+        (name,) = parsed.names
+        table = catalog.open_view(parsed.root, name) if parsed.kind == "view" else catalog.open_status(parsed.root, name)
+        return read_table(spark, table, parsed.max_partition_bytes)
+    assert parsed.starting_offsets is not None and parsed.ending_offsets is not None
+    scans = [
+        scan
+        for topic in parsed.names
+        for scan in plan_scan(
+            parsed.root, topic, parsed.isolation_level, parsed.starting_offsets[topic], parsed.ending_offsets[topic]
+        )
+    ]
+    return scan_dataframe(spark, scans, max_partition_bytes=parsed.max_partition_bytes)
 
 
 def scan_dataframe(
@@ -88,24 +125,35 @@ def scan_dataframe(
     scans: list[PartitionScan],
     max_inline_aborted: int = MAX_INLINE_ABORTED,
     max_partition_bytes: int = DEFAULT_PARTITION_BYTES,
+    through_delta: bool | None = None,
 ) -> DataFrame:
     """The rows of planned partition scans, in the Kafka source's columns.
 
-    Through Spark's Parquet reader where it reads the root natively, else by Spark
-    tasks through lakelog's file IO (pieces of about `max_partition_bytes`).
+    Through Delta's reader at each scan's snapshot version where the session has it (`through_delta`: None asks the
+    session, False forces the paths without it), else through Spark's Parquet reader where it reads the root
+    natively, else by Spark tasks through lakelog's file IO (pieces of about `max_partition_bytes`).
     """
     scans = [scan for scan in scans if scan.end_offset > scan.start_offset]
     if not scans:
         return spark.createDataFrame([], from_arrow_schema(KAFKA_SCHEMA))
-    if not all(reads_natively(scan.snapshot.location) for scan in scans):
+    if through_delta is None:
+        through_delta = all(reads_through_delta(spark, scan.snapshot.location) for scan in scans)
+    if not through_delta and not all(reads_natively(scan.snapshot.location) for scan in scans):
         return arrow_tasks_frame(spark, scan_pieces(scans, max_partition_bytes), read_scan, KAFKA_SCHEMA)
-    frames = [_partition_frame(spark, scan, max_inline_aborted) for scan in scans]
+    frames = [_partition_frame(spark, scan, max_inline_aborted, through_delta) for scan in scans]
     return functools.reduce(DataFrame.unionAll, frames)
 
 
-def read_table(spark: SparkSession, table: Table, max_partition_bytes: int = DEFAULT_PARTITION_BYTES) -> DataFrame:
-    """The active files of a Delta snapshot (a view or a status table): Spark's Parquet reader, or file IO tasks."""
+def read_table(
+    spark: SparkSession, table: Table, max_partition_bytes: int = DEFAULT_PARTITION_BYTES, through_delta: bool | None = None
+) -> DataFrame:
+    """A Delta snapshot (a view or a status table) at the table's version: Delta's reader, Spark's Parquet reader
+    of its active files, or file IO tasks (as `scan_dataframe` chooses)."""
     schema = from_arrow_schema(table.schema)
+    if through_delta is None:
+        through_delta = reads_through_delta(spark, table.location)
+    if through_delta:
+        return read_delta(spark, table.location, table.version)
     if not reads_natively(table.location):
         snapshot = pin_files(table)
         if not snapshot.data_files():
@@ -141,10 +189,14 @@ def arrow_tasks_frame(
     return spark.range(0, len(tasks), 1, numPartitions=max(1, len(tasks))).mapInArrow(run, from_arrow_schema(schema))
 
 
-def _partition_frame(spark: SparkSession, scan: PartitionScan, max_inline_aborted: int) -> DataFrame:
-    paths = [scan.snapshot.file_path(entry) for entry in scan.files]
-    with _no_listing_job(spark):
-        rows = spark.read.options(**_PARQUET_OPTIONS).schema(from_arrow_schema(PARTITION_SCHEMA)).parquet(*paths)
+def _partition_frame(spark: SparkSession, scan: PartitionScan, max_inline_aborted: int, through_delta: bool) -> DataFrame:
+    if through_delta:
+        # The planned snapshot, not the latest: the LSO and the aborted transactions below are that snapshot's.
+        rows = read_delta(spark, scan.snapshot.location, scan.snapshot.version, _PARQUET_OPTIONS)
+    else:
+        paths = [scan.snapshot.file_path(entry) for entry in scan.files]
+        with _no_listing_job(spark):
+            rows = spark.read.options(**_PARQUET_OPTIONS).schema(from_arrow_schema(PARTITION_SCHEMA)).parquet(*paths)
     offset = F.col("offset")
     rows = rows.where(F.col("control").isNull() & (offset >= scan.start_offset) & (offset < scan.end_offset))
     if scan.aborted and len(scan.aborted) <= max_inline_aborted:
@@ -199,4 +251,4 @@ def _no_listing_job(spark: SparkSession) -> Iterator[None]:
             spark.conf.set(_LISTING_CONF, previous)
 
 
-__all__ = ["MAX_INLINE_ABORTED", "arrow_tasks_frame", "read_table", "read_topic", "reads_natively", "scan_dataframe"]
+__all__ = ["MAX_INLINE_ABORTED", "arrow_tasks_frame", "read", "read_table", "read_topic", "reads_natively", "scan_dataframe"]

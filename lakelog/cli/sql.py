@@ -23,6 +23,11 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     )
     sql_init.add_argument("--output", "-o", help="file to write (default: standard output)")
     sql_init.add_argument("--register", action="store_true", help="views, status tables as Delta tables in a metastore")
+    sql_init.add_argument(
+        "--properties-file",
+        help="with --register: also write the Spark properties a shell needs (jars, Delta, S3A with keys) to this file, "
+        "readable by you only (0600), for spark-sql --properties-file",
+    )
     sql_init.set_defaults(handler=_spark_sql_init)
 
 
@@ -69,11 +74,23 @@ def _spark_sql_init(args: argparse.Namespace) -> int:
     from lakelog import catalog
 
     script = catalog.spark_sql_register(args.root) if args.register else catalog.spark_sql_init(args.root)
+    shell = ""
+    if args.register:
+        from lakelog.spark_sql_shell import shell_arguments, shell_properties, write_properties_file
+
+        if args.properties_file:
+            write_properties_file(args.properties_file, shell_properties(args.root, secrets=True))
+            shell = f"--properties-file {args.properties_file} "
+        elif not args.root.is_local:
+            # No key on the command line or in a file: S3A reads them from the shell's AWS_* environment.
+            shell = shell_arguments(shell_properties(args.root, secrets=False)) + " "
     if args.output:
         with open(args.output, "w") as output:
             output.write(script)
-        run = f"once: spark-sql -f {args.output}" if args.register else f"spark-sql -i {args.output}"
+        run = f"once: spark-sql {shell}-f {args.output}" if args.register else f"spark-sql -i {args.output}"
         print(f"wrote {script.count('CREATE ')} table(s) to {args.output}; run {run}", file=sys.stderr)
     else:
         sys.stdout.write(script)
+    if shell:
+        print(f"a spark-sql shell over these tables: spark-sql {shell}-e 'SELECT ...'", file=sys.stderr)
     return 0

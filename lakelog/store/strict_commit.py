@@ -249,6 +249,7 @@ _OPERATIONS = {
     "append": ("WRITE", {"mode": "Append"}),
     "overwrite": ("WRITE", {"mode": "Overwrite"}),
     "set_configuration": ("SET TBLPROPERTIES", {}),
+    "upgrade_protocol": ("UPGRADE PROTOCOL", {}),
 }
 
 

@@ -355,6 +355,15 @@ class Table(StrictCommit):
         mode = "overwrite" if overwrite else "append"
         return self._commit(actions, schema, mode, decided_on, app_versions, metadata, [])
 
+    @property
+    def protocol(self) -> dict[str, Any]:
+        """The snapshot's `protocol` action (a copy)."""
+        return dict(self._snapshot.protocol or {})
+
+    def commit_protocol(self, protocol: Mapping[str, Any]) -> int:
+        """Commit a protocol action alone (an upgrade) as exactly version `self.version + 1`, strict as `append`."""
+        return self._commit([{"protocol": dict(protocol)}], self.schema, "upgrade_protocol", self.version, None, None, [])
+
     def set_configuration(self, configuration: Mapping[str, str]) -> int:
         """Commit `configuration` (table properties, merged into the table's) as exactly version `self.version + 1`.
 

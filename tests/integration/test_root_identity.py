@@ -51,6 +51,7 @@ CLI_COMMANDS = {
     "coordinator sweep": [],
     "sql": ["SELECT 1"],
     "spark-sql-init": [],
+    "upgrade-protocol": [],
     "quality set": ["orders", "--suite", "suite.json"],
     "quality show": ["orders"],
     "quality delete": ["orders"],

@@ -151,14 +151,18 @@ def test_the_schema_is_sparks_kafka_source_schema(spark, root):
 
 
 def test_each_root_kind_is_read_by_its_own_path(spark, root, root_kind):
-    """read_topic: Spark's Parquet reader on local roots (a FileScan in the plan), Spark tasks reading through
-    lakelog's file IO on S3 roots (MapInArrow: Spark's jars here have no s3a filesystem). The data source is
-    the Python data source on both."""
+    """read_topic: Delta's reader on both roots where the session has Delta's connector (S3 through S3A). Without
+    it (`through_delta=False`, as in a session without lakelog's jars): Spark's Parquet reader on local roots (a
+    FileScan in the plan), Spark tasks reading through lakelog's file IO on S3 roots (MapInArrow). The data source
+    is the Python data source on both."""
     random_history(root, "paths", random.Random(13), partitions=2, steps=6)
     assert reads_natively(Location.of(root)) == (root_kind == "local")
     plan = read_topic(spark, root, "paths")._jdf.queryExecution().executedPlan().toString()
+    assert "DeltaFileIndex" in plan and "MapInArrow" not in plan, plan
+    without = scan_dataframe(spark, plan_scan(root, "paths"), through_delta=False)
+    plan = without._jdf.queryExecution().executedPlan().toString()
     if root_kind == "local":
-        assert "FileScan parquet" in plan and "MapInArrow" not in plan, plan
+        assert "FileScan parquet" in plan and "MapInArrow" not in plan and "DeltaFileIndex" not in plan, plan
     else:
         assert "MapInArrow" in plan and "FileScan" not in plan, plan
     source = load(spark, root, "paths")._jdf.queryExecution().executedPlan().toString()
