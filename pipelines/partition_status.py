@@ -1,15 +1,8 @@
 """Spark job: HW, LSO, open transactions and aborted ranges of every partition of a topic, into `<root>/status/<topic>`.
 
-One Spark task per partition computes its status with the partition log's own
-code (S5.1, S5.3): the transaction index, brought up to date from its newest
-snapshot, so a run reads only what was appended since. It is incremental twice
-over: a partition whose table version is the one the status table already
-shows is not read at all, and the status table changes only if some partition
-did. The status table (one row per partition, catalog.STATUS_SCHEMA) is
-replaced by one strict Delta commit decided on the snapshot it was read from;
-a run that loses that race to another run waits through the one retry policy
-(lakelog.store.retry) and decides again on the new snapshot; past the deadline
-it gives up with KafkaTimeout.
+The job is lakelog.jobs.status (incremental: a partition whose table has not
+moved is not read; one strict commit replaces the table); here each partition's
+status is computed in one Spark task.
 
     spark-submit pipelines/partition_status.py --root R --topic T
     python -m pipelines.partition_status --root R --topic T
@@ -20,106 +13,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
-import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
-
-from lakelog import catalog
-from lakelog.client.retry import DEFAULT_POLICY, Backoff
-from lakelog.client.roots import Location, open_root, partition_count
-from lakelog.errors import CommitConflict
-from lakelog.log import open_partition
+from lakelog.client.retry import Backoff
+from lakelog.client.roots import Location
+from lakelog.jobs.status import StatusReport, StatusRow, StatusTask, refresh_status
 from lakelog.pipelines._args import storage_option_pairs
-from lakelog.pipelines._commit import wait_after_lost_commit
-from lakelog.store import Table
 
-logger = logging.getLogger(__name__)
-
-# How long a run keeps deciding again after lost commit races (Kafka's delivery.timeout.ms default).
-COMMIT_TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True)
-class StatusReport:
-    """What a run did: the status table version it left (None if nothing changed), partitions recomputed."""
-
-    version: int | None
-    partitions: int
-    recomputed: list[int]
+__all__ = ["StatusReport", "main", "partition_status"]
 
 
 def partition_status(spark: Any, root: str | Location, topic: str, *, backoff: Backoff | None = None) -> StatusReport:
-    """Bring `<root>/status/<topic>` up to date with every partition of `topic`; see the module docstring.
+    """Bring `<root>/status/<topic>` up to date with every partition of `topic`, one Spark task per partition
+    (lakelog.jobs.status.refresh_status).
 
-    Lost commit races wait on `backoff` (default: the retry policy's defaults, COMMIT_TIMEOUT_S);
+    Lost commit races wait on `backoff` (default: the retry policy's defaults, lakelog.jobs.status.COMMIT_TIMEOUT_S);
     KafkaTimeout once its deadline has passed.
     """
-    # Tasks get the root as a Location: its store settings travel with it to the executors.
-    root = open_root(root)  # UnresolvedRoot if it is no root
-    num_partitions = partition_count(root, topic)
-    table, _ = Table.create(catalog.status_path(root, topic), catalog.STATUS_SCHEMA, {})
-    backoff = DEFAULT_POLICY.start(COMMIT_TIMEOUT_S) if backoff is None else backoff
-    while True:
-        table.refresh()
-        shown = {row["partition"]: row for row in _rows(table)}
-        tasks = [(root, topic, partition, _version(shown.get(partition))) for partition in range(num_partitions)]
-        computed = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(_status_of).collect()
-        changed = {row["partition"]: row for row in computed if row is not None}
-        if not changed:
-            return StatusReport(None, num_partitions, [])
-        rows = [changed.get(partition) or shown[partition] for partition in range(num_partitions)]
-        name = f"status-{uuid.uuid4().hex}.parquet"
-        table.io.write_parquet(pa.Table.from_pylist(rows, schema=catalog.STATUS_SCHEMA), table.child_uri(name))
-        try:
-            version = table.commit_files([name], catalog.STATUS_SCHEMA, overwrite=True)
-        except CommitConflict:
-            table.io.delete(table.child_uri(name))
-            wait_after_lost_commit(backoff, logger, f"status of {topic}")
-            continue
-        return StatusReport(version, num_partitions, sorted(changed))
 
+    def on_spark(status_of: Callable[[StatusTask], StatusRow | None], tasks: list[StatusTask]) -> list[StatusRow | None]:
+        return spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(status_of).collect()
 
-def _status_of(task: tuple[Location, str, int, int | None]) -> dict[str, Any] | None:
-    """One partition's status row, or None if its table is still at `known_version` (runs in a Spark task)."""
-    root, topic, partition, known_version = task
-    log = open_partition(root, topic, partition)
-    if log.version == known_version:
-        return None
-    high_watermark = log.high_watermark()
-    return {
-        "topic": topic,
-        "partition": partition,
-        "table_version": log.version,
-        "log_start_offset": log.log_start_offset(),
-        "high_watermark": high_watermark,
-        "last_stable_offset": log.last_stable_offset(),
-        "open_transactions": [
-            {"producer_id": producer_id, "first_offset": first}
-            for producer_id, first in sorted(log.open_transactions().items(), key=lambda item: item[1])
-        ],
-        "aborted_transactions": [
-            {"producer_id": txn.producer_id, "first_offset": txn.first_offset, "marker_offset": txn.marker_offset}
-            for txn in log.aborted_transactions(0, high_watermark)
-        ],
-        "updated_at": datetime.now(UTC),
-    }
-
-
-def _rows(table: Table) -> list[dict[str, Any]]:
-    entries = table.data_files()
-    if not entries:
-        return []
-    return pa.concat_tables(table.read_data_file(entry).cast(catalog.STATUS_SCHEMA) for entry in entries).to_pylist()
-
-
-def _version(row: dict[str, Any] | None) -> int | None:
-    return None if row is None else row["table_version"]
+    return refresh_status(root, topic, on_spark, backoff=backoff)
 
 
 def main(argv: list[str] | None = None) -> int:

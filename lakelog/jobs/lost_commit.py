@@ -1,4 +1,4 @@
-"""The pipelines' step after a lost commit race: wait on the retry policy's backoff, or give up."""
+"""The jobs' step after a lost commit race (the view and status tables): wait on the retry policy's backoff, or give up."""
 
 from __future__ import annotations
 
