@@ -77,7 +77,7 @@ def test_S5_2_S5_3_views_dag_writes_status_and_committed_view_of_every_topic(tmp
     run = airflow(["dags", "test", "lakelog_views"], home, dags, {"AIRFLOW_CONN_LAKELOG_DEFAULT": connection})
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-4000:]
-    assert "spark-submit of pipelines.materialize_committed_view finished" in output, output[-4000:]
+    assert "spark-submit of lakelog.pipelines.materialize_committed_view finished" in output, output[-4000:]
 
     assert verify_view(root, "orders") == COMMITTED_ROWS
     status = snapshot_rows(open_status(root, "orders")).to_pylist()
