@@ -9,6 +9,12 @@ its partition's snapshot pinned (files and LEO), so it can be shipped to
 another process (a Spark executor) and read there exactly as planned, even
 while writers go on.
 
+Partitions are planned side by side (threads: on S3 each waits on a few small
+reads), and the LSO and the aborted transactions come from the partition's
+transaction index kept between the plans of the process
+(lakelog.log.scan_state), so a plan folds only the rows appended since the
+last one, not the whole partition's headers.
+
 `PartitionScan.read` reads through `PartitionLog.fetch` on the pinned snapshot:
 the LSO, the aborted-transaction index and the row filter are the log's own,
 not a second implementation. Control rows are never returned (they only take
@@ -22,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -31,8 +38,9 @@ from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrParti
 from lakelog.log.fetch import ISOLATION_LEVELS, READ_COMMITTED
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, PartitionLog
 from lakelog.log.records import HEADER_TYPE
+from lakelog.log.scan_state import transaction_state
 from lakelog.log.topic_config import TopicConfig
-from lakelog.log.topics import open_partition, topic_config
+from lakelog.log.topics import open_partition
 from lakelog.log.transactions import AbortedTransaction
 from lakelog.store import FileEntry, Location, PinnedSnapshot
 from lakelog.store.pinned import pin
@@ -42,6 +50,8 @@ logger = logging.getLogger(__name__)
 # Spark's Kafka source (and Kafka's ListOffsets) spell "earliest" and "latest" as -2 and -1.
 EARLIEST = -2
 LATEST = -1
+# Partitions planned at once: each waits on the store for a few small reads.
+PLAN_THREADS = 8
 # How much a scan reads per fetch: bounds a reader's memory, whatever the partition's size.
 READ_BYTES = 64 << 20
 
@@ -166,23 +176,32 @@ def plan_scan(
     """
     if isolation_level not in ISOLATION_LEVELS:
         raise InvalidRequest(f"isolation level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}")
-    num_partitions = topic_config(root, topic).num_partitions
+    first = open_partition(root, topic, 0)  # UnknownTopicOrPartition for a topic that does not exist
+    num_partitions = first.config.num_partitions
     starts = _per_partition("startingOffsets", topic, starting_offsets, num_partitions)
     ends = _per_partition("endingOffsets", topic, ending_offsets, num_partitions)
     if LATEST in starts.values():
         raise OffsetOutOfRange(f"startingOffsets for {topic}: latest (-1) is not allowed in a batch read")
     if EARLIEST in ends.values():
         raise OffsetOutOfRange(f"endingOffsets for {topic}: earliest (-2) is not allowed in a batch read")
-    return [
-        _plan_partition(open_partition(root, topic, partition), isolation_level, starts[partition], ends[partition])
-        for partition in range(num_partitions)
-    ]
+
+    def plan(partition: int) -> PartitionScan:
+        # A handle just opened holds the latest snapshot: no refresh before deciding on it.
+        log = first if partition == 0 else open_partition(root, topic, partition)
+        return _plan_partition(log, isolation_level, starts[partition], ends[partition])
+
+    if num_partitions == 1:
+        return [plan(0)]
+    # Each partition's plan is a few small reads (its log, the rows its index has not folded yet): on S3 they wait
+    # on the store, so partitions are planned side by side. `map` gives them (and the first error) in partition order.
+    with ThreadPoolExecutor(min(num_partitions, PLAN_THREADS), thread_name_prefix="lakelog-plan") as pool:
+        return list(pool.map(plan, range(num_partitions)))
 
 
 def _plan_partition(log: PartitionLog, isolation_level: str, start: int, end: int) -> PartitionScan:
-    log.refresh()
+    # First: the state may reload the snapshot (a file removed under it); every offset below is of the one it leaves.
+    stable, every_aborted = transaction_state(log)
     high_watermark = log.high_watermark()
-    stable = log.last_stable_offset()
     limit = stable if isolation_level == READ_COMMITTED else high_watermark
     log_start = log.log_start_offset()
     start = log_start if start == EARLIEST else start
@@ -197,7 +216,12 @@ def _plan_partition(log: PartitionLog, isolation_level: str, start: int, end: in
         raise OffsetOutOfRange(f"{where}: ending offset {end} is before the starting offset {start}")
     # Cut at what the isolation level may see; a start past the LSO reads nothing yet, as a consumer's would.
     end = max(start, limit if end == LATEST else min(end, limit))
-    aborted = tuple(log.aborted_transactions(start, end)) if isolation_level == READ_COMMITTED and end > start else ()
+    # S5.3: the aborted transactions whose [first offset, marker offset] meets [start, end), as the index lists them.
+    aborted = (
+        tuple(txn for txn in every_aborted if txn.marker_offset >= start and txn.first_offset < end)
+        if isolation_level == READ_COMMITTED and end > start
+        else ()
+    )
     return PartitionScan(
         topic=log.topic,
         partition=log.partition,

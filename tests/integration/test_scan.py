@@ -85,3 +85,83 @@ def test_S1_4_a_scan_reads_only_the_files_that_hold_its_offsets(root, topic):
         if entry.max_offset < 2 or entry.min_offset >= 3:
             log.table.io.write(log.table.file_path(entry), b"not parquet")
     assert values(scan) == [b"c"]
+
+
+def txn(log, producer_id, value):
+    log.append(payload_table([value]), BatchHeader(producer_id, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
+
+
+def aborted_of(scan):
+    return [(t.producer_id, t.first_offset, t.marker_offset) for t in scan.aborted]
+
+
+def test_S5_1_S5_3_a_later_plan_folds_only_the_rows_appended_since_the_last_one(root, topic):
+    """The transaction state is kept between plans of a process: the next one reads only the new rows' headers,
+    and its LSO and aborted transactions are those of its own snapshot."""
+    first, _ = plan_scan(root, topic)
+    log = open_partition(root, topic, 0)
+    earlier = list(log.table.files())
+    log.append_marker(2, 1, ControlType.COMMIT)  # 5: closes d's transaction (4)
+    txn(log, 3, b"e")  # 6: aborted below
+    log.append_marker(3, 1, ControlType.ABORT)  # 7
+    txn(log, 4, b"f")  # 8: stays open
+    # The rows the first plan folded cannot be read any more: a plan that re-read them would fail.
+    for entry in earlier:
+        log.table.io.write(log.table.file_path(entry), b"not parquet")
+    scan, _ = plan_scan(root, topic)
+    assert (scan.end_offset, scan.last_stable_offset, scan.high_watermark) == (8, 8, 9)
+    assert aborted_of(scan) == [(1, 1, 3), (3, 6, 7)]
+    assert aborted_of(plan_scan(root, topic, READ_COMMITTED, {0: 4, 1: EARLIEST})[0]) == [(3, 6, 7)]
+    assert (first.end_offset, aborted_of(first)) == (4, [(1, 1, 3)])
+
+
+def test_S5_3_a_kept_state_ahead_of_the_snapshot_is_not_used(root, topic):
+    """A plan on an older snapshot (one that raced a newer plan) gets that snapshot's state, not the newer one's."""
+    from lakelog.log.partition import PartitionLog
+    from lakelog.log.scan_state import transaction_state
+    from lakelog.store import Table
+
+    log = open_partition(root, topic, 0)
+    older = log.table.version
+    log.append_marker(2, 1, ControlType.ABORT)  # 5: aborts d (4)
+    plan_scan(root, topic)  # keeps the state at offset 6
+    old = PartitionLog(Table.open(log.table.location, older), topic, 0, log.config)
+    lso, aborted = transaction_state(old)
+    assert (lso, [(t.producer_id, t.first_offset, t.marker_offset) for t in aborted]) == (4, [(1, 1, 3)])
+
+
+def test_S5_3_a_kept_state_trimmed_past_the_snapshots_first_file_is_not_used(root, topic):
+    """delete_records (S9.1) trims the kept state; a plan on a snapshot from before it still drops the aborted rows."""
+    from lakelog.log.partition import PartitionLog
+    from lakelog.log.retention import delete_records
+    from lakelog.log.scan_state import transaction_state
+    from lakelog.store import Table
+
+    log = open_partition(root, topic, 0)
+    before = log.table.version
+    plan_scan(root, topic)
+    assert delete_records(log, 4) == 4  # removes the files of offsets 0-3, the aborted transaction's among them
+    [scan, _] = plan_scan(root, topic)  # keeps the state trimmed at offset 4
+    assert (scan.start_offset, scan.aborted) == (4, ())
+    old = PartitionLog(Table.open(log.table.location, before), topic, 0, log.config)
+    lso, aborted = transaction_state(old)
+    assert (lso, [(t.producer_id, t.first_offset, t.marker_offset) for t in aborted]) == (4, [(1, 1, 3)])
+
+
+def test_S5_3_a_topic_created_again_under_its_name_is_planned_from_its_own_rows(root):
+    """The kept state is a table's (by its Delta table id): a new topic of the same name does not inherit it."""
+    from lakelog.log.topic_changes import delete_topic
+
+    create_topic(root, "again", 1)
+    log = open_partition(root, "again", 0)
+    txn(log, 1, b"a")
+    log.append_marker(1, 1, ControlType.ABORT)
+    [scan] = plan_scan(root, "again")
+    assert aborted_of(scan) == [(1, 0, 1)]
+    delete_topic(root, "again")
+    create_topic(root, "again", 1)
+    log = open_partition(root, "again", 0)
+    for value in (b"x", b"y", b"z"):
+        log.append(payload_table([value]))
+    [scan] = plan_scan(root, "again")
+    assert (scan.end_offset, aborted_of(scan), values(scan)) == (3, [], [b"x", b"y", b"z"])
