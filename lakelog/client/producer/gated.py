@@ -60,7 +60,9 @@ class GatedDelivery:
         if batch is None or not batch.messages:
             return
         tp, messages = batch.tp, batch.messages
-        keys, values, headers, timestamps_ms, _ = (list(column) for column in zip(*messages, strict=True))
+        # Pending is (key, value, headers, timestamp_ms, on_delivery).
+        keys, values = [m[0] for m in messages], [m[1] for m in messages]
+        headers, timestamps_ms = [m[2] for m in messages], [m[3] for m in messages]
         # No headers at all (the common case): one C-level count instead of a look at each.
         payload = payload_table(
             values, keys=keys, headers=None if headers.count(None) == len(headers) else headers, timestamps_ms=timestamps_ms
