@@ -8,6 +8,7 @@ Delta is mocked. Rules of ../shared/design/SEMANTICS.md are named where they app
 from __future__ import annotations
 
 import math
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -89,6 +90,29 @@ def test_len_counts_queued_messages_and_unserved_reports(lake, make_topic):
     assert p.flush() == 0
     assert len(p) == 0
     assert served == [0, 1, 2]
+
+
+@pytest.mark.parametrize("with_callback", [False, True])
+def test_a_sent_batch_keeps_its_messages_only_for_callbacks(lake, make_topic, with_callback):
+    """Without a delivery callback a sent batch's reports are only counted: len() counts them and poll() serves
+    them (its return counts them), as confluent-kafka's; the messages themselves are let go of once sent. With a
+    callback each message is kept until its report is served."""
+    topic = make_topic()
+    served = []
+    callbacks = {"on_delivery": lambda e, m: served.append(m.value())} if with_callback else {}
+    p = producer(lake, **{"linger.ms": NEVER_LINGER_MS, "batch.num.messages": 2}, **callbacks)
+    value = f"a value of its own {time.monotonic_ns()}".encode()  # sys.getrefcount tells who holds it
+    unheld = sys.getrefcount(value)
+    p.produce(topic, value)
+    assert sys.getrefcount(value) == unheld + 1  # queued
+    p.produce(topic, value)  # fills the batch: sent
+    assert version(lake, topic) == 1
+    assert sys.getrefcount(value) == unheld + (2 if with_callback else 0)
+    assert len(p) == 2
+    assert p.poll(0) == 2
+    assert len(p) == 0
+    assert served == ([value, value] if with_callback else [])
+    assert sys.getrefcount(value) == unheld + (2 if with_callback else 0)  # `served` holds them now
 
 
 def test_reports_wait_for_poll_and_carry_offsets(lake, make_topic):

@@ -87,15 +87,12 @@ def check_batch_message(index: int, message: Any) -> None:
         raise ValueError(f"Invalid headers at index {index}")
 
 
-@dataclass(slots=True)
-class Pending:
-    """One produced message waiting in a partition's open batch."""
-
-    key: bytes | None
-    value: bytes | None
-    headers: Headers | None
-    timestamp_ms: int
-    on_delivery: DeliveryCallback | None
+# One produced message waiting in a partition's open batch: (key, value, headers, timestamp_ms, on_delivery).
+# A plain tuple rather than an object: one of bytes, ints and None is untracked by the garbage collector at its
+# first collection, so the messages a busy producer holds are not walked by every later collection (objects were:
+# a third of produce()'s time for a million messages went to the collector).
+Pending = tuple[bytes | None, bytes | None, Headers | None, int, DeliveryCallback | None]
+KEY, VALUE, HEADERS, TIMESTAMP_MS, ON_DELIVERY = range(5)
 
 
 @dataclass(slots=True)

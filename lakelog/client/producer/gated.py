@@ -60,11 +60,12 @@ class GatedDelivery:
         if batch is None or not batch.messages:
             return
         tp, messages = batch.tp, batch.messages
+        # Pending is (key, value, headers, timestamp_ms, on_delivery).
+        keys, values = [m[0] for m in messages], [m[1] for m in messages]
+        headers, timestamps_ms = [m[2] for m in messages], [m[3] for m in messages]
+        # No headers at all (the common case): one C-level count instead of a look at each.
         payload = payload_table(
-            [m.value for m in messages],
-            keys=[m.key for m in messages],
-            headers=[m.headers for m in messages],
-            timestamps_ms=[m.timestamp_ms for m in messages],
+            values, keys=keys, headers=None if headers.count(None) == len(headers) else headers, timestamps_ms=timestamps_ms
         )
         if self.gate.hold(tp, payload, messages, batch.expected_offset):
             return  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)

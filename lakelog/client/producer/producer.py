@@ -184,7 +184,7 @@ class Producer:
             count = topics.counts.get(topic) or topics.partition_count(topic)  # a topic's first use opens its log
             # One look at the clock, after that: the message's timestamp, its batch's start and the linger check.
             now = self._clock()
-            pending = Pending(key_bytes, value_bytes, header_list, timestamp or now, on_delivery or callback)
+            pending: Pending = (key_bytes, value_bytes, header_list, timestamp or now, on_delivery or callback)
             if count is None:
                 # Reported through the delivery callback at poll()/flush(), as confluent-kafka does; nothing is written.
                 # In a transaction the failed delivery makes it abort-only, as any does.

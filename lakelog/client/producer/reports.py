@@ -1,7 +1,10 @@
 """Delivery reports: the one place a produced message's report is built, and the queue poll()/flush() serve.
 
 A batch's reports wait as one entry (its messages, where they landed or why they failed); each message's
-`Message` is built when its report is served, and only for a message that has a callback to go to.
+`Message` is built when its report is served, and only for a message that has a callback to go to. A batch
+none of whose messages has one waits as its count alone: its messages are let go of when it is sent, so a
+producer without callbacks does not keep every message it sent until the next poll() (a million objects the
+garbage collector walks again and again), as librdkafka keeps no report without a delivery callback.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from lakelog.client.producer.accumulator import DeliveryCallback, Pending
+from lakelog.client.producer.accumulator import ON_DELIVERY, DeliveryCallback, Pending
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Message
 from lakelog.errors import KafkaError
 from lakelog.typedef import TopicPartitionKey
@@ -20,14 +23,20 @@ class DeliveryReports:
 
     def __init__(self, default_on_delivery: DeliveryCallback | None) -> None:
         self.default_on_delivery = default_on_delivery  # the `on_delivery` config: for messages produced without one
-        self._queue: deque[tuple[TopicPartitionKey, Sequence[Pending], int, KafkaError | None]] = deque()
+        # Each batch's messages, or their count when none has a callback to go to.
+        self._queue: deque[tuple[TopicPartitionKey, Sequence[Pending] | int, int, KafkaError | None]] = deque()
         self._count = 0
 
     def report(self, tp: TopicPartitionKey, messages: Sequence[Pending], base_offset: int, error: KafkaError | None) -> None:
         """Queue the report of each message of a batch: delivered at `base_offset` onwards, or failed with `error`."""
-        if messages:
+        if not messages:
+            return
+        count = len(messages)
+        self._count += count
+        if self.default_on_delivery is None and not any(pending[ON_DELIVERY] for pending in messages):
+            self._queue.append((tp, count, base_offset, error))
+        else:
             self._queue.append((tp, messages, base_offset, error))
-            self._count += len(messages)
 
     def serve(self) -> int:
         """Call the delivery callback of each report ready, in order; returns how many were served.
@@ -39,23 +48,27 @@ class DeliveryReports:
         queue = self._queue
         while queue:
             tp, messages, base_offset, error = queue.popleft()
+            if isinstance(messages, int):  # no callback to call
+                self._count -= messages
+                served += messages
+                continue
             topic, partition = tp
             default = self.default_on_delivery
-            for index, pending in enumerate(messages):
+            for index, (key, value, headers, timestamp_ms, on_delivery) in enumerate(messages):
                 self._count -= 1
                 served += 1
-                callback = pending.on_delivery or default
+                callback = on_delivery or default
                 if callback is None:
                     continue
                 message = Message(
                     topic,
                     partition,
                     base_offset + index if error is None else None,
-                    pending.key,
-                    pending.value,
-                    pending.headers,
+                    key,
+                    value,
+                    headers,
                     error,
-                    (TIMESTAMP_CREATE_TIME, pending.timestamp_ms),
+                    (TIMESTAMP_CREATE_TIME, timestamp_ms),
                 )
                 try:
                     callback(error, message)
