@@ -97,7 +97,7 @@ class RecordingProducer(Producer):
         self.history = history
         self.transactional_id = conf.get("transactional.id")
         self.txn: int | None = None
-        self._transactions = 0
+        self._transactions_begun = 0
         self._delivered: list[list] = []
         self._offsets: dict[str, int] = {}
 
@@ -128,8 +128,8 @@ class RecordingProducer(Producer):
     def begin_transaction(self) -> None:
         super().begin_transaction()
         self._offsets = {}
-        self.txn = self._transactions
-        self._transactions += 1
+        self.txn = self._transactions_begun
+        self._transactions_begun += 1
         self.history(INVOKE, "txn", **self._transaction())
 
     def send_offsets_to_transaction(self, positions, group_metadata, timeout: float | None = None) -> None:
