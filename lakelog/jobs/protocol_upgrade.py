@@ -74,6 +74,9 @@ def upgrade_table(location: Location | str) -> int | None:
             if attempt == ATTEMPTS - 1:
                 raise
             table.refresh()
+            logger.info(
+                "%s: another writer committed first; deciding the protocol upgrade again on v%d", table.uri, table.version
+            )
             continue
         logger.info("%s: protocol upgraded at version %d: writer features %s", table.uri, version, protocol["writerFeatures"])
         return version

@@ -79,6 +79,11 @@ def transaction_state(log: PartitionLog) -> tuple[int, list[AbortedTransaction]]
                 # A file was removed after our snapshot: the kept index is still good up to its position.
                 if attempt or not log.refresh():
                     raise
+                logger.info(
+                    "%s: a file the scan plan needed was removed after its snapshot; planning again on v%d",
+                    log.table.uri,
+                    log.table.version,
+                )
                 continue
             return index.last_stable_offset(), index.aborted_transactions(0, log.log_end_offset())
     raise AssertionError("unreachable")
