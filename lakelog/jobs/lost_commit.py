@@ -1,4 +1,4 @@
-"""The jobs' step after a lost commit race (the view and status tables): wait on the retry policy's backoff, or give up."""
+"""The jobs' step after a lost commit race (the view and status tables): retry, at once or after a backoff wait, or give up."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from lakelog.errors import KafkaTimeout
 
 
 def wait_after_lost_commit(backoff: Backoff, log: logging.Logger, what: str) -> None:
-    """Wait before the next try of `what` (e.g. "view of t"), which lost its commit to another run.
+    """Wait (from the second loss on: Backoff.lost_race) before the next try of `what` (e.g. "view of t"),
+    which lost its commit to another run.
 
     Raises KafkaTimeout, after a warning, once `backoff`'s deadline has passed; otherwise logs the
     lost race at DEBUG and returns, and the caller decides again on the latest snapshot.
     """
-    if not backoff.wait():
+    if not backoff.lost_race():
         message = f"{what}: lost its commit past the deadline, after {backoff.retries} retries"
         log.warning("%s; giving up", message)
         raise KafkaTimeout(message) from None

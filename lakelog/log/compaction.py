@@ -171,7 +171,7 @@ def rewrite_below_lso(
                 compression=log_.config.compression_type,
             )
         except CommitConflict:
-            if not backoff.wait():
+            if not backoff.lost_race():
                 message = (
                     f"{log_.topic}-{log_.partition}: compaction lost its race past the deadline, after {backoff.retries} retries"
                 )

@@ -160,8 +160,8 @@ class PartitionLog:
     ) -> AppendResult:
         """Append a batch atomically as one commit with dense offsets, or refuse it whole.
 
-        A lost commit race waits `backoff` (the caller's, whose deadline then replaces
-        `timeout_s`; else the package's retry policy) before it decides again.
+        A lost commit race decides again at once the first time, then after the waits of `backoff`
+        (the caller's, whose deadline then replaces `timeout_s`; else the package's retry policy).
         A transactional batch that starts its producer's transaction here is verified
         with `transaction`'s coordinator in each decision (S4.4, lakelog.log.verification).
         Raises OffsetMismatch (S2.1), PolicyViolation (S2.3), OutOfOrderSequence,
@@ -270,8 +270,8 @@ class PartitionLog:
         """Commit `rows` (`stamp` of `payload` at `base_offset` with `header` and `control`) as exactly the next
         version, then maintain the table; returns the version.
 
-        None if another writer took that version: after the backoff's wait the snapshot is reloaded, and the
-        caller decides again on it. KafkaTimeout once the backoff's deadline has passed. The file's statistics
+        None if another writer took that version: the snapshot is reloaded (after the backoff's wait from the
+        second loss on), and the caller decides again on it. KafkaTimeout once the backoff's deadline has passed. The file's statistics
         and the producer's entry (folded into the producer index: the next decision reads no file for it) come
         from what stamping put in the rows, with no pass over them. `now_ms`, the log's clock at the decision,
         is the file's append time (its add action's modificationTime).
@@ -288,7 +288,7 @@ class PartitionLog:
             )
         except CommitConflict as conflict:
             taken = getattr(conflict, "decided_on", self.version) + 1
-            if not backoff.wait():
+            if not backoff.lost_race():
                 message = (
                     f"{self.topic}-{self.partition}: lost version {taken} past the deadline, after {backoff.retries} retries"
                 )
@@ -301,7 +301,7 @@ class PartitionLog:
                 taken,
                 backoff.retries,
             )
-            # Others committed while this writer waited: decide on what they left, not on what it lost to.
+            # Others committed (while this writer waited, if it did): decide on what they left, not on what it lost to.
             self.refresh()
             return None
         self._leo = (version, new_leo)

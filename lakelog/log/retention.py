@@ -259,7 +259,7 @@ def _commit_trim(
             metadata={"lakelog.operation": operation},
         )
     except CommitConflict:
-        if not backoff.wait():
+        if not backoff.lost_race():
             message = f"{log_.topic}-{log_.partition}: {operation} lost its commit race past the deadline, after {backoff.retries} retries"
             logger.warning("%s; giving up", message)
             raise KafkaTimeout(message) from None

@@ -174,7 +174,7 @@ def _check_partition_count(topic: str, current: int, new: int, may_grow: bool) -
 
 
 def _wait(backoff: Backoff, topic: str, partition: int) -> None:
-    if not backoff.wait():
+    if not backoff.lost_race():
         raise KafkaTimeout(f"{topic}-{partition}: the config change lost every commit race until its deadline")
 
 

@@ -1,7 +1,8 @@
 """The one retry policy of every optimistic-concurrency loop: exponential backoff with full jitter (KIP-580).
 
-A loop that lost a commit race (or met another retriable refusal) waits before it reloads and decides
-again; its n-th wait (n from 0) is uniform in [0, min(`retry.backoff.max.ms`, `retry.backoff.ms` * 2**n)].
+A loop that met a retriable refusal waits before it reloads and decides again; its n-th wait (n from 0)
+is uniform in [0, min(`retry.backoff.max.ms`, `retry.backoff.ms` * 2**n)]. A loop that lost a commit race
+(`Backoff.lost_race`) decides again at once the first time, and waits so from its second loss on.
 The cap grows as in Kafka's `ExponentialBackoff` (multiplier 2, bounded by the max); the jitter is
 "full" (the whole range down to 0) rather than Kafka's +-20%, because here the retries of many writers
 meet at one put-if-absent: spreading them over the whole window is what lets one commit at a time go
@@ -105,6 +106,8 @@ class Backoff:
         self.policy = policy
         self.deadline = deadline
         self.retries = 0
+        # Retries taken at once (`lost_race`): the waits' doubling counts from the first retry that waited.
+        self._immediate = 0
         self._clock = clock
         self._sleep = sleep
         self._source = source
@@ -127,13 +130,28 @@ class Backoff:
         remaining = self.remaining_s()
         if remaining is not None and remaining <= 0:
             return False
-        delay = self.policy.delay_s(self.retries, self._source)
+        delay = self.policy.delay_s(self.retries - self._immediate, self._source)
         if remaining is not None:
             delay = min(delay, remaining)
         self.retries += 1
         if delay > 0:
             self._sleep(delay)
         return True
+
+
+    def lost_race(self) -> bool:
+        """After a lost commit race: the loop's first such retry goes at once, later ones wait as `wait` does.
+
+        Losing v+1 means another writer committed it, so the table moved on: a handle that was behind by other
+        writers' commits (a producer sharing partitions with others, idle while they wrote) loses once and wins
+        on the reloaded snapshot. Only a second loss in one loop is contention, which the jittered waits spread.
+        Waiting changes when the retry decides, never what (it decides on the reloaded snapshot either way).
+        False, without retrying, once the deadline has passed.
+        """
+        if self.retries == 0 and not self.expired():
+            self.retries = self._immediate = 1
+            return True
+        return self.wait()
 
 
 def check_backoff_bounds(backoff_ms: int, backoff_max_ms: int) -> None:

@@ -1,7 +1,8 @@
 """The one retry policy (lakelog/store/retry.py): exponential backoff with full jitter, KIP-580's keys.
 
 Every wait is uniform in [0, min(retry.backoff.max.ms, retry.backoff.ms * 2^n)]; a loop's deadline cuts
-its last wait and ends its retries. A fake clock and a recording sleep stand in for time, so nothing
+its last wait and ends its retries. A lost commit race retries at once the first time in a loop, and waits
+so from its second on. A fake clock and a recording sleep stand in for time, so nothing
 here sleeps. The last tests run the loops against lost races (the log's append, a coordinator's log,
 init_producer_id, producer-id allocation, the producer's send): the wait changes when a loop retries,
 never what it decides, which is always on the latest snapshot (ARCHITECTURE.md, the one rule; S1.1,
@@ -168,6 +169,26 @@ def test_the_last_wait_is_cut_at_the_deadline():
     assert fake.sleeps == pytest.approx([0.4, 0.4, 0.2])
 
 
+def test_the_first_lost_race_retries_at_once_and_the_waits_then_double_from_the_base():
+    """Losing v+1 means another writer committed it: a handle behind by its commits loses once, so the first
+    retry waits for nothing; from the second loss on, the n-th wait is within cap(n) as in any loop."""
+    fake = FakeTime()
+    always_long = random.Random()
+    always_long.uniform = lambda low, high: high  # type: ignore[method-assign]
+    backoff = RetryPolicy(100, 1000).start(60, clock=fake.clock, sleep=fake.sleep, source=always_long)
+    assert backoff.lost_race() and fake.sleeps == [] and backoff.retries == 1
+    for _ in range(5):
+        assert backoff.lost_race()
+    assert fake.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0]) and backoff.retries == 6
+
+
+def test_a_lost_race_past_the_deadline_is_not_retried_even_the_first():
+    fake = FakeTime()
+    backoff = DEFAULT_POLICY.start(1.0, clock=fake.clock, sleep=fake.sleep, source=random.Random(2))
+    fake.now += 1.0
+    assert not backoff.lost_race() and backoff.retries == 0 and fake.sleeps == []
+
+
 # -- configuration ------------------------------------------------------------------------------------------
 
 
@@ -237,9 +258,9 @@ class LosingRaces:
         monkeypatch.setattr(table_module.Table, "append", append)
 
 
-def test_S1_1_S9_5_a_lost_race_waits_then_decides_again_on_the_latest_snapshot(root, monkeypatch, caplog):
-    """S9.5: a writer that waited commits only what it decided on the snapshot it reloaded after the wait;
-    its offsets follow the rows it lost to (S1.1)."""
+def test_S1_1_S9_5_a_lost_race_decides_again_on_the_latest_snapshot_at_once_then_after_waits(root, monkeypatch, caplog):
+    """S9.5: a writer that lost commits only what it decided on the snapshot it reloaded after the loss (at
+    once the first time, after a wait from the second on); its offsets follow the rows it lost to (S1.1)."""
     caplog.set_level(logging.DEBUG, logger="lakelog.log.partition")
     create_topic(root, "t", 1)
     log, other = open_partition(root, "t", 0), open_partition(root, "t", 0)
@@ -247,7 +268,7 @@ def test_S1_1_S9_5_a_lost_race_waits_then_decides_again_on_the_latest_snapshot(r
     fake = FakeTime()
     backoff = DEFAULT_POLICY.start(60, clock=fake.clock, sleep=fake.sleep, source=random.Random(3))
     result = log.append(payload_table([b"mine"]), BatchHeader(7, 0, 0), backoff=backoff)
-    assert races.lost == 3 and backoff.retries == 3
+    assert races.lost == 3 and backoff.retries == 3 and len(fake.sleeps) == 2
     assert all(0 <= slept <= DEFAULT_POLICY.cap_ms(n) / 1000 for n, slept in enumerate(fake.sleeps))
     # Decided again after each loss: it lands after the other writer's rows, not where it first meant to.
     assert result.base_offset == 3
@@ -257,8 +278,8 @@ def test_S1_1_S9_5_a_lost_race_waits_then_decides_again_on_the_latest_snapshot(r
     assert len(lost) == 3 and all(record.levelno == logging.DEBUG for record in lost)
 
 
-def test_S2_1_S2_2_a_conditional_append_that_lost_its_race_is_refused_after_one_wait(root, monkeypatch):
-    """The wait does not change the decision: at the reloaded LEO the expected offset is stale (S2.1),
+def test_S2_1_S2_2_a_conditional_append_that_lost_its_race_is_refused_on_the_reloaded_snapshot(root, monkeypatch):
+    """Deciding again does not change the decision: at the reloaded LEO the expected offset is stale (S2.1),
     so of two writers at one expected offset exactly one lands (S2.2)."""
     create_topic(root, "t", 1)
     log, other = open_partition(root, "t", 0), open_partition(root, "t", 0)
@@ -267,7 +288,7 @@ def test_S2_1_S2_2_a_conditional_append_that_lost_its_race_is_refused_after_one_
     backoff = DEFAULT_POLICY.start(60, clock=fake.clock, sleep=fake.sleep, source=random.Random(3))
     with pytest.raises(OffsetMismatch):
         log.append(payload_table([b"mine"]), BatchHeader(expected_offset=0), backoff=backoff)
-    assert backoff.retries == 1
+    assert backoff.retries == 1 and fake.sleeps == []
     assert open_partition(root, "t", 0).fetch(0).rows.column("value").to_pylist() == [b"other-1"]
 
 
@@ -317,9 +338,9 @@ def _lose_first_append(monkeypatch, where: str, winner) -> list[str]:
     return lost
 
 
-def test_S2_1_a_coordinator_that_lost_its_race_waits_once_replays_and_decides_again(root, monkeypatch):
+def test_S2_1_a_coordinator_that_lost_its_race_replays_and_decides_again_at_once(root, monkeypatch):
     """The coordinator's conditional append (S2.1) lost to another process's record for another id of the
-    same partition: after one wait on its request's backoff it replays that record and decides again."""
+    same partition: it replays that record and decides again, at once (its first loss), on its request's backoff."""
     retry = OnFakeTime()
     coordinator, other = TransactionCoordinator(root, retry=retry), TransactionCoordinator(root)
     rival = _same_partition_id(coordinator, "app")
@@ -327,7 +348,7 @@ def test_S2_1_a_coordinator_that_lost_its_race_waits_once_replays_and_decides_ag
     mine = coordinator.init_producer_id("app", 60_000)
     assert len(lost) == 1
     [backoff] = retry.with_deadline()
-    assert backoff.retries == 1 and len(retry.time.sleeps) <= 1
+    assert backoff.retries == 1 and retry.time.sleeps == []
     theirs = TransactionCoordinator(root).describe(rival)
     assert mine.producer_id != theirs.producer_id and mine.producer_epoch == 0
     partition = txn.partition_for_transactional_id("app", coordinator.num_partitions)
