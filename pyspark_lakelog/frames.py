@@ -198,7 +198,7 @@ def _partition_frame(spark: SparkSession, scan: PartitionScan, max_inline_aborte
         with _no_listing_job(spark):
             rows = spark.read.options(**_PARQUET_OPTIONS).schema(from_arrow_schema(PARTITION_SCHEMA)).parquet(*paths)
     offset = F.col("offset")
-    rows = rows.where(F.col("control").isNull() & (offset >= scan.start_offset) & (offset < scan.end_offset))
+    rows = rows.where(F.col("control").isNull() & _offset_range(scan))
     if scan.aborted and len(scan.aborted) <= max_inline_aborted:
         rows = rows.where(~(F.col("is_transactional") & _any_aborted(scan)))
     elif scan.aborted:
@@ -224,6 +224,23 @@ def _partition_frame(spark: SparkSession, scan: PartitionScan, max_inline_aborte
         F.lit(TIMESTAMP_TYPE_CREATE_TIME).cast("int").alias("timestampType"),
         "headers",
     )
+
+
+def _offset_range(scan: PartitionScan) -> Column:
+    """The scan's offset range as a filter, without the bounds every file of its snapshot already keeps.
+
+    A read of a whole partition (the usual read: from the log start to the LSO, which is the LEO when no
+    transaction is open) then has no offset predicate, which Delta's reader would otherwise check against each
+    file's statistics and Spark against each row.
+    """
+    files = scan.snapshot.files()
+    offset = F.col("offset")
+    bounds = F.lit(True)
+    if any(entry.min_offset < scan.start_offset for entry in files):
+        bounds = bounds & (offset >= scan.start_offset)
+    if any(entry.max_offset >= scan.end_offset for entry in files):
+        bounds = bounds & (offset < scan.end_offset)
+    return bounds
 
 
 def _any_aborted(scan: PartitionScan) -> Column:

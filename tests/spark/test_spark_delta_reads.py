@@ -7,6 +7,7 @@ S3A. Without it (forced here with `through_delta=False`), the same rows come fro
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from spark_histories import fetch_rows, random_history, spark_rows
@@ -57,6 +58,25 @@ def test_S5_2_S5_3_topic_reads_go_through_deltas_reader_and_give_the_data_source
     # Many aborted transactions become an anti-join; the same rows through Delta.
     scans = plan_scan(root, "delta")
     assert spark_rows(scan_dataframe(spark, scans, max_inline_aborted=0)) == fetch_rows(root, "delta", READ_COMMITTED)
+
+
+OFFSET_PREDICATE = re.compile(r"offset#\d+L? (>=|<) ")
+
+
+def test_S5_2_a_whole_partition_is_read_without_offset_predicates_and_a_range_with_its_bounds(spark, root):
+    """A read from the log start to the LSO (=LEO, no open transaction) filters no offsets: every file of the
+    snapshot is inside the range, and a predicate would only cost Delta's file skipping and a check per row. A
+    read of a range keeps the bound that cuts a file, and gives that range's rows."""
+    writer = random_history(root, "whole", random.Random(3), partitions=1, steps=0)
+    for _ in range(4):
+        writer.plain_batch(0)
+    whole = read_topic(spark, root, "whole")
+    assert not OFFSET_PREDICATE.search(plan_of(whole)), plan_of(whole)
+    assert spark_rows(whole) == fetch_rows(root, "whole", READ_COMMITTED)
+    end = open_partition(root, "whole", 0).log_end_offset()
+    middle = read_topic(spark, root, "whole", starting_offsets={0: 1}, ending_offsets={0: end - 1})
+    assert {match.group(1) for match in OFFSET_PREDICATE.finditer(plan_of(middle))} == {">=", "<"}
+    assert sorted(row.offset for row in middle.collect()) == list(range(1, end - 1))
 
 
 def test_S5_2_a_planned_read_is_pinned_to_the_planned_version(spark, root):
