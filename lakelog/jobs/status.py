@@ -65,7 +65,7 @@ def refresh_status(root: str | Location, topic: str, map_tasks: MapTasks, *, bac
     # Tasks get the root as a Location: its store settings travel with it to wherever they run.
     root = open_root(root)  # UnresolvedRoot if it is no root
     num_partitions = partition_count(root, topic)
-    table, _ = Table.create(catalog.status_path(root, topic), catalog.STATUS_SCHEMA, {})
+    table, _ = Table.open_or_create(catalog.status_path(root, topic), catalog.STATUS_SCHEMA, {})
     backoff = DEFAULT_POLICY.start(COMMIT_TIMEOUT_S) if backoff is None else backoff
     while True:
         table.refresh()

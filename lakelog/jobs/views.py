@@ -126,7 +126,7 @@ def refresh_view(
     root = open_root(root)  # UnresolvedRoot if it is no root
     num_partitions = partition_count(root, topic)
     suite = gated_suites(root, [topic]).get(topic)  # None: ungated, and no GX import
-    view, _ = Table.create(catalog.view_path(root, topic), catalog.VIEW_SCHEMA, VIEW_CONFIGURATION)
+    view, _ = Table.open_or_create(catalog.view_path(root, topic), catalog.VIEW_SCHEMA, VIEW_CONFIGURATION)
     staged = files.stages(view.location)
     if staged:
         _remove_stale_staging(view)

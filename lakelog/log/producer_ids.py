@@ -82,7 +82,7 @@ def _table(root: str | Location) -> tuple[Table, threading.RLock]:
         cached = _tables.get(location.uri)
         if cached is not None:
             return cached
-    table, _ = Table.create(location, SCHEMA, {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)})
+    table, _ = Table.open_or_create(location, SCHEMA, {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)})
     _drop_rows(table)
     with _tables_lock:
         return _tables.setdefault(location.uri, (table, threading.RLock()))

@@ -41,7 +41,7 @@ def create_topic(
     topic_config = validate_new_topic(topic, num_partitions, config)
     ensure_initialised(root)  # the explicit admin path may make a root (lakelog.store.cluster)
     path = topic_path(root, topic)
-    _, created = Table.create(path / "0", PARTITION_SCHEMA, topic_config.table_configuration())
+    _, created = Table.open_or_create(path / "0", PARTITION_SCHEMA, topic_config.table_configuration())
     if not created:
         raise TopicAlreadyExists(f"topic {topic} already exists", topic=topic)
     _complete_partitions(root, topic, topic_config)

@@ -85,7 +85,7 @@ def is_initialised(location: Location) -> bool:
 def initialise_root(root: Any, storage_options: Mapping[str, Any] | None = None) -> str:
     """Make `root` a lakelog root (idempotent; a root of an earlier version gets its identity): its cluster id."""
     location = check_root(root, storage_options)
-    table, _ = Table.create(location / CLUSTER_METADATA_DIR, SCHEMA, {})
+    table, _ = Table.open_or_create(location / CLUSTER_METADATA_DIR, SCHEMA, {})
     while True:
         found = _cluster_id(table)
         if found is not None:

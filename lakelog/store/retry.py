@@ -138,7 +138,6 @@ class Backoff:
             self._sleep(delay)
         return True
 
-
     def lost_race(self) -> bool:
         """After a lost commit race: the loop's first such retry goes at once, later ones wait as `wait` does.
 

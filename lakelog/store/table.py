@@ -84,6 +84,19 @@ class Table(StrictCommit):
             return cls(location, DeltaLog(location).load(version))
 
     @classmethod
+    def open_or_create(cls, location: Location | str, schema: pa.Schema, configuration: Mapping[str, str]) -> tuple[Table, bool]:
+        """The table at `location`, opened if it exists, else created as `create` does; (table, created by this call).
+
+        Opening first matters for a table whose log cleanup deleted `0.json` behind its checkpoints: a create's
+        put-if-absent would land in that hole (S9.5), be found out and removed, with a WARNING, each time.
+        """
+        location = Location.of(location, what="table")
+        try:
+            return cls.open(location), False
+        except TableNotFoundError:
+            return cls.create(location, schema, configuration)
+
+    @classmethod
     def create(cls, location: Location | str, schema: pa.Schema, configuration: Mapping[str, str]) -> tuple[Table, bool]:
         """Create the table as version 0 (put-if-absent); returns (table, created by this call)."""
         location = Location.of(location, what="table")

@@ -131,3 +131,46 @@ def test_S9_5_a_create_that_refilled_version_0_is_not_a_create(partition, root):
     assert Table.open(table.location).version == 3 * INTERVAL
     # A real create is one.
     assert elsewhere._created_in_the_log()
+
+
+def test_S9_5_opening_a_table_whose_version_0_was_cleaned_up_puts_nothing_into_the_hole(partition, root, caplog):
+    """The create-or-open of the tables every process opens (producer ids, views, status, the root's identity, a
+    topic's partition 0) opens an existing table first: no 0.json is put into the hole cleanup left, and no
+    WARNING about one is logged; a table that is absent is still created."""
+    table = partition.table
+    append(partition, 3 * INTERVAL)
+    cleanup_log(table, keep_checkpoints=2, retention_s=0)
+    assert 0 not in log_versions(table)
+    puts: list[str] = []
+    original = type(table.io).put_if_absent
+
+    def put_if_absent(io, uri, data):
+        puts.append(uri)
+        return original(io, uri, data)
+
+    type(table.io).put_if_absent = put_if_absent
+    try:
+        with caplog.at_level("WARNING", logger="lakelog.store.table"):
+            opened, created = Table.open_or_create(table.location, table.schema, {})
+        assert not created and opened.version == table.version and puts == []
+        assert not [record for record in caplog.records if "hole" in record.getMessage()]
+        fresh, created = Table.open_or_create(Location.of(root) / "absent", table.schema, {})
+        assert created and fresh.version == 0 and len(puts) == 1
+    finally:
+        type(table.io).put_if_absent = original
+    assert 0 not in log_versions(table)
+
+
+def test_S9_5_a_new_process_allocating_a_producer_id_after_cleanup_puts_nothing_into_the_hole(root, monkeypatch, caplog):
+    """__producer_ids cleans its log behind its checkpoints; a process that opens it afterwards (here: this
+    process with its table cache emptied) allocates the next id without a create's put into the hole."""
+    from lakelog.log import producer_ids
+
+    first = [producer_ids.allocate_producer_id(root) for _ in range(3 * producer_ids.CHECKPOINT_INTERVAL)]
+    table, _ = producer_ids._table(root)
+    assert 0 not in log_versions(table), "cleanup removed version 0"
+    monkeypatch.setattr(producer_ids, "_tables", {})
+    with caplog.at_level("WARNING", logger="lakelog.store.table"):
+        assert producer_ids.allocate_producer_id(root) == first[-1] + 1
+    assert not [record for record in caplog.records if "hole" in record.getMessage()]
+    assert 0 not in log_versions(table)
