@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -40,8 +41,17 @@ def read_ahead(
 
     Files are read ahead only while those queued so far, by their size on disk (which decoding only
     grows) and record count, have not already met the fetch's budget: a small fetch reads no file it
-    will not return.
+    will not return. A fetch of one file reads it on the calling thread: there is nothing to overlap, and
+    the hand-off to the pool cost more than the read (a coordinator replaying one marker's row).
     """
+    first = next(entries, None)
+    if first is None:
+        return
+    second = next(entries, None)
+    if second is None:
+        yield first, read(first)
+        return
+    entries = itertools.chain((first, second), entries)
     global _pool
     if _pool is None or _pool[0] != os.getpid():  # a forked child has the pool object but none of its threads
         _pool = (os.getpid(), ThreadPoolExecutor(READ_THREADS, thread_name_prefix="lakelog-fetch"))
