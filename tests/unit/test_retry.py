@@ -292,6 +292,54 @@ def test_S2_1_S2_2_a_conditional_append_that_lost_its_race_is_refused_on_the_rel
     assert open_partition(root, "t", 0).fetch(0).rows.column("value").to_pylist() == [b"other-1"]
 
 
+def test_S9_5_a_handle_that_lost_a_race_reloads_before_deciding_and_one_that_did_not_never_does(root, monkeypatch):
+    """After a lost race, another writer shares the partition: the next appends reload first (one read of v+1)
+    and land without losing to what it committed meanwhile. A handle that never lost decides on the snapshot in
+    hand (within its age) with no read at all. Either way the put-if-absent decides (the one rule)."""
+    from lakelog.log import partition as partition_module
+
+    create_topic(root, "t", 1)
+    log, other = open_partition(root, "t", 0), open_partition(root, "t", 0)
+    reloads: list[str] = []
+    original_refresh = table_module.Table.refresh
+
+    def refresh(table):
+        if table is log.table:
+            reloads.append(table.uri)
+        return original_refresh(table)
+
+    monkeypatch.setattr(table_module.Table, "refresh", refresh)
+    for value in (b"alone-1", b"alone-2", b"alone-3"):
+        log.append(payload_table([value]))
+    reloads.clear()
+    log.append(payload_table([b"alone-4"]))
+    assert reloads == [], "a handle that never lost a race reloaded before deciding"
+    LosingRaces(monkeypatch, other, times=1)
+    log.append(payload_table([b"mine-1"]))  # loses once to other-1, then lands
+    for n in range(3):
+        other.append(payload_table([f"theirs-{n}".encode()]))  # the handle in hand is now behind
+        fake = FakeTime()
+        backoff = DEFAULT_POLICY.start(60, clock=fake.clock, sleep=fake.sleep, source=random.Random(1))
+        log.append(payload_table([f"mine-{n + 2}".encode()]), backoff=backoff)
+        assert backoff.retries == 0, "the append lost a race it could have seen coming"
+    # Each reload that found the other writer's commits counts the probes again; one that found none counts down.
+    assert log._probes_left == partition_module.PROBES_AFTER_LOSS
+    log.append(payload_table([b"mine-5"]))
+    assert log._probes_left == partition_module.PROBES_AFTER_LOSS - 1
+    values = open_partition(root, "t", 0).fetch(0).rows.column("value").to_pylist()
+    assert values[4:] == [
+        b"other-1",
+        b"mine-1",
+        b"theirs-0",
+        b"mine-2",
+        b"theirs-1",
+        b"mine-3",
+        b"theirs-2",
+        b"mine-4",
+        b"mine-5",
+    ]
+
+
 def test_S8_3_lost_races_past_the_deadline_time_out_having_slept_no_longer(root, monkeypatch, caplog):
     """Giving up is KafkaTimeout (_TIMED_OUT) in one sentence and one WARNING line; the batch is not written (S8.3)."""
     create_topic(root, "t", 1)
