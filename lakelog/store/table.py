@@ -60,6 +60,10 @@ logger = logging.getLogger(__name__)
 REOPEN_EVERY_COMMITS = 100
 
 
+# A handle keeps the rows of its last appended file up to this many rows (a marker, a coordinator's record).
+WRITTEN_ROWS_KEPT = 64
+
+
 class Table(StrictCommit):
     """One Delta table and a snapshot of it at a known version.
 
@@ -73,6 +77,9 @@ class Table(StrictCommit):
         self.io = self.location.io
         self._log = DeltaLog(self.location)
         self._snapshot = snapshot if snapshot is not None else Snapshot(-1)
+        # The rows of the small file this handle's last append wrote, by file name: a read of that file (a
+        # coordinator replaying the marker it just wrote through this handle) is served from them.
+        self._written: tuple[str, pa.Table] | None = None
 
     # -- opening and creating -------------------------------------------------
 
@@ -215,6 +222,11 @@ class Table(StrictCommit):
         return self._read(entry.path, where, columns, predicate)
 
     def _read(self, name: str, where: str, columns: list[str] | None, predicate: pc.Expression | None) -> pa.Table:
+        written = self._written
+        if written is not None and written[0] == name:
+            # The rows the file was written from: what reading it gives, with no read.
+            rows = written[1] if predicate is None else written[1].filter(predicate)
+            return rows if columns is None else rows.select(columns)
         path = self.child_uri(name)
         try:
             return self.io.read_parquet(path, columns, predicate)
@@ -275,7 +287,9 @@ class Table(StrictCommit):
         size = self.io.write_parquet(data, path, compression=compression, fresh=True)
         modified_ms = _now_ms() if modification_time_ms is None else modification_time_ms
         action = add_action(name, size, modified_ms, True, file_statistics(data) if statistics is None else statistics)
-        return self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
+        version = self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
+        self._written = (name, data) if data.num_rows <= WRITTEN_ROWS_KEPT else None
+        return version
 
     def rewrite(
         self,

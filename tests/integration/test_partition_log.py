@@ -643,3 +643,28 @@ def test_S8_3_policy_violation_leaves_table_unchanged(root, topic):
     log.append(batch(b"a"), BatchHeader(expected_offset=0))
     refuses(log, PolicyViolation, batch(b"refused"))
     refuses(log, PolicyViolation, payload_table([]), BatchHeader(expected_offset=1))
+
+
+def test_S1_4_a_handle_reads_its_own_small_last_file_as_the_store_gives_it(root, topic):
+    """The rows of the small file a handle just appended (a marker, a coordinator's record) are served from
+    memory: the same schema and values, projection and filter as reading the file gives. A large file is read."""
+    import pyarrow.compute as pc
+
+    from lakelog.store.table import WRITTEN_ROWS_KEPT
+
+    log = open_partition(root, topic(), 0)
+    producer_id = allocate_producer_id(root)
+    payload = payload_table([b"a", None, b"c"], keys=[b"k", None, b"k"], headers=[[("h", b"1")], None, [("h", None)]])
+    log.append(payload, BatchHeader(producer_id, 0, 0))
+    log.append_marker(producer_id, 1, ControlType.COMMIT)
+    disk = open_partition_fresh(log)
+    filters = [(None, None), (["offset", "control"], None), (None, pc.field("offset") >= 1), (["value"], pc.field("offset") < 2)]
+    for entry in log.table.files():
+        for columns, predicate in filters:
+            mine, read = log.table.read_file(entry, columns, predicate), disk.table.read_file(entry, columns, predicate)
+            assert mine.schema == read.schema and mine.to_pylist() == read.to_pylist(), (entry.path, columns)
+    last = log.table.files()[-1]
+    assert log.table._written is not None and log.table._written[0] == last.path
+    log.append(payload_table([b"x"] * (WRITTEN_ROWS_KEPT + 1)))
+    assert log.table._written is None
+    assert [row["value"] for row in log.fetch(0, max_records=10_000).rows.to_pylist()][4:] == [b"x"] * (WRITTEN_ROWS_KEPT + 1)
