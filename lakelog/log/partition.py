@@ -38,7 +38,7 @@ from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.log.verification import TransactionVerification, verify_batch
 from lakelog.store import Table
-from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, refresh_if_stale
+from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, note_lost_race, refresh_if_stale
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
 
 logger = logging.getLogger(__name__)
@@ -71,10 +71,6 @@ class _Decision:
     duplicate_of: int | None = None
 
 
-# Appends of a handle that reload before deciding after it lost a commit race (see `_reload_if_shared`).
-PROBES_AFTER_LOSS = 16
-
-
 class PartitionLog:
     """One topic-partition: a Delta table whose rows are records with dense offsets."""
 
@@ -92,8 +88,6 @@ class PartitionLog:
         # What the maintenance after the last commit of this handle did (its errors are not raised).
         self.last_maintenance: MaintenanceReport | None = None
         self._transactions = TransactionIndex()
-        # Appends left that reload before deciding, since this handle last lost a commit race (`_reload_if_shared`).
-        self._probes_left = 0
 
     # -- state of the snapshot in hand ---------------------------------------
 
@@ -183,7 +177,7 @@ class PartitionLog:
         # True once a lost race reloaded the snapshot: a refusal decided on it already holds on the latest.
         reloaded = False
         while True:
-            self._reload_if_shared()
+            refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
             now_ms = self._clock()
             try:
                 decision = self._decide_on_latest(payload.num_rows, header, now_ms, transaction, reloaded=reloaded)
@@ -262,20 +256,6 @@ class PartitionLog:
                 continue
             return AppendResult(leo, leo, version)
 
-    def _reload_if_shared(self) -> None:
-        """Reload before deciding if the snapshot may be behind: past its age, or while another writer shares the
-        partition (`PROBES_AFTER_LOSS` appends after a lost race, counted again whenever a reload finds its commits).
-
-        A speed measure only, as `refresh_if_stale`: a reload is one read of v+1, where losing the race costs a
-        Parquet file written and deleted and a put refused. A partition with one writer never loses, so never reloads.
-        """
-        if self._probes_left:
-            self._probes_left -= 1
-            if self.refresh():
-                self._probes_left = PROBES_AFTER_LOSS
-            return
-        refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
-
     def _commit(
         self,
         payload: pa.Table,
@@ -308,7 +288,7 @@ class PartitionLog:
             )
         except CommitConflict as conflict:
             taken = getattr(conflict, "decided_on", self.version) + 1
-            self._probes_left = PROBES_AFTER_LOSS
+            note_lost_race(self.table)  # its next decisions reload first (refresh_if_stale)
             if not backoff.lost_race():
                 message = (
                     f"{self.topic}-{self.partition}: lost version {taken} past the deadline, after {backoff.retries} retries"

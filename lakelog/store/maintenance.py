@@ -204,8 +204,23 @@ def checkpoint_interval(table: Table) -> int:
 _freshness: weakref.WeakKeyDictionary[Table, tuple[int, float, float]] = weakref.WeakKeyDictionary()
 
 
+# Decisions of a table that reload first after it lost a commit race (`note_lost_race`).
+PROBES_AFTER_LOSS = 16
+_shared: weakref.WeakKeyDictionary[Table, int] = weakref.WeakKeyDictionary()
+
+
+def note_lost_race(table: Table) -> None:
+    """`table` lost a commit race: another writer shares it, so its next PROBES_AFTER_LOSS `refresh_if_stale`
+    calls reload whatever the snapshot's age (counted again whenever a reload finds the other writer's commits)."""
+    _shared[table] = PROBES_AFTER_LOSS
+
+
 def refresh_if_stale(table: Table, max_age_s: float) -> bool:
     """Reload the snapshot unless it is known to be younger than `max_age_s`; True if reloaded.
+
+    After a lost race (`note_lost_race`) it reloads before each decision while the other writer keeps committing:
+    one read of v+1, where losing the race again costs a data file written and deleted and a put refused. A table
+    with one writer never loses, so never pays that read.
 
     A speed measure only: a writer that decides on a fresh snapshot seldom loses
     its commit race. No correctness depends on it (S9.5): a writer paused for any
@@ -217,6 +232,13 @@ def refresh_if_stale(table: Table, max_age_s: float) -> bool:
     call for a table reloads.
     """
     now = time.monotonic()
+    probes = _shared.get(table)
+    if probes:
+        before = table.version
+        table.refresh()
+        _shared[table] = PROBES_AFTER_LOSS if table.version != before else probes - 1
+        _freshness[table] = (table.version, now, now)
+        return True
     seen = _freshness.get(table)
     if seen is not None:
         version, last_call, fresh_as_of = seen
@@ -415,8 +437,10 @@ __all__ = [
     "checkpoint_interval",
     "cleanup_log",
     "compact",
+    "PROBES_AFTER_LOSS",
     "log_retention_seconds",
     "maintain",
+    "note_lost_race",
     "plan_compaction",
     "reopen",
     "vacuum",

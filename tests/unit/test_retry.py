@@ -296,7 +296,7 @@ def test_S9_5_a_handle_that_lost_a_race_reloads_before_deciding_and_one_that_did
     """After a lost race, another writer shares the partition: the next appends reload first (one read of v+1)
     and land without losing to what it committed meanwhile. A handle that never lost decides on the snapshot in
     hand (within its age) with no read at all. Either way the put-if-absent decides (the one rule)."""
-    from lakelog.log import partition as partition_module
+    from lakelog.store import maintenance
 
     create_topic(root, "t", 1)
     log, other = open_partition(root, "t", 0), open_partition(root, "t", 0)
@@ -323,9 +323,9 @@ def test_S9_5_a_handle_that_lost_a_race_reloads_before_deciding_and_one_that_did
         log.append(payload_table([f"mine-{n + 2}".encode()]), backoff=backoff)
         assert backoff.retries == 0, "the append lost a race it could have seen coming"
     # Each reload that found the other writer's commits counts the probes again; one that found none counts down.
-    assert log._probes_left == partition_module.PROBES_AFTER_LOSS
+    assert maintenance._shared[log.table] == maintenance.PROBES_AFTER_LOSS
     log.append(payload_table([b"mine-5"]))
-    assert log._probes_left == partition_module.PROBES_AFTER_LOSS - 1
+    assert maintenance._shared[log.table] == maintenance.PROBES_AFTER_LOSS - 1
     values = open_partition(root, "t", 0).fetch(0).rows.column("value").to_pylist()
     assert values[4:] == [
         b"other-1",
