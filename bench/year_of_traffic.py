@@ -23,10 +23,16 @@ oldest kept record, active files and bytes, and bytes under the table's folder (
   days 30-90 (target <= 1.2);
 - cold open + append: a new handle (`open_partition`) and one batch appended through it, on the
   year-old partition against a fresh one with the same config, interleaved (target <= 1.2).
+
+The file system is synced before the cold opens are timed. The year's ~9,000 deletes land in the
+partition's folders within half a minute, and on this machine's root (ext4 mounted with `discard`)
+creating a file in those folders then took 0.5-0.8 ms against 0.04 ms in the fresh partition's, until
+the journal caught up (a sync, or some seconds). A real year spreads those deletes over months.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -208,6 +214,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         fresh.new_producer()
         fresh.append(records)
         year.new_producer()
+        os.sync()  # the journal work of the compressed year's deletes is done (module docstring)
         year_samples, fresh_samples = [], []
         for _ in range(samples):
             clock.now_ms += step_hours * HOUR_MS

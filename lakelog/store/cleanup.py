@@ -1,8 +1,10 @@
 """Deleting what no snapshot needs: old files of the transaction log (`cleanup_log`) and removed data files (`vacuum`).
 
 Both run off the append path (the log layer's `maintain`, once per checkpoint
-or every few checkpoints) and both list a folder: that is their cost, paid once
-per checkpoint interval, never per commit. Neither makes a commit, so neither
+or every few checkpoints). `cleanup_log` reads and deletes files by name, at a
+cost that does not grow with the commit files kept; `vacuum` lists the data
+folder (active files and those removed within the retention), every few
+checkpoints. Neither makes a commit, so neither
 races appends. Time is passed in (`now` / `now_ms`) so a test moves time on
 instead of sleeping.
 """
@@ -12,10 +14,15 @@ from __future__ import annotations
 import logging
 import re
 import time
+import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lakelog.errors import KafkaStorageError
+from lakelog.store.checkpoint import read_last_checkpoint
+from lakelog.store.delta_log import LAST_CHECKPOINT, DeltaLog, checkpoint_name, commit_name
 from lakelog.store.interval import interval_seconds
+from lakelog.store.strict_commit import checkpoint_interval, is_checkpoint_version
 
 if TYPE_CHECKING:
     from lakelog.store.table import Table
@@ -44,7 +51,90 @@ def cleanup_log(table: Table, *, keep_checkpoints: int = 2, retention_s: float |
     a hole from the log's N (S9.5). No safety rests on the retention. `now` is
     the store clock's reading to compare modification times with. Returns the
     number of files deleted.
+
+    Its cost does not grow with the commit files kept (`_cleanup_by_name`): the
+    kept checkpoints are found from `_last_checkpoint` and the interval, the
+    oldest commit and the last one past the retention by bisection, and only the
+    files deleted are touched. The folder is listed only where that cannot be
+    done (no `_last_checkpoint`, or no checkpoint where the interval puts one).
     """
+    if retention_s is None:
+        retention_s = log_retention_seconds(table)
+    cutoff = (time.time() if now is None else now) - retention_s
+    by_name = _cleanup_by_name(table, keep_checkpoints, cutoff)
+    deleted, keep_from = by_name if by_name is not None else _cleanup_listed(table, keep_checkpoints, cutoff)
+    if deleted:
+        logger.info(
+            "%s: deleted %d log file(s) behind checkpoint %d and older than %.0f s", table.uri, deleted, keep_from, retention_s
+        )
+    return deleted
+
+
+# The first commit file each handle's last cleanup left (a hint, checked before use: `_oldest_commit`).
+_first_kept: weakref.WeakKeyDictionary[Table, int] = weakref.WeakKeyDictionary()
+
+
+def _cleanup_by_name(table: Table, keep_checkpoints: int, cutoff: float) -> tuple[int, int] | None:
+    """`cleanup_log` by names alone: (files deleted, the first version kept), or None if the folder must be listed."""
+    log = DeltaLog(table.location)
+    try:
+        named = read_last_checkpoint(table.io.read(log.file_uri(LAST_CHECKPOINT)))
+    except FileNotFoundError:
+        return None
+    interval = checkpoint_interval(table.configuration)
+    if named is None or named[1] is not None:
+        return None
+    keep_from = named[0] - (keep_checkpoints - 1) * interval
+    if keep_from <= 0:
+        return 0, keep_from
+    if not table.io.file_exists(log.file_uri(checkpoint_name(keep_from))):
+        return None
+    oldest = _first_kept[table] = _oldest_commit(table, log, keep_from)
+
+    def past_retention(version: int) -> bool:
+        found = table.io.info(log.file_uri(commit_name(version)))
+        return found is None or (found.mtime is not None and found.mtime <= cutoff)
+
+    # Commit files are written in version order, so their times ascend (a writer's clock skew only moves the
+    # boundary, and no safety rests on the retention, S9.5).
+    end = _first_false(oldest, keep_from, past_retention)
+    deleted = 0
+    for version in range(oldest, end):
+        # The commit file last: a version whose commit file is there is whole.
+        if is_checkpoint_version(version, interval) and table.io.delete(log.file_uri(checkpoint_name(version))):
+            deleted += 1
+        if table.io.delete(log.file_uri(commit_name(version))):
+            deleted += 1
+        _first_kept[table] = version + 1
+    return deleted, keep_from
+
+
+def _oldest_commit(table: Table, log: DeltaLog, keep_from: int) -> int:
+    """The oldest commit file at or below `keep_from` (which has a checkpoint, so its commit is kept).
+
+    Cleanup deletes in ascending version order, so the commit files there are a
+    run from the oldest to the latest: the hint of this handle's last cleanup is
+    used if the file before it is gone, else the run's start is found by bisection.
+    """
+    hint = _first_kept.get(table)
+    if hint is not None and hint <= keep_from and log.commit_exists(hint) and (hint == 0 or not log.commit_exists(hint - 1)):
+        return hint
+    return _first_false(0, keep_from, lambda version: not log.commit_exists(version))
+
+
+def _first_false(low: int, high: int, holds: Callable[[int], bool]) -> int:
+    """The first version in [low, high) where `holds` is False (high if none), for a `holds` true up to a point."""
+    while low < high:
+        middle = (low + high) // 2
+        if holds(middle):
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _cleanup_listed(table: Table, keep_checkpoints: int, cutoff: float) -> tuple[int, int]:
+    """`cleanup_log` from one listing of the folder: (files deleted, the first version kept)."""
     infos = table.io.list(table.child_uri(DELTA_LOG))
     by_version: dict[int, list] = {}
     for info in infos:
@@ -53,11 +143,8 @@ def cleanup_log(table: Table, *, keep_checkpoints: int = 2, retention_s: float |
             by_version.setdefault(int(match.group(1)), []).append(info)
     checkpoints = sorted(version for version, files in by_version.items() if any(".checkpoint." in info.name for info in files))
     if len(checkpoints) < keep_checkpoints:
-        return 0
+        return 0, -1
     keep_from = checkpoints[-keep_checkpoints]
-    if retention_s is None:
-        retention_s = log_retention_seconds(table)
-    cutoff = (time.time() if now is None else now) - retention_s
     deleted = 0
     for version in sorted(by_version):
         if version >= keep_from:
@@ -70,11 +157,7 @@ def cleanup_log(table: Table, *, keep_checkpoints: int = 2, retention_s: float |
         for info in sorted(files, key=lambda info: info.name.endswith(".json")):
             if table.io.delete(info.uri):
                 deleted += 1
-    if deleted:
-        logger.info(
-            "%s: deleted %d log file(s) behind checkpoint %d and older than %.0f s", table.uri, deleted, keep_from, retention_s
-        )
-    return deleted
+    return deleted, keep_from
 
 
 DEFAULT_LOG_RETENTION_S = 6 * 3600.0

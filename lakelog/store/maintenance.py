@@ -10,7 +10,8 @@ append anything. What maintenance still bounds:
    `delta.logRetentionDuration` (the topic's `delta.log.retention.ms`, 6 h), in
    ascending version order, so the folder holds about two checkpoint intervals
    plus the retention's commits, and a cold open reads one checkpoint and fewer
-   than an interval of commits. It lists the folder, once per checkpoint.
+   than an interval of commits. It finds them by name (bisection), without a
+   listing, once per checkpoint.
 2. The number of active files, which a snapshot, a checkpoint and every reader
    carry: `compact` merges runs of consecutive small files, chosen like Lucene's
    log merge policy so that every record is rewritten only O(log n) times and
@@ -74,7 +75,7 @@ class MaintenancePolicy:
     """When and how `maintain` works. Built by the log layer from the topic config."""
 
     # Compact once this many files are active (topic config `segment.files`).
-    segment_files: int = 200
+    segment_files: int = 100
     # How many consecutive files of one size level a compaction merges into one.
     fan_in: int = 10
     # Files at least this large are never rewritten; a merge never exceeds it.
@@ -93,8 +94,9 @@ class MaintenancePolicy:
     # to cover this many commits: slack for a reader that listed the log before the newest checkpoints.
     log_keep_checkpoints: int = 2
     log_keep_commits: int = 100
-    # Vacuum every this many checkpoints (0: never; `vacuum` lists the folder).
-    vacuum_every_checkpoints: int = 10
+    # Vacuum every this many checkpoints (0: never; `vacuum` lists the data folder): every 500 commits at the
+    # default interval of 10.
+    vacuum_every_checkpoints: int = 50
 
 
 @dataclass

@@ -78,6 +78,44 @@ def test_S9_5_cleanup_deletes_in_ascending_order_only_what_is_past_the_count_and
     assert Table.open(table.location).version == 6 * INTERVAL
 
 
+def test_S9_5_cleanup_finds_the_files_to_delete_by_name_without_listing_the_log(partition, monkeypatch):
+    """The kept checkpoints come from `_last_checkpoint` and the interval, the oldest commit and the last one past the
+    retention by bisection: no listing, and lookups that grow with the log's length only as its logarithm."""
+    table = partition.table
+    listed: list[str] = []
+    looked: list[str] = []
+    original_list, original_info, original_exists = table.io.list, table.io.info, table.io.file_exists
+    monkeypatch.setattr(table.io, "list", lambda uri, **kw: listed.append(uri) or original_list(uri, **kw))
+    monkeypatch.setattr(table.io, "info", lambda uri: looked.append(uri) or original_info(uri))
+    monkeypatch.setattr(table.io, "file_exists", lambda uri: looked.append(uri) or original_exists(uri))
+    append(partition, 4 * INTERVAL)  # checkpoints at 4, 9, 14, 19
+    assert cleanup_log(table, keep_checkpoints=2, retention_s=3600) == 0, "young files stay"
+    assert cleanup_log(table, keep_checkpoints=2, retention_s=0) == 14 + 2  # versions 0-13 and checkpoints 4, 9
+    assert listed == []
+    assert log_versions(table) == list(range(14, 4 * INTERVAL + 1))
+    assert log_versions(table, ".checkpoint.parquet") == [14, 19]
+    # A long log: what is looked up grows with log2 of its length, not with the commit files kept.
+    append(partition, 40 * INTERVAL)
+    listed.clear()
+    looked.clear()
+    assert cleanup_log(table, keep_checkpoints=2, retention_s=3600) == 0
+    assert listed == [] and len(looked) <= 2 * (table.version.bit_length() + 2), looked
+    assert cleanup_log(table, keep_checkpoints=2, retention_s=0) > 0
+    assert listed == []
+    checkpoints = log_versions(table, ".checkpoint.parquet")
+    assert len(checkpoints) == 2 and log_versions(table) == list(range(checkpoints[0], table.version + 1))
+    assert Table.open(table.location).version == table.version
+
+
+def test_S9_5_cleanup_lists_the_log_when_last_checkpoint_is_gone_and_deletes_the_same(partition):
+    table = partition.table
+    append(partition, 4 * INTERVAL)
+    table.io.delete(table.child_uri("_delta_log/_last_checkpoint"))
+    assert cleanup_log(table, keep_checkpoints=2, retention_s=0) == 14 + 2
+    assert log_versions(table) == list(range(14, 4 * INTERVAL + 1))
+    assert Table.open(table.location).version == 4 * INTERVAL
+
+
 def stray_commit(table: Table, version: int, commit_id: str) -> None:
     """What a paused writer's put leaves in a hole: a commit file of its own, with its commit id."""
     path = table.child_uri(f"_delta_log/{version:020d}.json")
