@@ -96,8 +96,9 @@ def _cleanup_by_name(table: Table, keep_checkpoints: int, cutoff: float) -> tupl
         return found is None or (found.mtime is not None and found.mtime <= cutoff)
 
     # Commit files are written in version order, so their times ascend (a writer's clock skew only moves the
-    # boundary, and no safety rests on the retention, S9.5).
-    end = _first_false(oldest, keep_from, past_retention)
+    # boundary, and no safety rests on the retention, S9.5). Searched from the oldest on, doubling the step:
+    # lookups grow with the log2 of the commits past the retention since the last cleanup.
+    end = _first_false(oldest, keep_from, past_retention, gallop=True)
     deleted = 0
     for version in range(oldest, end):
         # The commit file last: a version whose commit file is there is whole.
@@ -122,8 +123,16 @@ def _oldest_commit(table: Table, log: DeltaLog, keep_from: int) -> int:
     return _first_false(0, keep_from, lambda version: not log.commit_exists(version))
 
 
-def _first_false(low: int, high: int, holds: Callable[[int], bool]) -> int:
-    """The first version in [low, high) where `holds` is False (high if none), for a `holds` true up to a point."""
+def _first_false(low: int, high: int, holds: Callable[[int], bool], *, gallop: bool = False) -> int:
+    """The first version in [low, high) where `holds` is False (high if none), for a `holds` true up to a point.
+
+    By bisection; with `gallop`, after probing low, low+1, low+3, low+7, ... to bound it first (cheaper when it is near low).
+    """
+    if gallop:
+        bound, step = low, 1
+        while bound < high and holds(bound):
+            low, bound, step = bound + 1, min(high, bound + step), step * 2
+        high = bound
     while low < high:
         middle = (low + high) // 2
         if holds(middle):
