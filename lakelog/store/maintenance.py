@@ -94,9 +94,9 @@ class MaintenancePolicy:
     # to cover this many commits: slack for a reader that listed the log before the newest checkpoints.
     log_keep_checkpoints: int = 2
     log_keep_commits: int = 100
-    # Vacuum every this many checkpoints (0: never; `vacuum` lists the data folder): every 500 commits at the
-    # default interval of 10.
-    vacuum_every_checkpoints: int = 50
+    # Vacuum at the checkpoint that reaches about every this many commits (0: never; `vacuum` lists the data
+    # folder, so its cadence is in commits whatever the table's checkpoint interval).
+    vacuum_every_commits: int = 500
 
 
 @dataclass
@@ -146,7 +146,7 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy(), *, n
     - the commit wrote a checkpoint (`Table` writes one after the commit of every
       version v with (v + 1) % delta.checkpointInterval == 0, once it has checked
       the commit is the log's v): bring the snapshot up to date, delete old log files (`cleanup_log`), and every
-      `vacuum_every_checkpoints` checkpoints `vacuum`;
+      `vacuum_every_commits` commits (at the checkpoint that reaches them) `vacuum`;
     - v % check_every == 0 and at least `segment_files` files are active: `compact`.
 
     Never raises for a failed step (the commit before it stands, and a caller
@@ -166,7 +166,8 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy(), *, n
                 table, keep_checkpoints=keep, retention_s=policy.log_retention_s, now=None if now_ms is None else now_ms / 1000
             )
             checkpoints = (version + 1) // interval
-            if policy.vacuum_every_checkpoints and checkpoints % policy.vacuum_every_checkpoints == 0:
+            every = max(1, policy.vacuum_every_commits // interval)
+            if policy.vacuum_every_commits and checkpoints % every == 0:
                 report.files_vacuumed = len(vacuum(table, now_ms=now_ms))
         except Exception as error:  # noqa: BLE001 - see the docstring
             report.errors.append(f"log maintenance: {error!r}")

@@ -13,6 +13,7 @@ import pytest
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location
+from lakelog.store import maintenance
 from lakelog.store.maintenance import maintain, vacuum
 
 pytestmark = pytest.mark.roots("local", "s3")
@@ -60,3 +61,19 @@ def test_maintain_reads_the_passed_in_clock_for_log_cleanup(root):
     policy = dataclasses.replace(log_.maintenance, log_keep_checkpoints=2, log_keep_commits=2)
     assert maintain(table, policy, now_ms=wall_clock_ms()).log_files_deleted == 0
     assert maintain(table, policy, now_ms=wall_clock_ms() + 3_600_000).log_files_deleted > 0
+
+
+def test_S9_1_vacuum_runs_every_so_many_commits_whatever_the_checkpoint_interval(root, monkeypatch):
+    """Vacuum lists the data folder, so maintain runs it at the checkpoint that reaches each `vacuum_every_commits`
+    commits: every 4th checkpoint at an interval of 5, every 2nd at 10, the same commits."""
+    ran: list[int] = []
+    monkeypatch.setattr(maintenance, "vacuum", lambda table, **kw: ran.append(table.version) or [])
+    for interval in (5, 10):
+        create_topic(root, f"i{interval}", 1, {"checkpoint.interval.commits": interval})
+        log_ = open_partition(root, f"i{interval}", 0)
+        policy = dataclasses.replace(log_.maintenance, vacuum_every_commits=20)
+        ran.clear()
+        for index in range(45):
+            log_.append(payload_table([f"r{index}".encode()]))
+            maintain(log_.table, policy)
+        assert ran == [19, 39], interval
