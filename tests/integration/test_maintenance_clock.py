@@ -12,8 +12,7 @@ import pytest
 
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
-from lakelog.store import Location
-from lakelog.store import maintenance
+from lakelog.store import Location, maintenance
 from lakelog.store.maintenance import maintain, vacuum
 
 pytestmark = pytest.mark.roots("local", "s3")
