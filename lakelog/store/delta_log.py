@@ -181,8 +181,15 @@ class DeltaLog:
                 # One file read as it is, on this thread: read_table's dataset layer and thread pool cost more than the read.
                 parquet = pq.ParquetFile(pa.BufferReader(data))
                 columns = parquet.schema_arrow.names
-                # The tombstones (every file removed within the retention) are decoded when first asked for.
-                tables.append(parquet.read(columns=[column for column in columns if column != "remove"], use_threads=False))
+                # The tombstones (every file removed within the retention) are decoded when first asked for, and the
+                # row groups that hold nothing else (lakelog writes them apart) are not read for the other actions.
+                tables.append(
+                    parquet.read_row_groups(
+                        _groups_with_live_actions(parquet.metadata),
+                        columns=[column for column in columns if column != "remove"],
+                        use_threads=False,
+                    )
+                )
                 if "remove" in columns:
                     removes.append(lambda parquet=parquet: parquet.read(columns=["remove"], use_threads=False).column("remove"))
             except pa.ArrowException as error:
@@ -227,8 +234,13 @@ class DeltaLog:
     def write_checkpoint(self, snapshot: Snapshot, tombstone_cutoff_ms: int) -> None:
         """Write the checkpoint of `snapshot`, then point `_last_checkpoint` at it unless it names a newer one."""
         table = checkpoint_table(snapshot, tombstone_cutoff_ms)
+        # The tombstones (the table's last rows) go in a row group of their own, which a cold open skips.
+        removes = table.column("remove").length() - table.column("remove").null_count
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="snappy")
+        with pq.ParquetWriter(sink, table.schema, compression="snappy") as writer:
+            writer.write_table(table.slice(0, table.num_rows - removes))
+            if removes:
+                writer.write_table(table.slice(table.num_rows - removes))
         data = sink.getvalue()
         self.io.write(self.file_uri(checkpoint_name(snapshot.version)), data)
         try:
@@ -238,6 +250,29 @@ class DeltaLog:
         if named is not None and named[0] >= snapshot.version:
             return
         self.io.write(self.file_uri(LAST_CHECKPOINT), last_checkpoint(snapshot.version, table, data.size))
+
+
+# A leaf of each action other than `remove` that is never null in a row of that action.
+_LIVE_ACTION_LEAVES = ("add.path", "metaData.id", "protocol.minReaderVersion", "txn.appId")
+
+
+def _groups_with_live_actions(metadata: pq.FileMetaData) -> list[int]:
+    """The row groups of a checkpoint that may hold an action other than `remove`, by their null counts.
+
+    A row group whose statistics say every one of those leaves is null holds only tombstones. A row group
+    without statistics is read.
+    """
+    paths = {metadata.schema.column(index).path: index for index in range(metadata.num_columns)}
+    leaves = [paths[path] for path in _LIVE_ACTION_LEAVES if path in paths]
+    groups = []
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for leaf in leaves:
+            statistics = row_group.column(leaf).statistics
+            if statistics is None or not statistics.has_null_count or statistics.null_count < row_group.num_rows:
+                groups.append(group)
+                break
+    return groups if leaves else list(range(metadata.num_row_groups))
 
 
 class _Vanished(Exception):
