@@ -1,4 +1,4 @@
-"""What the partition-log tests share: a hand-moved clock, batches, views of a partition's table, and the S8.3 check."""
+"""What the partition-log tests share: T0 for `helpers.FakeClock`, batches, views of a partition's table, and the S8.3 check."""
 
 from __future__ import annotations
 
@@ -12,16 +12,6 @@ from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table
 from lakelog.store import Location
 
 T0 = 1_700_000_000_000
-
-
-class FakeClock:
-    """An injected clock in ms, moved by hand."""
-
-    def __init__(self, now_ms: int = T0) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def batch(*values: bytes):

@@ -6,10 +6,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from helpers import table_fingerprint
+from helpers import FakeClock, table_fingerprint
 from partition_log_helpers import (
     T0,
-    FakeClock,
     all_rows,
     batch,
     delta_log_entries,
@@ -178,7 +177,7 @@ def test_S3_4_epoch_recorded_by_app_versions_fences_the_same_handle(root, topic)
 def test_S3_5_producer_state_recovered_from_table_after_checkpoints(root, topic):
     """S3.5: a brand-new PartitionLog recovers every producer's state from the table alone, after >= 2 checkpoints."""
     name = topic({"checkpoint.interval.commits": 5})
-    clock = FakeClock()
+    clock = FakeClock(T0)
     log = open_partition(root, name, 0, clock=clock)
     next_sequence = {10: 0, 11: 0, 12: 0}
     epochs = {10: 0, 11: 3, 12: 1}
@@ -212,7 +211,7 @@ def test_S3_5_producer_state_recovered_from_table_after_checkpoints(root, topic)
 def test_S3_5_idle_producer_state_expires(root, topic):
     """S3.5: state of a PID idle longer than producer.id.expiration.ms is dropped (injected clock), also when recovered."""
     name = topic({"producer.id.expiration.ms": 60_000})
-    clock = FakeClock()
+    clock = FakeClock(T0)
     log = open_partition(root, name, 0, clock=clock)
     log.append(numbered("a", 3), BatchHeader(producer_id=1, producer_epoch=2, base_sequence=0))
     assert log.producer_entry(1).last_timestamp_ms == T0

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from helpers import table_fingerprint
+from helpers import FakeClock, table_fingerprint
 
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
 from lakelog.log import BatchHeader, ControlType, PartitionLog, open_partition, payload_table
@@ -28,14 +28,6 @@ pytestmark = pytest.mark.roots("local", "s3")
 
 T0 = 1_700_000_000_000
 EXPIRATION = 60_000
-
-
-class FakeClock:
-    def __init__(self, now_ms: int = T0) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def one(value: bytes = b"v"):
@@ -71,7 +63,7 @@ def verdict_in_another_process(root: str, topic: str, now_ms: int, header: Batch
 def test_S9_4_expiry_edge_decided_alike_by_every_process(root, topic, decider):
     """S9.4: idle exactly producer.id.expiration.ms is alive, one ms more is unknown; the same on any handle (S3.5)."""
     name = topic({"producer.id.expiration.ms": EXPIRATION})
-    clock = FakeClock()
+    clock = FakeClock(T0)
     log = open_partition(root, name, 0, clock=clock)
     for sequence in range(3):
         log.append(one(), BatchHeader(1, 0, sequence))
@@ -98,7 +90,7 @@ def test_S9_4_old_create_times_do_not_expire_a_producer_that_is_writing(root, to
     of the row's timestamp and the file's append time (the log's clock), so it lives on.
     """
     name = topic({"producer.id.expiration.ms": EXPIRATION})
-    clock = FakeClock()
+    clock = FakeClock(T0)
     log = open_partition(root, name, 0, clock=clock)
     a_year_ago = T0 - 365 * 86_400_000
     for sequence in range(3):
@@ -113,7 +105,7 @@ def test_S9_4_old_create_times_do_not_expire_a_producer_that_is_writing(root, to
 def test_S9_4_a_clock_behind_the_rows_still_sees_the_entry(root, topic):
     """S9.4: the verdict is a function of (rows, now): a handle that dropped an entry at a later clock reads it back."""
     name = topic({"producer.id.expiration.ms": EXPIRATION})
-    clock = FakeClock()
+    clock = FakeClock(T0)
     log = open_partition(root, name, 0, clock=clock)
     log.append(one(), BatchHeader(1, 0, 0))
     clock.now_ms = T0 + 10 * EXPIRATION
@@ -127,7 +119,7 @@ def test_S9_4_a_clock_behind_the_rows_still_sees_the_entry(root, topic):
 def test_S9_4_open_transaction_never_expires_then_expires_after_its_marker(root, topic):
     """S9.4: a producer with an open transaction is known however long idle; after its marker it expires as any."""
     name = topic({"producer.id.expiration.ms": EXPIRATION})
-    clock = FakeClock()
+    clock = FakeClock(T0)
     log = open_partition(root, name, 0, clock=clock)
     log.append(one(), BatchHeader(7, 2, 0, is_transactional=True), transaction=_UNVERIFIED)
     clock.now_ms = T0 + 100 * EXPIRATION
@@ -156,7 +148,7 @@ def _commit_producers(log: PartitionLog, producer_ids: range, now_ms: int) -> No
 def test_S9_4_cache_holds_only_live_producers(root, topic):
     """S9.4: after 1,000 producers and one append past their expiry, the handle's cache holds 1 entry."""
     name = topic({"producer.id.expiration.ms": EXPIRATION})
-    clock = FakeClock()
+    clock = FakeClock(T0)
     log = open_partition(root, name, 0, clock=clock)
     log.log_end_offset()
     log.producer_entry(0)  # the cache starts on the empty partition: it folds every row
@@ -271,7 +263,7 @@ def test_S9_4_a_merged_file_keeps_its_newest_sources_time_so_idle_producers_stil
     from lakelog.store.maintenance import compact
 
     name = topic({"producer.id.expiration.ms": EXPIRATION})
-    clock = FakeClock()
+    clock = FakeClock(T0)
     log = open_partition(root, name, 0, clock=clock)
     log.append(one(), BatchHeader(1, 0, 0))
     clock.now_ms = T0 + EXPIRATION // 2
