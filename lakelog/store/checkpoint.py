@@ -104,7 +104,8 @@ _KINDS = [field.name for field in CHECKPOINT_SCHEMA]
 def checkpoint_table(snapshot: Snapshot, tombstone_cutoff_ms: int) -> pa.Table:
     """The checkpoint of `snapshot`: protocol, metaData, every txn and add, and tombstones deleted at or after the cutoff.
 
-    One row per action, the action in the column of its kind (the others null); built a kind at a time.
+    One row per action, the action in the column of its kind (the others null); built a kind at a time, the
+    tombstones (`remove`) last, so a writer can put them in a row group of their own (`DeltaLog.write_checkpoint`).
     """
     snapshot.check("a checkpoint")
     groups: list[tuple[str, list[dict[str, Any]]]] = [

@@ -76,18 +76,22 @@ _first_kept: weakref.WeakKeyDictionary[Table, int] = weakref.WeakKeyDictionary()
 
 def _cleanup_by_name(table: Table, keep_checkpoints: int, cutoff: float) -> tuple[int, int] | None:
     """`cleanup_log` by names alone: (files deleted, the first version kept), or None if the folder must be listed."""
-    log = DeltaLog(table.location)
+    log = table._log
     try:
         named = read_last_checkpoint(table.io.read(log.file_uri(LAST_CHECKPOINT)))
     except FileNotFoundError:
-        return None
+        named = None
     interval = checkpoint_interval(table.configuration)
     if named is None or named[1] is not None:
+        logger.debug("%s: log cleanup lists the log (_last_checkpoint is missing, unreadable or multi-part)", table.uri)
         return None
     keep_from = named[0] - (keep_checkpoints - 1) * interval
     if keep_from <= 0:
         return 0, keep_from
     if not table.io.file_exists(log.file_uri(checkpoint_name(keep_from))):
+        logger.debug(
+            "%s: log cleanup lists the log (no checkpoint %d where the interval %d puts one)", table.uri, keep_from, interval
+        )
         return None
     oldest = _first_kept[table] = _oldest_commit(table, log, keep_from)
 

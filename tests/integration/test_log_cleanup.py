@@ -95,7 +95,7 @@ def test_S9_5_cleanup_finds_the_files_to_delete_by_name_without_listing_the_log(
     assert log_versions(table) == list(range(14, 4 * INTERVAL + 1))
     assert log_versions(table, ".checkpoint.parquet") == [14, 19]
     # A long log: what is looked up grows with log2 of its length, not with the commit files kept.
-    append(partition, 40 * INTERVAL)
+    append(partition, 20 * INTERVAL)
     listed.clear()
     looked.clear()
     assert cleanup_log(table, keep_checkpoints=2, retention_s=3600) == 0
