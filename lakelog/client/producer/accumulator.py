@@ -7,6 +7,7 @@ it. The accumulator only holds batches; the producer hands the closed ones to it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,8 +127,9 @@ class RecordAccumulator:
         self._linger_ms = linger_ms
         self._clock = clock
         self._batches: dict[TopicPartitionKey, Batch] = {}
-        # When the oldest open batch was opened (None: none is open): one comparison tells whether any has lingered.
-        self._oldest_ms: float | None = None
+        # When the oldest open batch will have lingered linger.ms, on the producer's clock (inf: none is open): the
+        # producer compares its clock with it on every produce(), with no call.
+        self.due_ms: float = math.inf
 
     def refusing(self, tp: TopicPartitionKey, expected_offset: int | None) -> Batch | None:
         """Close the partition's batch if a message asking for `expected_offset` cannot join it (then send it first)."""
@@ -144,8 +146,9 @@ class RecordAccumulator:
         batch = self._batches.get(tp)
         if batch is None:
             batch = self._batches[tp] = Batch(tp[0], tp[1], now_ms, expected_offset)
-            if self._oldest_ms is None or now_ms < self._oldest_ms:
-                self._oldest_ms = now_ms
+            due = now_ms + self._linger_ms
+            if due < self.due_ms:
+                self.due_ms = due
         messages = batch.messages
         messages.append(message)
         batch.size += size
@@ -156,28 +159,27 @@ class RecordAccumulator:
     def pop(self, tp: TopicPartitionKey) -> Batch | None:
         """Close a partition's batch (None: it has none)."""
         batch = self._batches.pop(tp, None)
-        if batch is not None and batch.created_ms == self._oldest_ms:
+        if batch is not None and batch.created_ms + self._linger_ms == self.due_ms:
             batches = self._batches
-            self._oldest_ms = min(b.created_ms for b in batches.values()) if batches else None
+            self.due_ms = min(b.created_ms for b in batches.values()) + self._linger_ms if batches else math.inf
         return batch
 
     def any_lingered(self, now_ms: float) -> bool:
         """Whether some batch has waited linger.ms at `now_ms` (on the producer's clock)."""
-        oldest = self._oldest_ms
-        return oldest is not None and now_ms - oldest >= self._linger_ms
+        return now_ms >= self.due_ms
 
     def lingered(self) -> list[TopicPartitionKey]:
         """The partitions whose batch has waited linger.ms on the producer's clock."""
         now_ms = self._clock()  # read even with nothing queued: each look of a waiting poll() reads the clock
         if not self.any_lingered(now_ms):
             return []
-        return [tp for tp, batch in self._batches.items() if now_ms - batch.created_ms >= self._linger_ms]
+        return [tp for tp, batch in self._batches.items() if now_ms >= batch.created_ms + self._linger_ms]
 
     def until_linger_s(self, idle_s: float) -> float:
         """Seconds until the oldest batch has lingered linger.ms (0: due now; `idle_s` when nothing is queued)."""
-        if self._oldest_ms is None:
+        if self.due_ms == math.inf:
             return idle_s
-        return max(self._oldest_ms + self._linger_ms - self._clock(), 0) / 1000
+        return max(self.due_ms - self._clock(), 0) / 1000
 
     def poll_deadline(self, now: float, timeout: float | None, step_s: float) -> float:
         """When a poll started `now` gives up, on the monotonic clock. Without a timeout it waits for the queued
@@ -198,7 +200,7 @@ class RecordAccumulator:
         """Close every batch (purge, abort, close)."""
         batches = list(self._batches.values())
         self._batches.clear()
-        self._oldest_ms = None
+        self.due_ms = math.inf
         return batches
 
     def queued(self) -> int:

@@ -207,7 +207,7 @@ class Producer:
                 self._gated.send(full)
                 sent = True
             # A send takes time: after one, the clock is read again; else the look taken above answers.
-            if sent or accumulator.any_lingered(now):
+            if sent or now >= accumulator.due_ms:
                 self._send_lingered()
 
     @locked
