@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,8 +31,12 @@ def read_offset_range(
     columns: list[str],
     *,
     none_held_message: bool = False,
-) -> list[tuple[FileEntry, pa.Table]]:
+    known: Callable[[FileEntry], bool] | None = None,
+) -> list[tuple[FileEntry, pa.Table | None]]:
     """Each file holding offsets of [start, end_offset) with its `columns` rows in that range, in offset order.
+
+    A file wholly in the range for which `known(file)` is True is not read: its rows are None (the caller
+    knows what it needs of them from the file's add action).
 
     `files` are the snapshot's active files (table.files()), ordered by first
     offset; `start` is at or above the first one's and below `end_offset`. The
@@ -42,12 +47,15 @@ def read_offset_range(
     """
     # Files tile the offsets in order, so their max offsets are sorted too.
     first = bisect.bisect_left(files, start, key=lambda entry: entry.max_offset)
-    chunks: list[tuple[FileEntry, pa.Table]] = []
+    chunks: list[tuple[FileEntry, pa.Table | None]] = []
     covered = start
     for entry in files[first:]:
         if entry.min_offset >= end_offset or entry.min_offset > covered:
             break
         covered = entry.max_offset + 1
+        if known is not None and entry.min_offset >= start and entry.max_offset < end_offset and known(entry):
+            chunks.append((entry, None))
+            continue
         predicate = None if entry.min_offset >= start else pc.field("offset") >= start
         chunks.append((entry, table.read_file(entry, columns, predicate)))
     if not chunks and none_held_message:
@@ -58,6 +66,6 @@ def read_offset_range(
             path=table.uri,
         )
     last, rows = chunks[-1]
-    if rows.num_rows and rows.column("offset")[-1].as_py() >= end_offset:
+    if rows is not None and rows.num_rows and rows.column("offset")[-1].as_py() >= end_offset:
         chunks[-1] = (last, rows.filter(pc.field("offset") < end_offset))
     return chunks

@@ -278,6 +278,8 @@ class PartitionLog:
         """
         count = rows.num_rows
         new_leo = base_offset + count
+        last_timestamp_ms = rows.column("timestamp")[count - 1].value // 1000
+        entry = producer_state.batch_entry(header, base_offset, count, last_timestamp_ms, now_ms, control is not None)
         try:
             version = self.table.append(
                 rows,
@@ -285,6 +287,8 @@ class PartitionLog:
                 compression=self.config.compression_type,
                 modification_time_ms=now_ms,
                 statistics=stamped_statistics(payload, base_offset, header, control),
+                # Other handles fold the producer's entry from it without reading the file (ProducerIndex).
+                tags=None if entry is None else {producer_state.PRODUCER_TAG: producer_state.entry_tag(entry)},
             )
         except CommitConflict as conflict:
             taken = getattr(conflict, "decided_on", self.version) + 1
@@ -313,8 +317,6 @@ class PartitionLog:
         ):
             # This commit did not move the recorded log start: carry it, sparing a txn lookup per append.
             self._recorded_start = (version, self._recorded_start[1])
-        last_timestamp_ms = rows.column("timestamp")[count - 1].value // 1000
-        entry = producer_state.batch_entry(header, base_offset, count, last_timestamp_ms, now_ms, control is not None)
         self._producer_index.apply(base_offset, count, entry)
         self.last_maintenance = maintain(self.table, self.maintenance)
         return version

@@ -5,7 +5,9 @@ An entry is a function of the snapshot's rows (lakelog.log.producer_state.fold).
 the rows appended since its position (the files that hold them, found by
 bisect, as lakelog.log.transactions does; a key-compacted file holds fewer
 rows than its offset range, and keeps every producer's last batch), so catching up after one commit reads
-one small file whatever the number of producers. It holds only the entries
+one small file whatever the number of producers; and none when the file is one batch, whose add action carries
+the entry its rows leave (producer_state.PRODUCER_TAG): a handle that follows another producer's appends reads
+no data for them. It holds only the entries
 that have not expired by the clock of the last decision, plus those with an
 open transaction: its size follows the live producers, not all that ever wrote.
 
@@ -35,9 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.log.file_ranges import read_offset_range
-from lakelog.log.producer_state import STATE_COLUMNS, ProducerEntry, fold
+from lakelog.log.producer_state import STATE_COLUMNS, ProducerEntry, fold, tagged_entries
 from lakelog.log.records import BatchHeader, last_sequence
-from lakelog.store import Table
+from lakelog.store import FileEntry, Table
 
 logger = logging.getLogger(__name__)
 
@@ -120,17 +122,21 @@ class ProducerIndex:
             self.position = end_offset
             return
         # The files' offset ranges must tile [start, end_offset); a key-compacted file holds fewer rows than its range.
-        chunks = [
-            (rows, entry.modification_time_ms)
-            for entry, rows in read_offset_range(table, files, start, end_offset, STATE_COLUMNS)
-        ]
+        # A file of one batch says in its add action what its rows leave (tagged_entries): it is not read.
+        chunks = read_offset_range(
+            table, files, start, end_offset, STATE_COLUMNS, known=lambda file: tagged_entries(file) is not None
+        )
         self._fold(chunks, end_offset)
 
-    def _fold(self, chunks: list[tuple[pa.Table, int]], end_offset: int) -> None:
-        """Fold each file's rows in offset order, with the file's append time (producer_state.fold)."""
+    def _fold(self, chunks: list[tuple[FileEntry, pa.Table | None]], end_offset: int) -> None:
+        """Fold each file's rows in offset order, with the file's append time (producer_state.fold), or take what
+        its add action says they leave."""
         changed: dict[int, ProducerEntry] = {}
-        for rows, append_time_ms in chunks:
-            changed.update(fold(rows, append_time_ms))
+        for file, rows in chunks:
+            if rows is None:
+                changed.update(tagged_entries(file) or {})
+            else:
+                changed.update(fold(rows, file.modification_time_ms))
         self._fold_entries(changed, end_offset)
 
     def _fold_entries(self, changed: dict[int, ProducerEntry], end_offset: int) -> None:
@@ -170,6 +176,10 @@ class ProducerIndex:
                 return None
             if entry.min_offset >= end_offset or not entry.min_producer_id <= producer_id <= entry.max_producer_id:
                 continue
+            tagged = tagged_entries(entry) if entry.max_offset < end_offset else None
+            if tagged is not None and producer_id in tagged:
+                # The file's last row is its producer's and at or past the log start: it is the entry.
+                return self._hold(tagged[producer_id])
             predicate = (
                 (pc.field("producer_id") == producer_id) & (pc.field("offset") < end_offset) & (pc.field("offset") >= log_start)
             )
@@ -179,8 +189,11 @@ class ProducerIndex:
                 break
         else:
             return None
-        state = fold(found, append_time_ms)[producer_id]
-        self._entries[producer_id] = state
+        return self._hold(fold(found, append_time_ms)[producer_id])
+
+    def _hold(self, state: ProducerEntry) -> ProducerEntry:
+        """Hold an entry a cold lookup found."""
+        self._entries[state.producer_id] = state
         if not state.transaction_open and (self._oldest is None or state.last_timestamp_ms < self._oldest):
             self._oldest = state.last_timestamp_ms
         return state

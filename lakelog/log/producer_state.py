@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, ProducerFenced, UnknownProducerId
 from lakelog.log.records import NO_SEQUENCE, BatchHeader, last_sequence, next_sequence
+from lakelog.store import FileEntry
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,40 @@ def batch_entry(
         last_offset=first_offset + count - 1,
         transaction_open=header.is_transactional and not control,
     )
+
+
+# The add-action tag of a file appended as one batch: the entry `fold` gives its producer (`entry_tag`).
+PRODUCER_TAG = "lakelog.producer"
+
+
+def entry_tag(entry: ProducerEntry) -> str:
+    """The PRODUCER_TAG of a file holding one batch, which leaves `entry` (batch_entry) to its producer."""
+    return (
+        f"{entry.producer_id},{entry.producer_epoch},{entry.last_sequence},{entry.last_timestamp_ms},"
+        f"{entry.last_offset},{int(entry.transaction_open)}"
+    )
+
+
+def tagged_entries(file: FileEntry) -> dict[int, ProducerEntry] | None:
+    """What `fold` gives for all of `file`'s rows (with its append time), from its add action alone; None when
+    only its rows can tell.
+
+    A file whose statistics hold no producer id leaves no entry. A file of one batch carries its entry in
+    PRODUCER_TAG, which is taken when it agrees with the statistics (one producer id, the file's last offset).
+    """
+    if file.max_producer_id < 0:
+        return {}
+    text = file.tag(PRODUCER_TAG)
+    if text is None:
+        return None
+    try:
+        producer_id, epoch, sequence, timestamp_ms, offset, open_ = (int(part) for part in text.split(","))
+    except ValueError:
+        return None
+    if not (producer_id == file.min_producer_id == file.max_producer_id and offset == file.max_offset and open_ in (0, 1)):
+        return None
+    entry = ProducerEntry(producer_id, epoch, sequence, max(timestamp_ms, file.modification_time_ms), offset, bool(open_))
+    return {producer_id: entry}
 
 
 def _last_per_producer(producer_ids: np.ndarray, picked: np.ndarray) -> dict[int, int]:

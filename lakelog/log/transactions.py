@@ -217,7 +217,7 @@ class TransactionIndex:
         start = self.position
         # The files' offset ranges must tile [start, end_offset); a compacted file holds fewer rows than its range.
         chunks = read_offset_range(table, files, start, end_offset, HEADER_COLUMNS, none_held_message=True)
-        headers = pa.concat_tables([rows for _, rows in chunks])
+        headers = pa.concat_tables([rows for _, rows in chunks if rows is not None])
         self.apply(headers, end_offset)
 
     # -- snapshots (a cache: see the module docstring) ------------------------------------

@@ -48,18 +48,27 @@ class MalformedCommit(ValueError):
     """A commit file that is not Delta's newline-delimited JSON of actions."""
 
 
-def add_action(path: str, size: int, modification_time_ms: int, data_change: bool, stats: str | None) -> dict[str, Any]:
-    """An `add` of a data file in the table's folder (`path` relative to it; lakelog writes no partitions)."""
-    return {
-        "add": {
-            "path": path,
-            "partitionValues": {},
-            "size": size,
-            "modificationTime": modification_time_ms,
-            "dataChange": data_change,
-            "stats": stats,
-        }
+def add_action(
+    path: str,
+    size: int,
+    modification_time_ms: int,
+    data_change: bool,
+    stats: str | None,
+    tags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """An `add` of a data file in the table's folder (`path` relative to it; lakelog writes no partitions), with the
+    spec's `tags` (metadata about the file that readers may ignore) when given."""
+    body: dict[str, Any] = {
+        "path": path,
+        "partitionValues": {},
+        "size": size,
+        "modificationTime": modification_time_ms,
+        "dataChange": data_change,
+        "stats": stats,
     }
+    if tags:
+        body["tags"] = dict(tags)
+    return {"add": body}
 
 
 def remove_action(path: str, deletion_timestamp_ms: int, data_change: bool, size: int | None) -> dict[str, Any]:

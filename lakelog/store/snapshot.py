@@ -46,6 +46,14 @@ class FileEntry:
     modification_time_ms: int = 0
     # Rows whose key is null, from the statistics (-1: not recorded): a file of markers only has no keyed row.
     null_keys: int = -1
+    # The add action's `tags` (what its writer said of the file), sorted by key.
+    tags: tuple[tuple[str, str], ...] = ()
+
+    def tag(self, key: str) -> str | None:
+        for name, value in self.tags:
+            if name == key:
+                return value
+        return None
 
 
 class SnapshotError(ValueError):
@@ -235,7 +243,15 @@ def file_entry(add: dict[str, Any]) -> FileEntry:
         max_producer_id=_integer(maximums.get("producer_id")),
         modification_time_ms=_integer(add.get("modificationTime")),
         null_keys=null_keys if isinstance(null_keys, int) else -1,
+        tags=_tags(add.get("tags")),
     )
+
+
+def _tags(value: Any) -> tuple[tuple[str, str], ...]:
+    """An add action's tags as sorted pairs (a map of strings; anything else reads as none)."""
+    if not isinstance(value, dict) or not value:
+        return ()
+    return tuple(sorted((key, item) for key, item in value.items() if type(key) is str and type(item) is str))
 
 
 def _integer(value: Any) -> int:

@@ -271,6 +271,7 @@ class Table(StrictCommit):
         compression: str = "snappy",
         modification_time_ms: int | None = None,
         statistics: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> int:
         """Commit `data` as one new file in version `self.version + 1`, or raise `CommitConflict`.
 
@@ -279,14 +280,15 @@ class Table(StrictCommit):
         `modification_time_ms` is the add action's time (default: the wall clock);
         the log passes its own clock, the append time of the batch. `statistics` are
         the add action's (as `file_statistics(data)` gives them), when the caller
-        knows them without a pass over the rows (the log's stamped batches do).
+        knows them without a pass over the rows (the log's stamped batches do). `tags` go in the add action
+        (`FileEntry.tags` gives them back).
         """
         decided_on = self.version
         name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
         path = self.child_uri(name)
         size = self.io.write_parquet(data, path, compression=compression, fresh=True)
         modified_ms = _now_ms() if modification_time_ms is None else modification_time_ms
-        action = add_action(name, size, modified_ms, True, file_statistics(data) if statistics is None else statistics)
+        action = add_action(name, size, modified_ms, True, file_statistics(data) if statistics is None else statistics, tags)
         version = self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
         self._written = (name, data) if data.num_rows <= WRITTEN_ROWS_KEPT else None
         return version

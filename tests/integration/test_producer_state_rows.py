@@ -21,8 +21,10 @@ from helpers import FakeClock, table_fingerprint
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
 from lakelog.log import BatchHeader, ControlType, PartitionLog, open_partition, payload_table
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, LOG_START_OFFSET_APP_ID
+from lakelog.log.producer_state import STATE_COLUMNS, fold
 from lakelog.log.records import conform_payload, stamp
 from lakelog.log.verification import _UNVERIFIED
+from lakelog.store.maintenance import compact
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -211,13 +213,44 @@ def test_S9_4_new_producer_id_decided_without_reading_data(root, topic):
     assert cold.append(one(), BatchHeader(6, 0, 0)).base_offset == 3
     refused(cold, UnknownProducerId, BatchHeader(9, 0, 1))
     assert reads == []
-    # An existing id, cold: the newest file covering it is read, and no other.
+    # An existing id, cold: the newest file covering it is one batch, whose add action carries its entry: no read.
     other = open_partition(root, name, 0)
     reads = count_reads(other)
     refused(other, OutOfOrderSequence, BatchHeader(4, 1, 5))  # a new epoch must start at 0: no batch search
+    assert reads == []
+    # Merged files carry no entry: the newest file covering the id is read, and no other.
+    assert compact(log.table, fan_in=2) is not None
+    merged = open_partition(root, name, 0)
+    reads = count_reads(merged)
+    refused(merged, OutOfOrderSequence, BatchHeader(4, 1, 5))
     assert len(reads) == 1 and all(
-        entry.min_producer_id <= 4 <= entry.max_producer_id for entry in other.table.files() if entry.path in reads
+        entry.min_producer_id <= 4 <= entry.max_producer_id for entry in merged.table.files() if entry.path in reads
     )
+
+
+def test_S3_5_a_handle_following_another_producer_reads_none_of_its_batches(root, topic):
+    """S3.5, S9.4: a handle whose snapshot moves past other producers' appends folds their entries from the add
+    actions of their files (one batch each), reading no data; the entries equal those read from the rows."""
+    name = topic()
+    mine = open_partition(root, name, 0)
+    mine.append(one(), BatchHeader(1, 0, 0))
+    others = open_partition(root, name, 0)
+    others.append(one(), BatchHeader(2, 0, 0))
+    others.append(one(), BatchHeader(3, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
+    others.append(one(), BatchHeader(2, 0, 1))
+    others.append_marker(3, 1, ControlType.ABORT)
+    others.append(one(), BatchHeader())  # no producer id: its statistics say so
+    reads = count_reads(mine)
+    assert mine.append(one(), BatchHeader(1, 0, 1)).base_offset == 6
+    assert reads == []
+    # The same entries as the rows give, each file folded in offset order (producer_state.fold).
+    from_rows = {}
+    for entry in mine.table.files():
+        from_rows.update(fold(mine.table.read_file(entry, STATE_COLUMNS), entry.modification_time_ms))
+    tagged = {pid: mine.producer_entry(pid) for pid in (1, 2, 3)}
+    assert tagged == {pid: from_rows[pid] for pid in (1, 2, 3)}
+    assert tagged[3] is not None and not tagged[3].transaction_open and tagged[3].producer_epoch == 1
+    assert tagged[2] is not None and tagged[2].last_sequence == 1
 
 
 def test_S9_4_producer_whose_rows_are_gone_is_unknown(root, topic):
@@ -260,7 +293,6 @@ def test_S9_4_a_merged_file_keeps_its_newest_sources_time_so_idle_producers_stil
     handle at one ms past EXPIRATION after producer 2's append finds producer 1 unknown (had the merge taken the
     time of its own commit, producer 1 would look as young as the compaction).
     """
-    from lakelog.store.maintenance import compact
 
     name = topic({"producer.id.expiration.ms": EXPIRATION})
     clock = FakeClock(T0)

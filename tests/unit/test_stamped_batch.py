@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog.log.producer_state import STATE_COLUMNS, batch_entry, fold
+from lakelog.log.producer_state import PRODUCER_TAG, STATE_COLUMNS, batch_entry, entry_tag, fold, tagged_entries
 from lakelog.log.records import (
     MAX_EPOCH,
     MAX_SEQUENCE,
@@ -19,7 +19,9 @@ from lakelog.log.records import (
     stamp,
     stamped_statistics,
 )
+from lakelog.store.delta_actions import add_action
 from lakelog.store.file_stats import file_statistics
+from lakelog.store.snapshot import file_entry
 
 NOW_MS = 1_700_000_000_000
 
@@ -70,3 +72,39 @@ def test_S3_5_the_entry_a_stamped_batch_leaves_is_the_fold_of_its_rows(batch, ap
     folded = fold(rows.select(STATE_COLUMNS), append_time_ms)
     assert folded.get(header.producer_id) == entry
     assert len(folded) == (0 if entry is None else 1)
+
+
+@settings(deadline=None, max_examples=300)
+@given(batches(), st.integers(0, 2 * NOW_MS))
+def test_S3_5_the_add_action_of_a_stamped_batch_tells_what_its_rows_leave(batch, append_time_ms):
+    """The add action an append commits (statistics, append time and the producer tag) gives, with no read, the
+    entries a fold of the file's rows gives (ProducerIndex folds another writer's batches so)."""
+    payload, base_offset, header, control = batch
+    rows = stamp(payload, base_offset, header, NOW_MS * 1000, control)
+    last_timestamp_ms = rows.column("timestamp")[rows.num_rows - 1].value // 1000
+    entry = batch_entry(header, base_offset, rows.num_rows, last_timestamp_ms, append_time_ms, control is not None)
+    tags = None if entry is None else {PRODUCER_TAG: entry_tag(entry)}
+    add = add_action("part-0.parquet", 1, append_time_ms, True, stamped_statistics(payload, base_offset, header, control), tags)
+    assert tagged_entries(file_entry(add["add"])) == fold(rows.select(STATE_COLUMNS), append_time_ms)
+
+
+def test_a_producer_tag_that_disagrees_with_the_statistics_is_not_taken():
+    """A tag naming another producer id or another last offset than the statistics, or not six integers, is
+    ignored: the file is read instead."""
+    header = BatchHeader(7, 1, 0)
+    payload = conform_payload(payload_table([b"a", b"b"]))
+    statistics = stamped_statistics(payload, 10, header)
+    good = entry_tag(batch_entry(header, 10, 2, NOW_MS, NOW_MS, False))
+
+    def taken(tag: str) -> bool:
+        add = add_action("part-0.parquet", 1, NOW_MS, True, statistics, {PRODUCER_TAG: tag})
+        return tagged_entries(file_entry(add["add"])) is not None
+
+    assert taken(good)
+    assert not taken(good.replace("7,", "8,", 1))  # another producer id
+    assert not taken(good.replace(",11,", ",12,"))  # another last offset
+    assert not taken(good[:-1] + "2")  # not a flag
+    assert not taken("7,1,1")
+    assert not taken("garbage")
+    no_tag = add_action("part-0.parquet", 1, NOW_MS, True, statistics)
+    assert tagged_entries(file_entry(no_tag["add"])) is None
