@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.client.admin.groups import ConsumerGroupState, group_state
@@ -225,3 +230,25 @@ def settle_group(describe: Callable[[], object], members: Iterable[str], beat: C
             heartbeats += 1
         rounds += 1
     return heartbeats, rounds
+
+
+class Floor:
+    """The floor: the Parquet file written as lakelog writes it, then a ~1 KB commit file created O_EXCL."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        os.makedirs(folder, exist_ok=True)
+        self.commit = json.dumps({"commitInfo": {"x": "y" * 900}}).encode()
+        self.version = 0
+
+    def append(self, rows: pa.Table) -> float:
+        started = time.perf_counter()
+        sink = pa.BufferOutputStream()
+        pq.write_table(rows, sink, compression="snappy")
+        with open(f"{self.folder}/part-{uuid.uuid4().hex}.parquet", "wb") as out:
+            out.write(sink.getvalue())
+        descriptor = os.open(f"{self.folder}/{self.version:020d}.json", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.write(descriptor, self.commit)
+        os.close(descriptor)
+        self.version += 1
+        return time.perf_counter() - started

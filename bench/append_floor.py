@@ -22,13 +22,10 @@ commit, with its own add action each), which is what a year of commits leaves; `
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
-import uuid
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
 from bench import _common
@@ -68,28 +65,6 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
     return result
 
 
-class Floor:
-    """The floor: the Parquet file written as lakelog writes it, then a ~1 KB commit file created O_EXCL."""
-
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
-        os.makedirs(folder, exist_ok=True)
-        self.commit = json.dumps({"commitInfo": {"x": "y" * 900}}).encode()
-        self.version = 0
-
-    def append(self, rows: pa.Table) -> float:
-        started = time.perf_counter()
-        sink = pa.BufferOutputStream()
-        pq.write_table(rows, sink, compression="snappy")
-        with open(f"{self.folder}/part-{uuid.uuid4().hex}.parquet", "wb") as out:
-            out.write(sink.getvalue())
-        descriptor = os.open(f"{self.folder}/{self.version:020d}.json", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        os.write(descriptor, self.commit)
-        os.close(descriptor)
-        self.version += 1
-        return time.perf_counter() - started
-
-
 class Plain:
     """Plain delta-rs: write_deltalake to a handle kept open (as FINDINGS.md measured it)."""
 
@@ -115,7 +90,7 @@ def _single(root: str, rounds: int, result: _common.Result) -> None:
     log = open_partition(root, "one", 0)
     producer_id = allocate_producer_id(root, "bench-floor")
     producer = Producer({"lakelog.root": root, "linger.ms": 0, "client.id": "bench-floor"})
-    floor, plain = Floor(f"{root}/floor-1"), Plain(f"{root}/plain-1")
+    floor, plain = _common.Floor(f"{root}/floor-1"), Plain(f"{root}/plain-1")
     payload = payload_table([b"v" * VALUE_BYTES])
     rows = stamp(conform_payload(payload), 0, BatchHeader(), time.time_ns() // 1000)
     times: dict[str, list[float]] = {"floor": [], "append": [], "produce": [], "delta-rs": []}
@@ -153,7 +128,7 @@ def _single(root: str, rounds: int, result: _common.Result) -> None:
 def _batch(root: str, rounds: int, result: _common.Result) -> None:
     create_topic(root, "big")
     log = open_partition(root, "big", 0)
-    floor, plain = Floor(f"{root}/floor-big"), Plain(f"{root}/plain-big")
+    floor, plain = _common.Floor(f"{root}/floor-big"), Plain(f"{root}/plain-big")
     payload = conform_payload(payload_table([b"v" * VALUE_BYTES] * BIG))
     rows = stamp(payload, 0, BatchHeader(), time.time_ns() // 1000)
     times: dict[str, list[float]] = {"floor": [], "append": [], "delta-rs": []}

@@ -14,16 +14,25 @@ A transaction's fixed cost is its serial commits: the coordinator records
 (partitions added, decision, completion), the markers (one per partition) and
 the offsets commit. Kafka's is about 3% at 100 ms transactions. The table also
 shows the `__transaction_state` commits per transaction (a count, unmoved by load).
+
+The floor (printed, no target): what the same ratio would be if every commit cost only its physical floor
+(bench/append_floor's: pyarrow writes the Parquet file, a ~1 KB commit file is created O_EXCL), measured here
+for the batches of each size and for a one-row marker, with the produce() calls of a round (measured here too)
+on both sides. A transaction makes 10 commits (4 data, 4 markers, the state commit that adds the partitions and
+the decision) where the idempotent producer makes 4 data commits.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from bench import _common
 from lakelog import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from lakelog.coordinator import partition_for_transactional_id
 from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.log import BatchHeader, ControlType, payload_table
+from lakelog.log.records import conform_payload, stamp
 from lakelog.log.topics import open_internal_partition
 
 PARTITIONS = 4
@@ -62,6 +71,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                 ]
             )
         _common.print_table(["records/txn", "rounds", "txn ms p50", "idem ms p50", "state commits/txn", "ratio (sums)"], rows)
+        floors = {size: _floor_ratio(root, size, rounds[size]) for size in SIZES}
         transactional_offsets, plain_offsets = _offset_rounds(root, OFFSET_ROUNDS_QUICK if quick else OFFSET_ROUNDS)
         txn_p50 = _common.percentile(transactional_offsets, 50)
         plain_p50 = _common.percentile(plain_offsets, 50)
@@ -79,8 +89,35 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         )
     for size, row in zip(SIZES, rows, strict=True):
         result.add(f"transaction_cost txn/idempotent @{size}", row[-1], TARGETS[size])
+        result.add(f"transaction_cost the same ratio at the physical floor of each commit @{size}", floors[size], None)
     result.add("transaction_cost begin+send_offsets+commit/plain commit p50", txn_p50 / plain_p50, OFFSETS_TARGET)
     return result
+
+
+def _floor_ratio(root: str, size: int, rounds: int) -> float:
+    """(produce() calls + 10 commits at the floor) / (produce() calls + 4 commits at the floor), p50 of each part."""
+    floor = _common.Floor(os.path.join(root, f"floor-{size}"))
+    header = BatchHeader(1, 0, 0)
+    batch = stamp(conform_payload(payload_table([VALUE] * (size // PARTITIONS))), 0, header, time.time_ns() // 1000)
+    marker = stamp(conform_payload(payload_table([None])), 0, header, time.time_ns() // 1000, ControlType.COMMIT)
+    topic = f"cost-floor-{size}"
+    AdminClient({"lakelog.root": root}).create_topics([NewTopic(topic, num_partitions=PARTITIONS)])
+    producer = Producer({"lakelog.root": root, "linger.ms": 60_000, "batch.num.messages": 1_000_000, "batch.size": 1 << 30})
+    data_s, marker_s, produce_s = [], [], []
+    for _ in range(rounds + 1):
+        data_s.append(floor.append(batch))
+        marker_s.append(floor.append(marker))
+        started = time.perf_counter()
+        for n in range(size):
+            producer.produce(topic, VALUE, partition=n % PARTITIONS)
+        produce_s.append(time.perf_counter() - started)
+        producer.purge()
+    data, one_row, calls = (_common.median(values[1:]) for values in (data_s, marker_s, produce_s))
+    print(
+        f"floor @{size}: a data commit {data * 1e3:.3f} ms, a one-row commit {one_row * 1e3:.3f} ms, "
+        f"{size} produce() calls {calls * 1e3:.3f} ms"
+    )
+    return (calls + PARTITIONS * data + (PARTITIONS + 2) * one_row) / (calls + PARTITIONS * data)
 
 
 def _state_log_version(root: str, transactional_id: str) -> int:
