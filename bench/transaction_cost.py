@@ -24,7 +24,7 @@ the decision) where the idempotent producer makes 4 data commits.
 
 from __future__ import annotations
 
-import os
+import tempfile
 import time
 
 from bench import _common
@@ -71,7 +71,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                 ]
             )
         _common.print_table(["records/txn", "rounds", "txn ms p50", "idem ms p50", "state commits/txn", "ratio (sums)"], rows)
-        floors = {size: _floor_ratio(root, size, rounds[size]) for size in SIZES}
+        floors = {size: _floor_ratio(root, root_parent, size, rounds[size]) for size in SIZES}
         transactional_offsets, plain_offsets = _offset_rounds(root, OFFSET_ROUNDS_QUICK if quick else OFFSET_ROUNDS)
         txn_p50 = _common.percentile(transactional_offsets, 50)
         plain_p50 = _common.percentile(plain_offsets, 50)
@@ -94,9 +94,15 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
     return result
 
 
-def _floor_ratio(root: str, size: int, rounds: int) -> float:
-    """(produce() calls + 10 commits at the floor) / (produce() calls + 4 commits at the floor), p50 of each part."""
-    floor = _common.Floor(os.path.join(root, f"floor-{size}"))
+def _floor_ratio(root: str, root_parent: str | None, size: int, rounds: int) -> float:
+    """(produce() calls + 10 commits at the floor) / (produce() calls + 4 commits at the floor), p50 of each part.
+
+    The floor's files go to a folder of their own beside the root (`root_parent`), not under it."""
+    with tempfile.TemporaryDirectory(dir=root_parent, prefix="lakelog-bench-floor-") as folder:
+        return _floor_ratio_in(_common.Floor(folder), root, size, rounds)
+
+
+def _floor_ratio_in(floor: _common.Floor, root: str, size: int, rounds: int) -> float:
     header = BatchHeader(1, 0, 0)
     batch = stamp(conform_payload(payload_table([VALUE] * (size // PARTITIONS))), 0, header, time.time_ns() // 1000)
     marker = stamp(conform_payload(payload_table([None])), 0, header, time.time_ns() // 1000, ControlType.COMMIT)
@@ -112,6 +118,7 @@ def _floor_ratio(root: str, size: int, rounds: int) -> float:
             producer.produce(topic, VALUE, partition=n % PARTITIONS)
         produce_s.append(time.perf_counter() - started)
         producer.purge()
+    producer.close()
     data, one_row, calls = (_common.median(values[1:]) for values in (data_s, marker_s, produce_s))
     print(
         f"floor @{size}: a data commit {data * 1e3:.3f} ms, a one-row commit {one_row * 1e3:.3f} ms, "

@@ -123,20 +123,24 @@ class ProducerIndex:
             return
         # The files' offset ranges must tile [start, end_offset); a key-compacted file holds fewer rows than its range.
         # A file of one batch says in its add action what its rows leave (tagged_entries): it is not read.
-        chunks = read_offset_range(
-            table, files, start, end_offset, STATE_COLUMNS, known=lambda file: tagged_entries(file) is not None
-        )
-        self._fold(chunks, end_offset)
+        tagged: dict[str, dict[int, ProducerEntry]] = {}
 
-    def _fold(self, chunks: list[tuple[FileEntry, pa.Table | None]], end_offset: int) -> None:
+        def known(file: FileEntry) -> bool:
+            entries = tagged_entries(file)
+            if entries is not None:
+                tagged[file.path] = entries
+            return entries is not None
+
+        self._fold(read_offset_range(table, files, start, end_offset, STATE_COLUMNS, known=known), tagged, end_offset)
+
+    def _fold(
+        self, chunks: list[tuple[FileEntry, pa.Table | None]], tagged: dict[str, dict[int, ProducerEntry]], end_offset: int
+    ) -> None:
         """Fold each file's rows in offset order, with the file's append time (producer_state.fold), or take what
-        its add action says they leave."""
+        its add action says they leave (`tagged`, by path, for the files not read)."""
         changed: dict[int, ProducerEntry] = {}
         for file, rows in chunks:
-            if rows is None:
-                changed.update(tagged_entries(file) or {})
-            else:
-                changed.update(fold(rows, file.modification_time_ms))
+            changed.update(tagged[file.path] if rows is None else fold(rows, file.modification_time_ms))
         self._fold_entries(changed, end_offset)
 
     def _fold_entries(self, changed: dict[int, ProducerEntry], end_offset: int) -> None:

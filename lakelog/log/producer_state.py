@@ -139,8 +139,10 @@ def tagged_entries(file: FileEntry) -> dict[int, ProducerEntry] | None:
     try:
         producer_id, epoch, sequence, timestamp_ms, offset, open_ = (int(part) for part in text.split(","))
     except ValueError:
-        return None
+        producer_id = offset = open_ = -1
     if not (producer_id == file.min_producer_id == file.max_producer_id and offset == file.max_offset and open_ in (0, 1)):
+        # Not lakelog's tag of this file (or damaged): the file's rows are read instead.
+        logger.debug("%s: %s=%r disagrees with the file's statistics; its rows are read", file.path, PRODUCER_TAG, text)
         return None
     entry = ProducerEntry(producer_id, epoch, sequence, max(timestamp_ms, file.modification_time_ms), offset, bool(open_))
     return {producer_id: entry}

@@ -243,10 +243,11 @@ def test_S3_5_a_handle_following_another_producer_reads_none_of_its_batches(root
     reads = count_reads(mine)
     assert mine.append(one(), BatchHeader(1, 0, 1)).base_offset == 6
     assert reads == []
-    # The same entries as the rows give, each file folded in offset order (producer_state.fold).
+    # The same entries as the rows give, each file read by another handle and folded in offset order (producer_state.fold).
+    disk = open_partition(root, name, 0).table
     from_rows = {}
-    for entry in mine.table.files():
-        from_rows.update(fold(mine.table.read_file(entry, STATE_COLUMNS), entry.modification_time_ms))
+    for entry in disk.files():
+        from_rows.update(fold(disk.read_file(entry, STATE_COLUMNS), entry.modification_time_ms))
     tagged = {pid: mine.producer_entry(pid) for pid in (1, 2, 3)}
     assert tagged == {pid: from_rows[pid] for pid in (1, 2, 3)}
     assert tagged[3] is not None and not tagged[3].transaction_open and tagged[3].producer_epoch == 1
