@@ -23,7 +23,8 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -214,19 +215,51 @@ class FileIO:
         `fresh=True`: `uri` is a new name no reader knows yet (a data file before its
         commit), so a local root may write it in place, without a temporary name.
         """
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression=compression)
-        data = sink.getvalue()
+        data = self._parquet_bytes(table, compression)
         self.write(uri, data)
         return data.size
 
-    def read_parquet(self, uri: str, columns: builtins.list[str] | None = None, filters: Any = None) -> pa.Table:
-        """A Parquet file's rows (with `filters`, only those that pass); FileNotFoundError if absent."""
+    @staticmethod
+    def _parquet_bytes(table: pa.Table, compression: str) -> pa.Buffer:
+        """`table` encoded as one Parquet file, every page with its CRC32 so a reader can tell damage from data."""
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression=compression, write_page_checksum=True)
+        return sink.getvalue()
+
+    def read_parquet(
+        self,
+        uri: str,
+        columns: builtins.list[str] | None = None,
+        filters: Any = None,
+        *,
+        footer: Callable[[pq.FileMetaData], None] | None = None,
+        row_groups: Callable[[pq.FileMetaData], builtins.list[int]] | None = None,
+    ) -> pa.Table:
+        """A Parquet file's rows (with `filters`, only those that pass); FileNotFoundError if absent.
+
+        Every page's checksum is verified as it is read: a damaged page is CorruptPage (an ArrowException),
+        never its bytes. `footer(metadata)` is called before any row is read (to check the file is the one
+        expected); `row_groups(metadata)` picks the row groups to read (default: all).
+        """
         with self._errors("reading", uri):
-            if filters is None:
-                with pq.ParquetFile(self.filesystem.open_input_file(self.path(uri))) as parquet:
-                    return parquet.read(columns=columns)
-            return pq.read_table(self.path(uri), columns=columns, filters=filters, filesystem=self.filesystem)
+            with self._parquet_source(uri, columns is None and filters is None and row_groups is None) as source:
+                with _page_errors(uri), pq.ParquetFile(source, page_checksum_verification=True) as parquet:
+                    metadata = parquet.metadata
+                    if footer is not None:
+                        footer(metadata)
+                    groups = None if row_groups is None else row_groups(metadata)
+                    if groups is not None:
+                        rows = parquet.read_row_groups(groups, columns=columns)
+                        return rows if filters is None else rows.filter(filters)
+                    if filters is None:
+                        return parquet.read(columns=columns)
+                    return pq.read_table(
+                        source, columns=columns, filters=filters, page_checksum_verification=True
+                    )
+
+    def _parquet_source(self, uri: str, whole: bool) -> pa.NativeFile:
+        """The file to decode `uri` from; `whole`: every byte of it will be read."""
+        return self.filesystem.open_input_file(self.path(uri))
 
     def parquet_metadata(self, uri: str) -> pq.FileMetaData:
         with self._errors("reading", uri):
@@ -264,6 +297,21 @@ class _StorageErrors:
         return None
 
 
+class CorruptPage(pa.ArrowInvalid):
+    """A Parquet page whose bytes fail their checksum: damage, not a store that is down (a decoding error)."""
+
+
+@contextmanager
+def _page_errors(uri: str) -> Iterator[None]:
+    # pyarrow reports a failed page checksum as an IOError, which would read as a store that is down.
+    try:
+        yield
+    except OSError as error:
+        if "checksum" not in str(error).lower() and "page integrity" not in str(error).lower():
+            raise
+        raise CorruptPage(f"{uri}: {one_line(error)}") from error
+
+
 class LocalFileIO(FileIO):
     """A folder on this machine's disk. Writes go to a temporary name first, then are renamed."""
 
@@ -298,9 +346,7 @@ class LocalFileIO(FileIO):
         """
         if not fresh:
             return super().write_parquet(table, uri, compression=compression)
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression=compression)
-        data = sink.getvalue()
+        data = self._parquet_bytes(table, compression)
         with self._errors("writing", uri):
             try:
                 out = open(uri, "xb")  # noqa: SIM115 - closed below

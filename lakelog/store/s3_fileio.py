@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from lakelog.errors import KafkaStorageError
 from lakelog.store.fileio import S3, FileIO
@@ -70,14 +69,11 @@ class S3FileIO(FileIO):
     def path(self, uri: str) -> str:
         return uri.split("://", 1)[1]
 
-    def read_parquet(self, uri: str, columns: list[str] | None = None, filters: Any = None) -> pa.Table:
-        if columns is not None or filters is not None:
-            return super().read_parquet(uri, columns, filters)
+    def _parquet_source(self, uri: str, whole: bool) -> pa.NativeFile:
+        if not whole:
+            return super()._parquet_source(uri, whole)
         # A whole file in one GET (after the HEAD) instead of a footer read and then the column chunks.
-        data = self.read(uri)
-        with self._errors("reading", uri):
-            with pq.ParquetFile(pa.BufferReader(data)) as parquet:
-                return parquet.read()
+        return pa.BufferReader(self.read(uri))
 
     def write(self, uri: str, data: bytes | pa.Buffer) -> None:
         """One PUT: S3 makes an object visible whole or not at all.
