@@ -253,9 +253,7 @@ class FileIO:
                         return rows if filters is None else rows.filter(filters)
                     if filters is None:
                         return parquet.read(columns=columns)
-                    return pq.read_table(
-                        source, columns=columns, filters=filters, page_checksum_verification=True
-                    )
+                    return pq.read_table(source, columns=columns, filters=filters, page_checksum_verification=True)
 
     def _parquet_source(self, uri: str, whole: bool) -> pa.NativeFile:
         """The file to decode `uri` from; `whole`: every byte of it will be read."""
