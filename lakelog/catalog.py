@@ -17,6 +17,7 @@ import logging
 
 import pyarrow as pa
 
+from lakelog.config import validate_name
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import list_topics
 from lakelog.log.scan import KAFKA_SCHEMA
@@ -81,11 +82,13 @@ def has_quality_results(root: str | Location) -> bool:
 
 
 def view_path(root: str | Location, topic: str) -> Location:
-    return check_root(root) / VIEWS_DIR / topic
+    """`<root>/views/<topic>`; InvalidTopic for a name that is not a topic's, so none leaves the root."""
+    return check_root(root) / VIEWS_DIR / validate_name(topic)
 
 
 def status_path(root: str | Location, topic: str) -> Location:
-    return check_root(root) / STATUS_DIR / topic
+    """`<root>/status/<topic>`; InvalidTopic for a name that is not a topic's, so none leaves the root."""
+    return check_root(root) / STATUS_DIR / validate_name(topic)
 
 
 def user_topics(root: str | Location) -> list[str]:

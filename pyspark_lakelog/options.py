@@ -88,6 +88,9 @@ class ReadOptions:
             raise InvalidConfig(f"option {kind} names one topic, not {values[kind]!r}", key=kind)
         if kind == "quality" and names != ("results",):
             raise InvalidConfig(f"option quality names the table results, not {values[kind]!r}", key=kind)
+        if kind in ("view", "status"):
+            # The name becomes `<root>/views/<name>`: a topic's name, or nothing (no `../x` outside the root).
+            config.validate_name(names[0], what=kind)
         if kind != "topic":
             for key in ("isolation.level", "startingoffsets", "endingoffsets"):
                 if key in values:

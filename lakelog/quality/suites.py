@@ -24,6 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakelog.config import validate_name
 from lakelog.errors import CorruptRecord, InvalidConfig, InvalidRequest
 from lakelog.log.topics import topic_config  # not lakelog.log's: there it also names a module
 from lakelog.store import Location, check_root
@@ -63,7 +64,8 @@ class Suite:
 
 
 def suite_location(root: str | Location, topic: str) -> Location:
-    return check_root(root) / QUALITY_DIR / f"{topic}.json"
+    """`<root>/quality/<topic>.json`; InvalidTopic for a name that is not a topic's (`../x`), so none leaves the root."""
+    return check_root(root) / QUALITY_DIR / f"{validate_name(topic)}.json"
 
 
 def expectation_columns(expectation: dict[str, Any]) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lakelog.errors import InvalidConfig
+from lakelog.errors import InvalidArgument, InvalidConfig
 from lakelog.store.fileio import LOCAL, S3, SCHEMES, FileIO, FileStatus, LocalFileIO
 from lakelog.store.s3_fileio import S3FileIO
 from lakelog.store.s3_settings import s3_settings
@@ -88,9 +88,14 @@ class Location:
         return self.child(name)
 
     def child(self, *names: str) -> Location:
+        """The location `names` under this one; each may hold several `/`-separated segments (`"a/b"`), but an
+        empty, `.` or `..` segment is InvalidArgument: no name reaches outside the folder it is joined to."""
         uri = self.uri.rstrip("/")
         for name in names:
-            uri = f"{uri}/{str(name).strip('/')}"
+            segments = str(name).strip("/").split("/")
+            if any(segment in ("", ".", "..") for segment in segments):
+                raise InvalidArgument(f"{name!r} is not a name under {self.uri}: it has an empty, '.' or '..' segment")
+            uri = f"{uri}/{'/'.join(segments)}"
         return Location(uri, self.io)
 
     @property
