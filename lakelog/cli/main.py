@@ -12,13 +12,14 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lakelog import version
 from lakelog.cli import consume, coordinator, groups, jars, load, produce, quality, sql, topics, transactions, upgrade, verify
 from lakelog.cli.common import BadInput, Parser, one_line
 from lakelog.client.roots import check_root, open_root
+from lakelog.config.secrets import RedactingFilter, environment_secrets, redact
 from lakelog.errors import (
     GroupIdNotFound,
     InvalidRequest,
@@ -60,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
-        _configure_logging(getattr(args, "log_level", None) or _env_log_level())
+        _configure_logging(getattr(args, "log_level", None) or _env_log_level(), _storage_options(args).values())
         if not getattr(args, "handler", None):
             raise BadInput(args.missing)
         if getattr(args, "takes_root", True):
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(error), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KafkaException as error:
-        print(f"lakelog: {error.error.name()}: {one_line(str(error))}", file=sys.stderr)
+        print(f"lakelog: {error.error.name()}: {redact(one_line(str(error)), environment_secrets())}", file=sys.stderr)
         return EXIT_BAD_INPUT if isinstance(error, BAD_INPUT_ERRORS) else EXIT_FAILURE
     except BrokenPipeError:
         return 0
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("lakelog: interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 - the CLI never prints a traceback
-        print(f"lakelog: UNKNOWN: {type(error).__name__}: {one_line(str(error))}", file=sys.stderr)
+        print(f"lakelog: UNKNOWN: {type(error).__name__}: {redact(one_line(str(error)), environment_secrets())}", file=sys.stderr)
         return EXIT_FAILURE
 
 
@@ -93,13 +94,17 @@ def _env_log_level() -> str:
     return level
 
 
-def _configure_logging(level: str) -> None:
-    """The CLI's log lines go to stderr as `lakelog: LEVEL logger: message`; library code never prints."""
+def _configure_logging(level: str, secrets: Iterable[str] = ()) -> None:
+    """The CLI's log lines go to stderr as `lakelog: LEVEL logger: message`, credentials redacted; library code
+    never prints."""
     logging.basicConfig(level=level, format="lakelog: %(levelname)s %(name)s: %(message)s", force=True)
     # The handler keeps the level too: a library that sets its own logger's level (Great Expectations sets INFO)
-    # still shows nothing below the CLI's level.
+    # still shows nothing below the CLI's level. Its filter redacts what botocore and urllib3 log of each request
+    # at DEBUG (session token, signature, credential scope) and every credential value the command was given.
+    redacting = RedactingFilter([*environment_secrets(), *secrets])
     for handler in logging.getLogger().handlers:
         handler.setLevel(level)
+        handler.addFilter(redacting)
 
 
 def _storage_options(args: argparse.Namespace) -> dict[str, str]:

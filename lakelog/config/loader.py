@@ -20,6 +20,7 @@ from typing import Any
 from lakelog.config import librdkafka
 from lakelog.config.keys import CLIENT_KINDS, CONF_DIR_ENV, KINDS
 from lakelog.config.schema import SCHEMA
+from lakelog.config.secrets import is_secret, redact_value, shown
 from lakelog.errors import InvalidConfig, InvalidType, KafkaError
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,9 @@ class Config(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.values)
+
+    def __repr__(self) -> str:
+        return f"Config(kind={self.kind!r}, values={shown(self.values)!r})"  # no secret in clear
 
 
 def conf_dir() -> Path | Traversable:
@@ -133,30 +137,42 @@ def _check_together(values: dict[str, Any], given: Mapping[str, Any]) -> None:
 def _validate(kind: str, raw: Mapping[str, Any], *, source: str, ignored: dict[str, str] | None = None) -> dict[str, Any]:
     """Coerce each key; a client kind also takes librdkafka's keys (lakelog.config.librdkafka): an alias is
     stored under its lakelog key, an ignored key is checked and goes into `ignored` with its reason."""
-    schema = SCHEMA[kind]
     values: dict[str, Any] = {}
     for key, value in raw.items():
-        if isinstance(key, str) and key.startswith(STORAGE_PREFIX) and "lakelog.root" in schema:
-            values[STORAGE_PREFIX + _storage_key(key[len(STORAGE_PREFIX) :])] = _storage_value(key, value)
-            continue
-        if not isinstance(key, str):
-            raise InvalidType(f"expected configuration property name as type unicode string, not {key!r}", key=None)
-        entry = librdkafka.KEYS.get(key) if kind in CLIENT_KINDS else None
-        name = entry.alias if entry is not None and entry.alias is not None else key
-        if name in schema:
-            if name == "logger" and value is None:
-                continue  # confluent-kafka: logger=None is no logger
-            values[name] = schema[name].coerce(key, value)
-        elif entry is None:
-            raise InvalidConfig(
-                f'No such configuration property: "{key}" (neither a lakelog {kind} key nor a librdkafka one; {source})',
-                key=key,
-            )
-        else:
-            reason = _elsewhere(kind, key, name, value) if entry.modelled or entry.alias else entry.check(key, value)
-            if ignored is not None:
-                ignored[key] = reason
+        try:
+            _validate_key(kind, key, value, values, source, ignored)
+        except InvalidConfig as error:
+            if not is_secret(key) or value is None:
+                raise
+            # A secret given with the wrong type or form: the error names its key, never its value.
+            text = redact_value(error.error.str(), value)
+            raise InvalidConfig(KafkaError(error.error.code(), text), **error.details) from None
     return values
+
+
+def _validate_key(kind: str, key: Any, value: Any, values: dict[str, Any], source: str, ignored: dict[str, str] | None) -> None:
+    """Coerce one key into `values` (or record it in `ignored`); InvalidConfig if it is unknown or its value wrong."""
+    schema = SCHEMA[kind]
+    if isinstance(key, str) and key.startswith(STORAGE_PREFIX) and "lakelog.root" in schema:
+        values[STORAGE_PREFIX + _storage_key(key[len(STORAGE_PREFIX) :])] = _storage_value(key, value)
+        return
+    if not isinstance(key, str):
+        raise InvalidType(f"expected configuration property name as type unicode string, not {key!r}", key=None)
+    entry = librdkafka.KEYS.get(key) if kind in CLIENT_KINDS else None
+    name = entry.alias if entry is not None and entry.alias is not None else key
+    if name in schema:
+        if name == "logger" and value is None:
+            return  # confluent-kafka: logger=None is no logger
+        values[name] = schema[name].coerce(key, value)
+    elif entry is None:
+        raise InvalidConfig(
+            f'No such configuration property: "{key}" (neither a lakelog {kind} key nor a librdkafka one; {source})',
+            key=key,
+        )
+    else:
+        reason = _elsewhere(kind, key, name, value) if entry.modelled or entry.alias else entry.check(key, value)
+        if ignored is not None:
+            ignored[key] = reason
 
 
 def _elsewhere(kind: str, key: str, name: str, value: Any) -> str:
