@@ -329,6 +329,13 @@ class OffsetOutOfRange(KafkaException):
     code = KafkaError.OFFSET_OUT_OF_RANGE
 
 
+class MsgSizeTooLarge(KafkaException):
+    """A record larger than the producer's message.max.bytes or the topic's max.message.bytes (Kafka's
+    MESSAGE_TOO_LARGE, librdkafka's MSG_SIZE_TOO_LARGE); `size` and `max_bytes` say by how much. Nothing was written."""
+
+    code = KafkaError.MSG_SIZE_TOO_LARGE
+
+
 class CorruptRecord(KafkaException):
     """A data file of a partition is missing or unreadable."""
 

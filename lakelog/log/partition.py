@@ -33,7 +33,7 @@ from lakelog.log.fetch import READ_COMMITTED, READ_UNCOMMITTED, FetchResult, che
 from lakelog.log.fetch_files import AbortedRows
 from lakelog.log.producer_index import ProducerIndex, find_batch
 from lakelog.log.producer_state import ProducerEntry, Verdict
-from lakelog.log.records import BatchHeader, ControlType, conform_payload, stamp, stamped_statistics
+from lakelog.log.records import BatchHeader, ControlType, check_record_sizes, conform_payload, stamp, stamped_statistics
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.log.verification import TransactionVerification, verify_batch
@@ -164,7 +164,7 @@ class PartitionLog:
         (the caller's, whose deadline then replaces `timeout_s`; else the package's retry policy).
         A transactional batch that starts its producer's transaction here is verified
         with `transaction`'s coordinator in each decision (S4.4, lakelog.log.verification).
-        Raises OffsetMismatch (S2.1), PolicyViolation (S2.3), OutOfOrderSequence,
+        Raises MsgSizeTooLarge (a record past max.message.bytes), OffsetMismatch (S2.1), PolicyViolation (S2.3), OutOfOrderSequence,
         UnknownProducerId, InvalidProducerEpoch (S3), InvalidTxnState (S4.4); a refused
         batch writes nothing; KafkaTimeout once the deadline passed in lost races.
         """
@@ -173,6 +173,7 @@ class PartitionLog:
         payload = conform_payload(payload)
         if payload.num_rows == 0:
             raise PolicyViolation("a batch must hold at least one record")
+        check_record_sizes(payload, self.config.max_message_bytes, f"{self.topic}-{self.partition}")
         backoff = DEFAULT_POLICY.start(timeout_s) if backoff is None else backoff
         # True once a lost race reloaded the snapshot: a refusal decided on it already holds on the latest.
         reloaded = False

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import InvalidRequest
+from lakelog.errors import InvalidArgument, InvalidRequest, MsgSizeTooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,10 @@ MAX_SEQUENCE = 2**31 - 1
 MAX_EPOCH = 2**15 - 1
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
+# The timestamp column holds microseconds in an int64: the millisecond timestamps it can hold, as Kafka's long of ms
+# holds more (past these, ms * 1000 wraps to another instant, or does not fit a C long at all).
+MAX_TIMESTAMP_MS = (2**63 - 1) // 1000
+MIN_TIMESTAMP_MS = -(2**63 // 1000)
 # json.dumps's own encoder, made once (as file_statistics encodes: the default separators).
 _STATISTICS = json.JSONEncoder()
 
@@ -115,7 +119,7 @@ def payload_table(
     if timestamps_ms is None:
         timestamps = pa.nulls(count, _TIMESTAMP)
     else:
-        timestamps = pa.array(np.asarray(timestamps_ms, dtype="int64") * 1000).view(_TIMESTAMP)
+        timestamps = pa.array(_timestamps_ms(timestamps_ms) * 1000).view(_TIMESTAMP)
     if headers is None or all(h is None for h in headers):
         header_column = pa.nulls(count, HEADER_TYPE)
     else:
@@ -129,6 +133,63 @@ def payload_table(
         ],
         schema=PAYLOAD_SCHEMA,
     )
+
+
+def _timestamps_ms(timestamps_ms: list[int]) -> np.ndarray:
+    """The timestamps as an int64 array; InvalidArgument for one the column cannot hold in microseconds."""
+    try:
+        array = np.asarray(timestamps_ms, dtype="int64")
+    except OverflowError:
+        array = None
+    if array is None or (array.size and (array.max() > MAX_TIMESTAMP_MS or array.min() < MIN_TIMESTAMP_MS)):
+        raise InvalidArgument(f"a timestamp is outside [{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}] ms, what the log can hold")
+    return array
+
+
+def record_sizes(payload: pa.Table) -> np.ndarray:
+    """Each record's size as max.message.bytes counts it: key, value, and every header's name (UTF-8) and value.
+
+    No framing is added: a row has none of Kafka's wire varints, and the producer counts a message the same way
+    (lakelog.client.producer.limits), so the two limits agree to the byte."""
+    count = payload.num_rows
+    sizes = np.zeros(count, dtype="int64")
+    for name in ("key", "value"):
+        column = payload.column(name)
+        if column.null_count < count:
+            sizes += pc.fill_null(pc.binary_length(column), 0).to_numpy()
+    headers = payload.column("headers").combine_chunks()
+    if headers.null_count < count:
+        # Each row's headers are a run of the pairs between its list offsets: a prefix sum, no pass per row.
+        pairs = headers.values
+        lengths = pc.fill_null(pc.binary_length(pairs.field("key")), 0).to_numpy()
+        lengths = lengths + pc.fill_null(pc.binary_length(pairs.field("value")), 0).to_numpy()
+        total = np.concatenate(([0], np.cumsum(lengths, dtype="int64")))
+        offsets = headers.offsets.to_numpy()
+        per_row = total[offsets[1:]] - total[offsets[:-1]]
+        if headers.null_count:
+            per_row[pc.is_null(headers).to_numpy(zero_copy_only=False)] = 0  # a null list's offsets may span pairs
+        sizes += per_row
+    return sizes
+
+
+def check_record_sizes(payload: pa.Table, max_bytes: int, where: str) -> None:
+    """MsgSizeTooLarge if a record of a conformed payload is larger than `max_bytes` (a topic's max.message.bytes).
+
+    Each record is held to the limit, not the batch: Kafka's broker checks a record batch, but a producer's batch
+    there is what its batch.size made it, and a record alone can be its own batch; a lakelog batch is one append of
+    any size (up to a whole day's rows), so the record a produce() call made is what the limit can mean."""
+    if payload.get_total_buffer_size() <= max_bytes:
+        return  # no record is larger than every buffer the batch holds (0.4 us; `nbytes` costs 20): no per-record pass
+    sizes = record_sizes(payload)
+    index = int(np.argmax(sizes))
+    size = int(sizes[index])
+    if size > max_bytes:
+        raise MsgSizeTooLarge(
+            f"{where}: record {index} of the batch is {size} bytes, more than the topic's max.message.bytes {max_bytes}",
+            size=size,
+            max_bytes=max_bytes,
+            index=index,
+        )
 
 
 def conform_payload(payload: pa.Table) -> pa.Table:

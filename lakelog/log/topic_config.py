@@ -55,6 +55,11 @@ class TopicConfig:
         return self.values["check.expected.offsets"]
 
     @property
+    def max_message_bytes(self) -> int:
+        """The largest record an append takes (lakelog.log.records.record_sizes counts it); larger is MSG_SIZE_TOO_LARGE."""
+        return self.values["max.message.bytes"]
+
+    @property
     def producer_id_expiration_ms(self) -> int:
         return self.values["producer.id.expiration.ms"]
 

@@ -15,6 +15,7 @@ from lakelog.errors import (
     InvalidPartitions,
     InvalidRequest,
     InvalidTopic,
+    MsgSizeTooLarge,
     OffsetOutOfRange,
     PolicyViolation,
     UnknownTopicOrPartition,
@@ -92,6 +93,34 @@ def test_payload_may_not_choose_its_offsets_or_header(log):
     with unchanged(log.table.uri), pytest.raises(InvalidRequest) as raised:
         log.append(pa.table({"value": [b"x"], "producer_id": [5]}))
     assert "producer_id" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        payload_table([b"a", b"x" * 2001, b"c"]),
+        payload_table([b"a", b"v"], keys=[None, b"k" * 1000], headers=[None, [("h" * 500, b"y" * 500)]]),
+    ],
+    ids=["value", "key and headers"],
+)
+def test_record_past_topic_max_message_bytes_refused_nothing_written(root, topic, payload):
+    """finding 6: the append refuses a batch holding a record past the topic's max.message.bytes (headers counted),
+    whole, naming the record: the table's version and files stay as they were (S8.3)."""
+    log = open_partition(root, topic(config={"max.message.bytes": 2000}), 0)
+    log.append(payload_table([b"first"]))
+    with unchanged(log.table.uri), pytest.raises(MsgSizeTooLarge) as raised:
+        log.append(payload)
+    assert (raised.value.index, raised.value.max_bytes) == (1, 2000)
+    assert raised.value.size > 2000
+    assert log.version == open_partition(root, log.topic, 0).version == 1
+    assert log.log_end_offset() == 1
+
+
+def test_record_at_topic_max_message_bytes_appended(root, topic):
+    """finding 6: exactly max.message.bytes (key, value, header name and value) is taken."""
+    log = open_partition(root, topic(config={"max.message.bytes": 2000}), 0)
+    landed = log.append(payload_table([b"v" * 1000], keys=[b"k" * 500], headers=[[("h" * 250, b"y" * 250)]]))
+    assert landed.base_offset == 0
 
 
 # -- batch headers ------------------------------------------------------------------

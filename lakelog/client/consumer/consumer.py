@@ -55,6 +55,7 @@ from lakelog.client.consumer.membership import GroupMembership
 from lakelog.client.consumer.metadata import Metadata
 from lakelog.client.consumer.offsets import OffsetCommits
 from lakelog.client.consumer.state import ConsumerState, RebalanceCallback
+from lakelog.client.timeouts import check_timeout
 from lakelog.client.types import ClusterMetadata, Message, TopicPartition
 from lakelog.config import storage_options
 from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOCH, GroupMetadata
@@ -200,6 +201,7 @@ class Consumer:
         (callbacks run here) and auto-commits, as in confluent-kafka.
         """
         self._state.check_open()
+        check_timeout(timeout)  # InvalidType / InvalidArgument (NaN), never a TypeError from a comparison inside
         if not isinstance(num_messages, int) or isinstance(num_messages, bool):
             raise InvalidType(f"num_messages must be an integer, not {num_messages!r}")
         if not 0 <= num_messages <= 1_000_000:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog.client.types import Headers, Message
-from lakelog.errors import InvalidType, KafkaError
+from lakelog.errors import InvalidArgument, InvalidType, KafkaError
 from lakelog.typedef import TopicPartitionKey
 
 # A delivery report's callback: (the error or None, the message).
@@ -21,11 +21,16 @@ DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 def to_bytes(what: str, value: Any) -> bytes | None:
-    """A key, value or header value as bytes (a str as UTF-8); any other type is a TypeError, as in confluent-kafka."""
+    """A key, value or header value as bytes (a str as UTF-8); any other type is a TypeError, as in confluent-kafka.
+
+    A str that is no UTF-8 (a lone surrogate) is InvalidArgument: refused at the call, never a UnicodeEncodeError."""
     if value is None or value.__class__ is bytes:
         return value
     if isinstance(value, str):
-        return value.encode()
+        try:
+            return value.encode()
+        except UnicodeEncodeError as error:
+            raise InvalidArgument(f"{what} is a str UTF-8 cannot encode ({error.reason} at {error.start})") from None
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise InvalidType(f"{what} must be bytes, str or None, not {type(value).__name__}")
@@ -46,6 +51,7 @@ def to_headers(headers: Any) -> Headers | None:
     for name, _ in items:
         if not isinstance(name, str):
             raise InvalidType(f"headers must have str names, not {type(name).__name__}")
+        to_bytes("header name", name)  # the log stores names as UTF-8: one that is none fails here, not at the send
     return [(name, to_bytes("header value", value)) for name, value in items]
 
 
@@ -106,6 +112,7 @@ class Batch:
     expected_offset: int | None = None
     messages: list[Pending] = field(default_factory=list)
     size: int = 0
+    largest: int = 0  # the largest message's size: the topic's max.message.bytes is checked on it (limits)
 
     @property
     def tp(self) -> TopicPartitionKey:
@@ -152,6 +159,8 @@ class RecordAccumulator:
         messages = batch.messages
         messages.append(message)
         batch.size += size
+        if size > batch.largest:
+            batch.largest = size
         if len(messages) >= self._max_messages or batch.size >= self._max_bytes:
             return self.pop(tp)
         return None
@@ -184,9 +193,7 @@ class RecordAccumulator:
     def poll_deadline(self, now: float, timeout: float | None, step_s: float) -> float:
         """When a poll started `now` gives up, on the monotonic clock. Without a timeout it waits for the queued
         batches' linger (in real time: a clock passed in that stands still cannot hold it longer);
-        with nothing queued nothing can arrive, so it returns at once."""
-        if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)):
-            raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+        with nothing queued nothing can arrive, so it returns at once. `timeout` is checked (lakelog.client.timeouts)."""
         if timeout is None or timeout < 0:
             # One step of slack: the producer's clock counts whole milliseconds, the monotonic clock does not.
             return now + (self.until_linger_s(step_s) + step_s if self._batches else 0.0)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from lakelog.client.producer.accumulator import Batch, Pending, RecordAccumulator
 from lakelog.client.producer.gate import Identity, ProducerGate
 from lakelog.client.producer.idempotent_gate import IdempotentGate
+from lakelog.client.producer.limits import split_oversized
 from lakelog.client.producer.reports import DeliveryReports
 from lakelog.client.producer.sender import Logger, Sender
 from lakelog.client.producer.transactions import TransactionManager
@@ -59,20 +62,59 @@ class GatedDelivery:
         judged first (no transaction), or appended and its rows kept for the transaction's verdict."""
         if batch is None or not batch.messages:
             return
+        # The log refuses a whole batch holding a record past the topic's max.message.bytes: the producer takes such
+        # records out first (Kafka's producer splits a batch the broker refused so), so they fail alone.
+        max_bytes = self._topic_max_bytes(batch.tp)
+        if max_bytes is not None and batch.largest > max_bytes:
+            for part in split_oversized(batch, max_bytes):
+                if isinstance(part, Batch):
+                    self._send_batch(part)
+                else:
+                    self._reports.report(batch.tp, [part[0]], -1, part[1])
+                    self._transactions.taint(part[1])  # a failed delivery makes a transaction abort-only (S4.5)
+            return
+        self._send_batch(batch)
+
+    def _topic_max_bytes(self, tp: TopicPartitionKey) -> int | None:
+        """The topic's max.message.bytes, from the handle the batch is appended with (None: the log cannot be opened,
+        and the send meets that error and reports it)."""
+        try:
+            return self._sender.log(tp).config.max_message_bytes
+        except KafkaException:
+            return None
+
+    def _send_batch(self, batch: Batch) -> None:
         tp, messages = batch.tp, batch.messages
         # Pending is (key, value, headers, timestamp_ms, on_delivery).
         keys, values = [m[0] for m in messages], [m[1] for m in messages]
         headers, timestamps_ms = [m[2] for m in messages], [m[3] for m in messages]
-        # No headers at all (the common case): one C-level count instead of a look at each.
-        payload = payload_table(
-            values, keys=keys, headers=None if headers.count(None) == len(headers) else headers, timestamps_ms=timestamps_ms
-        )
+        try:
+            # No headers at all (the common case): one C-level count instead of a look at each.
+            payload = payload_table(
+                values, keys=keys, headers=None if headers.count(None) == len(headers) else headers, timestamps_ms=timestamps_ms
+            )
+        except (KafkaException, pa.ArrowException, ValueError, OverflowError) as error:
+            self._send_alone(batch, error)  # produce() checks every message: this is the last guard, not the path
+            return
         if self.gate.hold(tp, payload, messages, batch.expected_offset):
             return  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)
         if self._batch_gate is None:
             self.gate.keep(tp, payload, self._sender.send(tp, payload, messages, batch.expected_offset))
             return
         self._send_judged(tp, payload, messages, batch.expected_offset)
+
+    def _send_alone(self, batch: Batch, error: Exception) -> None:
+        """A batch whose rows could not be built: each message sent as a batch of its own, so only the one that
+        cannot be is reported failed (with _INVALID_ARG), and the others are delivered."""
+        if len(batch.messages) > 1:
+            for index, message in enumerate(batch.messages):
+                expected = None if batch.expected_offset is None else batch.expected_offset + index
+                self._send_batch(Batch(batch.topic, batch.partition, batch.created_ms, expected, [message]))
+            return
+        text = error.error.str() if isinstance(error, KafkaException) else str(error).splitlines()[0]
+        failed = KafkaError(KafkaError._INVALID_ARG, f"{batch.topic}-{batch.partition}: the message cannot be written: {text}")
+        self._reports.report(batch.tp, batch.messages, -1, failed)
+        self._transactions.taint(failed)
 
     def _send_judged(self, tp: TopicPartitionKey, payload: Any, messages: list[Pending], expected_offset: int | None) -> None:
         """No transaction: the batch gate's decision on the batch, acted on (S11.1, S11.3, S8.3)."""

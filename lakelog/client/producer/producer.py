@@ -44,14 +44,17 @@ from lakelog.client.producer.accumulator import (
 from lakelog.client.producer.gate import ProducerGate
 from lakelog.client.producer.gated import GatedDelivery
 from lakelog.client.producer.idempotent_gate import IdempotentGate
+from lakelog.client.producer.limits import check_expected_offset, check_timestamp, headers_size, too_large
 from lakelog.client.producer.reports import DeliveryReports
 from lakelog.client.producer.sender import Sender
 from lakelog.client.producer.topics import ProducerTopics, undeliverable
 from lakelog.client.producer.transactions import TransactionManager, TransactionState
+from lakelog.client.timeouts import check_timeout
 from lakelog.client.types import ClusterMetadata
 from lakelog.config import storage_options
-from lakelog.errors import InvalidArgument, InvalidType, KafkaError, KafkaException
+from lakelog.errors import InvalidType, KafkaError, KafkaException
 from lakelog.log.partition import Clock, wall_clock_ms
+from lakelog.log.records import MAX_TIMESTAMP_MS
 from lakelog.store import open_root
 from lakelog.store.retry import RetryPolicy
 from lakelog.typedef import TopicPartitionKey
@@ -167,19 +170,14 @@ class Producer:
             header_list = None if headers is None else to_headers(headers)
             if partition.__class__ is not int and (not isinstance(partition, int) or isinstance(partition, bool)):
                 raise InvalidType(f"partition must be an integer, not {partition!r}")
-            if timestamp.__class__ is not int and (not isinstance(timestamp, int) or isinstance(timestamp, bool)):
-                raise InvalidType(f"timestamp must be an integer of milliseconds, not {timestamp!r}")
-            if timestamp < 0:
-                raise InvalidArgument(f"timestamp must not be negative, not {timestamp}")
+            if timestamp.__class__ is not int or not 0 <= timestamp <= MAX_TIMESTAMP_MS:
+                timestamp = check_timestamp(timestamp)  # InvalidType / InvalidArgument past what the log can hold
             if expected_offset is not None:
-                if not isinstance(expected_offset, int) or isinstance(expected_offset, bool):
-                    raise InvalidType(f"expected_offset must be an integer, not {expected_offset!r}")
-                if expected_offset < 0:
-                    raise InvalidArgument(f"expected_offset must not be negative, not {expected_offset}")
+                check_expected_offset(expected_offset)
             size = (0 if value_bytes is None else len(value_bytes)) + (0 if key_bytes is None else len(key_bytes))
+            size += 0 if header_list is None else headers_size(header_list)  # counted as a broker (and the log) counts them
             if size > self._max_bytes:
-                error = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, f"message of {size} bytes exceeds message.max.bytes")
-                raise KafkaException(error)
+                raise too_large(size, self._max_bytes)
             topics = self._topics
             count = topics.counts.get(topic) or topics.partition_count(topic)  # a topic's first use opens its log
             # One look at the clock, after that: the message's timestamp, its batch's start and the linger check.
@@ -259,6 +257,7 @@ class Producer:
         a waiting poll never holds up produce() or flush() on another thread, and serves the
         reports their sends queue at its next look. A producer closed by another thread
         while poll waits ends the wait (0: close() served what was queued)."""
+        timeout = check_timeout(timeout)
         with self._lock:
             self._require_open()
             self._send_lingered()
@@ -288,6 +287,7 @@ class Producer:
         (until `timeout` seconds have passed, if given); returns how many are left (0: a send does not wait on
         a broker, so nothing is still in flight when it returns)."""
         self._require_open()
+        timeout = check_timeout(timeout)
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         accumulator = self._accumulator
         while True:
@@ -492,6 +492,7 @@ class Producer:
 
 def _timeout_s(timeout: float | None) -> float:
     """confluent-kafka's timeouts: seconds, None or negative for "as long as it takes" (capped at a day)."""
+    timeout = check_timeout(timeout)
     if timeout is None or timeout < 0:
         return 86_400.0
     return float(timeout)
