@@ -27,11 +27,11 @@ from lakelog.errors import (
     KafkaTimeout,
     UnknownTopicOrPartition,
 )
-from lakelog.log.partition import APPEND_TIMEOUT_S
+from lakelog.log.partition import APPEND_TIMEOUT_S, PartitionLog
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition, partition_path, topic_path
-from lakelog.store import Location, Table, TableNotFoundError
+from lakelog.store import Location, Table, TableNotFoundError, delete_table
 from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -127,33 +127,52 @@ def delete_topic(root: str | Location, topic: str) -> None:
 
     Refused, with nothing deleted (S8.3): an internal topic (`__*`, InvalidTopic), a
     missing one (UnknownTopicOrPartition), one with an open transaction in a partition
-    (ConcurrentTransactions, retriable: its end writes markers there, S4.5). Partitions
-    1..n-1 go first and partition 0, whose table makes the topic exist, last; then the
-    topic's folder once more, for a partition a concurrent `open_partition` created again
-    meanwhile. A writer still holding an open partition may leave files behind; they
-    are not a topic (no partition 0) and a later delete of the folder removes them.
+    (ConcurrentTransactions, retriable: its end writes markers there, S4.5). Every
+    partition first commits its last version, a deletion mark, on a snapshot with no
+    open transaction: a writer still holding the partition loses its next commit race
+    to it and gets UnknownTopicOrPartition, and `open_partition` refuses a marked one.
+    Then partitions n-1..1 and partition 0, whose table makes the topic exist, are
+    deleted (lakelog.store.delete_table: commits oldest first, so a late put finds no
+    table and is withdrawn by its writer), then the topic's folder.
+    A delete cut short by a crash is finished by the next one.
     """
     if topic.startswith("__"):
         raise InvalidTopic(f"topic {topic} is internal (a name starting with __) and cannot be deleted", topic=topic)
     config = TopicConfig.from_table_configuration(_partition_zero(root, topic).configuration)
+    logs = []
     for partition in range(config.num_partitions):
         try:
             log = open_partition(root, topic, partition)
         except UnknownTopicOrPartition:
-            continue
-        open_transactions = log.open_transactions()  # on the snapshot open_partition just loaded
-        if open_transactions:
-            producer_id, first_offset = min(open_transactions.items(), key=lambda item: item[1])
-            raise ConcurrentTransactions(
-                f"{topic}-{partition} holds an open transaction (producer id {producer_id}, from offset {first_offset}); "
-                "delete the topic once it ends",
-                topic=topic,
-            )
+            continue  # not created yet, or marked by a delete cut short
+        _refuse_open_transactions(topic, partition, log)
+        logs.append(log)
+    for log in logs:
+        backoff = DEFAULT_POLICY.start(APPEND_TIMEOUT_S)
+        while True:
+            _refuse_open_transactions(topic, log.partition, log)  # on the snapshot the mark is decided on
+            try:
+                log.table.mark_deleted()
+                break
+            except CommitConflict:
+                _wait(backoff, topic, log.partition)
+                log.table.refresh()
     io = topic_path(root, topic).io
     for partition in range(config.num_partitions - 1, -1, -1):
-        io.delete_tree(partition_path(root, topic, partition).uri)
+        delete_table(partition_path(root, topic, partition))
     io.delete_tree(topic_path(root, topic).uri)
     logger.info("deleted topic %s (%d partition(s))", topic, config.num_partitions)
+
+
+def _refuse_open_transactions(topic: str, partition: int, log: PartitionLog) -> None:
+    open_transactions = log.open_transactions()
+    if open_transactions:
+        producer_id, first_offset = min(open_transactions.items(), key=lambda item: item[1])
+        raise ConcurrentTransactions(
+            f"{topic}-{partition} holds an open transaction (producer id {producer_id}, from offset {first_offset}); "
+            "delete the topic once it ends",
+            topic=topic,
+        )
 
 
 def _partition_zero(root: str | Location, topic: str) -> Table:

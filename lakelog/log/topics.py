@@ -79,9 +79,12 @@ def list_topics(root: str | Location) -> list[str]:
 
 def topic_config(root: str | Location, topic: str) -> TopicConfig:
     try:
-        return TopicConfig.from_table_configuration(Table.open(partition_path(root, topic, 0)).configuration)
+        table = Table.open(partition_path(root, topic, 0))
     except TableNotFoundError:
         raise UnknownTopicOrPartition(f"topic {topic} does not exist under {root}", topic=topic) from None
+    if table.deleted:
+        raise UnknownTopicOrPartition(f"topic {topic} is being deleted under {root}", topic=topic)
+    return TopicConfig.from_table_configuration(table.configuration)
 
 
 def open_partition(root: str | Location, topic: str, partition: int, clock: Clock = wall_clock_ms) -> PartitionLog:
@@ -99,6 +102,8 @@ def open_partition(root: str | Location, topic: str, partition: int, clock: Cloc
         table = Table.open(location)
     except TableNotFoundError:
         table = None
+    if table is not None and table.deleted:
+        raise UnknownTopicOrPartition(f"{topic}-{partition} was deleted", topic=topic)
     config = TopicConfig.from_table_configuration(table.configuration) if table is not None else topic_config(root, topic)
     if not 0 <= partition < config.num_partitions:
         raise UnknownTopicOrPartition(f"topic {topic} has partitions 0-{config.num_partitions - 1}, not {partition}", topic=topic)

@@ -1,6 +1,7 @@
 """Storage: Delta tables, whose log lakelog reads and writes itself (no delta-rs), and file IO by URI scheme."""
 
 from lakelog.store.cluster import ensure_initialised, initialise_root, open_root
+from lakelog.store.deletion import delete_table
 from lakelog.store.fileio import FileIO, FileStatus
 from lakelog.store.location import Location, load_file_io
 from lakelog.store.pinned import PinnedSnapshot
@@ -15,6 +16,7 @@ __all__ = [
     "PinnedSnapshot",
     "REOPEN_EVERY_COMMITS",
     "Table",
+    "delete_table",
     "TableNotFoundError",
     "check_root",
     "ensure_initialised",

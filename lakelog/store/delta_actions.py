@@ -38,6 +38,9 @@ PROTOCOL: dict[str, Any] = {
 ENGINE_INFO = "lakelog"
 # commitInfo key naming each commit, so a writer can tell its own commit in the log (S12.3).
 COMMIT_ID_KEY = "lakelog.commit"
+# commitInfo key naming the table (its metaData id) a commit was decided on: a table deleted and created again under
+# the same name has a new id, so a late commit of the old one is never read as the new one's.
+TABLE_ID_KEY = "lakelog.table"
 
 
 # json.dumps(action, separators=(",", ":")) builds an encoder per call; this one is made once.
@@ -112,9 +115,15 @@ def protocol_action() -> dict[str, Any]:
 
 
 def commit_info(
-    timestamp_ms: int, operation: str, commit_id: str, parameters: Mapping[str, Any] | None, metadata: Mapping[str, str] | None
+    timestamp_ms: int,
+    operation: str,
+    commit_id: str,
+    parameters: Mapping[str, Any] | None,
+    metadata: Mapping[str, str] | None,
+    table_id: str | None = None,
 ) -> dict[str, Any]:
-    """The commit's provenance: Delta's fields, the caller's custom metadata, and lakelog's commit id (S12.3)."""
+    """The commit's provenance: Delta's fields, the caller's custom metadata, lakelog's commit id (S12.3) and the id of
+    the table it was decided on."""
     info: dict[str, Any] = {
         "timestamp": timestamp_ms,
         "operation": operation,
@@ -124,6 +133,8 @@ def commit_info(
     }
     info.update({str(key): str(value) for key, value in (metadata or {}).items()})
     info[COMMIT_ID_KEY] = commit_id
+    if table_id:
+        info[TABLE_ID_KEY] = table_id
     return {"commitInfo": info}
 
 
@@ -166,6 +177,7 @@ __all__ = [
     "LAKELOG_WRITER_FEATURE",
     "MalformedCommit",
     "PROTOCOL",
+    "TABLE_ID_KEY",
     "add_action",
     "commit_id_of",
     "commit_info",

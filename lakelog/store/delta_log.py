@@ -9,7 +9,10 @@ Costs, which are the point of this module (none grows with the commit files kept
   was never deleted and the snapshot is the latest; if it is gone, the log has
   moved past this snapshot's reach and the snapshot is loaded cold.
 - `load` (a cold open) reads `_last_checkpoint`, the checkpoint it names, and
-  the commits after it. With no `_last_checkpoint` it replays from `0.json`.
+  the commits after it, then lists the folder once to prove the end: a commit
+  after the first absent version is a hole (DamagedLog), which no writer may
+  fill. An unreadable checkpoint is passed over for an older one, or for the
+  commits from `0.json` (logged). With no `_last_checkpoint` it replays from `0.json`.
   Only if neither is there (a table whose `_last_checkpoint` was lost after
   cleanup), or the checkpoint it names is gone, is the folder listed once to find
   the newest checkpoint: on S3 one request per 1,000 keys, starting after the
@@ -31,8 +34,9 @@ import pyarrow.parquet as pq
 from lakelog.errors import KafkaStorageError
 from lakelog.store.checkpoint import checkpoint_table, last_checkpoint, read_last_checkpoint, snapshot_from_checkpoint
 from lakelog.store.delta_actions import decode_commit
+from lakelog.store.fileio import one_line
 from lakelog.store.location import Location
-from lakelog.store.snapshot import Snapshot
+from lakelog.store.snapshot import DamagedLog, Snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -128,14 +132,19 @@ class DeltaLog:
         raise AssertionError("unreachable")
 
     def _load(self, version: int | None) -> Snapshot:
-        start = self._start(version)
-        snapshot = Snapshot(-1) if start is None else self._read_checkpoint(*start)
+        listed: list[str] = []  # the folder's names, if `_start` listed it (then the end's proof need not list again)
+        start = self._start(version, listed)
+        snapshot = Snapshot(-1) if start is None else self._open_checkpoint(start, version)
         first = snapshot.version
-        while version is None or snapshot.version < version:
-            actions = self.read_commit(snapshot.version + 1)
-            if actions is None:
+        while True:
+            while version is None or snapshot.version < version:
+                actions = self.read_commit(snapshot.version + 1)
+                if actions is None:
+                    break
+                snapshot.apply(actions, snapshot.version + 1)
+            if version is not None or snapshot.version < 0 or not self._beyond_the_end(snapshot.version, listed):
                 break
-            snapshot.apply(actions, snapshot.version + 1)
+            listed = []
         if snapshot.version < 0:
             raise TableNotFoundError(f"no Delta table at {self.location.uri}")
         if version is not None and snapshot.version != version:
@@ -146,7 +155,43 @@ class DeltaLog:
         snapshot.check(self.location.uri)
         return snapshot
 
-    def _start(self, version: int | None) -> tuple[int, int | None] | None:
+    def _beyond_the_end(self, version: int, listed: list[str]) -> bool:
+        """The proof that `version` ends the log (its successor was absent): one listing of the folder.
+
+        True if the successor is listed now (a writer committed it meanwhile: read on); DamagedLog if a later commit
+        is there without it: a hole, which a writer must never fill (its commit would take an offset the log gave).
+        `listed`, a listing made before the successor was found absent, is proof enough that nothing is later (a
+        writer commits w only after w-1); what it shows later than `version` is listed again before it is believed.
+        """
+        if listed and not _commits_after(listed, version):
+            return False
+        later = _commits_after(list(self.names()), version)
+        if not later:
+            return False
+        if later[0] == version + 1:
+            return True
+        raise DamagedLog(f"commit {version + 1} is missing while commit {later[0]} is there (a hole in the log)")
+
+    def _open_checkpoint(self, start: tuple[int, int | None], version: int | None) -> Snapshot:
+        """The snapshot of the checkpoint `start`; if it is unreadable, of an older one or of no checkpoint (logged)."""
+        while True:
+            try:
+                return self._read_checkpoint(*start)
+            except _Unreadable as unreadable:
+                older = self.latest_checkpoint(before=start[0])
+                if older is None and not self.commit_exists(0):
+                    raise DamagedLog(f"{unreadable} and the commits before it are gone") from None
+                logger.warning(
+                    "%s: %s; opening from %s instead (`lakelog verify --repair` writes it again)",
+                    self.location.uri,
+                    unreadable,
+                    f"checkpoint {older[0]}" if older is not None else "the first commit",
+                )
+                if older is None:
+                    return Snapshot(-1)
+                start = older
+
+    def _start(self, version: int | None, listed: list[str]) -> tuple[int, int | None] | None:
         """The checkpoint (version, parts) to start from; None: replay from 0.json."""
         try:
             named = read_last_checkpoint(self.io.read(self.file_uri(LAST_CHECKPOINT)))
@@ -157,7 +202,8 @@ class DeltaLog:
         if (named is None or version is not None) and self.commit_exists(0):
             return None
         # `_last_checkpoint` is missing or names a checkpoint that is gone, and 0.json is gone: list once.
-        found = self.latest_checkpoint(before=None if version is None else version + 1)
+        listed.extend(self.names())
+        found = self.latest_checkpoint(before=None if version is None else version + 1, names=listed)
         if found is not None:
             return found
         if self.commit_exists(0):
@@ -193,14 +239,17 @@ class DeltaLog:
                 if "remove" in columns:
                     removes.append(lambda parquet=parquet: parquet.read(columns=["remove"], use_threads=False).column("remove"))
             except pa.ArrowException as error:
-                raise KafkaStorageError(f"checkpoint {self.file_uri(name)} is unreadable: {error}", uri=self.uri) from error
-        return snapshot_from_checkpoint(tables, version, removes)
+                raise _Unreadable(f"checkpoint {self.file_uri(name)} is unreadable ({one_line(error)})") from error
+        try:
+            return snapshot_from_checkpoint(tables, version, removes)
+        except (KeyError, TypeError, ValueError, pa.ArrowException) as error:
+            raise _Unreadable(f"checkpoint {self.file_uri(names[0])} holds malformed actions ({one_line(error)})") from error
 
-    def latest_checkpoint(self, *, before: int | None = None) -> tuple[int, int | None] | None:
-        """The newest complete checkpoint (below `before`), by one listing of the folder."""
+    def latest_checkpoint(self, *, before: int | None = None, names: list[str] | None = None) -> tuple[int, int | None] | None:
+        """The newest complete checkpoint (below `before`), by one listing of the folder (or in `names`, one made)."""
         found: dict[int, set[int]] = {}
         totals: dict[int, int | None] = {}
-        for name in self.names():
+        for name in self.names() if names is None else names:
             match = _CHECKPOINT.match(name)
             if match is None:
                 continue
@@ -279,8 +328,16 @@ def _groups_with_live_actions(metadata: pq.FileMetaData) -> list[int]:
     return groups if leaves else list(range(metadata.num_row_groups))
 
 
+def _commits_after(names: list[str], version: int) -> list[int]:
+    return sorted(int(match.group(1)) for match in map(_COMMIT.match, names) if match and int(match.group(1)) > version)
+
+
 class _Vanished(Exception):
     """A log file the open chose was deleted before it was read."""
+
+
+class _Unreadable(Exception):
+    """A checkpoint whose bytes are not a checkpoint (truncated, garbled): the commits it sums up may still be there."""
 
 
 __all__ = ["DELTA_LOG", "DeltaLog", "LAST_CHECKPOINT", "TableNotFoundError", "checkpoint_name", "commit_name"]

@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakelog.store.delta_actions import COMMIT_ID_KEY, LAKELOG_WRITER_FEATURE, TABLE_ID_KEY
 from lakelog.store.delta_schema import arrow_schema
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,13 @@ class SnapshotError(ValueError):
     """A log that cannot be replayed: a commit out of order, or a table with no metadata."""
 
 
+class DamagedLog(SnapshotError):
+    """A commit that cannot be lakelog's: empty, without lakelog's commit info, of another table, or malformed.
+
+    Permanent damage (the store returned bytes no lakelog writer put there), not an outage: read as CorruptRecord.
+    """
+
+
 class Snapshot:
     """The replayed state of one table at `version` (mutable: `apply` advances it in place)."""
 
@@ -84,6 +92,38 @@ class Snapshot:
         """Move to `version` (exactly one after this one) with the commit's actions."""
         if version != self.version + 1:
             raise SnapshotError(f"commit {version} cannot follow version {self.version}")
+        self._check_commit(actions, version)
+        try:
+            self._reconcile(actions, version)
+        except (KeyError, TypeError, AttributeError) as error:
+            raise DamagedLog(f"commit {version} holds a malformed action ({type(error).__name__}: {error})") from None
+
+    def _check_commit(self, actions: list[dict[str, Any]], version: int) -> None:
+        """DamagedLog unless a commit of a lakelog table is lakelog's, of this table (S12.3, S9.5).
+
+        Every commit lakelog makes carries a commitInfo with its commit id and, since tables carry it, the id of the
+        table it was decided on. An empty commit file (what a power loss can leave), a commit any other writer made,
+        and a commit of a deleted table of the same name (a zombie's debris) are refused, never read as a commit.
+        """
+        protocol = self.protocol
+        if protocol is None:
+            protocol = next((action["protocol"] for action in actions if isinstance(action.get("protocol"), dict)), None)
+        if not _is_lakelog_protocol(protocol):
+            return
+        info = next((action["commitInfo"] for action in actions if "commitInfo" in action), None)
+        if not isinstance(info, dict) or not isinstance(info.get(COMMIT_ID_KEY), str):
+            what = "is empty" if not actions else "has no lakelog commit info"
+            raise DamagedLog(f"commit {version} {what}: no lakelog writer made it")
+        table = info.get(TABLE_ID_KEY)
+        if table is None:
+            return  # a commit of a writer from before tables carried their id
+        current = self.metadata.get("id") if self.metadata is not None else None
+        if current is None:
+            current = next((action["metaData"].get("id") for action in actions if isinstance(action.get("metaData"), dict)), None)
+        if table != current:
+            raise DamagedLog(f"commit {version} belongs to another table ({table}, not {current}): a deleted table's debris?")
+
+    def _reconcile(self, actions: list[dict[str, Any]], version: int) -> None:
         added: list[str] = []
         removed = False
         for action in actions:
@@ -216,6 +256,11 @@ class Snapshot:
         return ordered[1]
 
 
+def _is_lakelog_protocol(protocol: Any) -> bool:
+    features = protocol.get("writerFeatures") if isinstance(protocol, dict) else None
+    return isinstance(features, list) and LAKELOG_WRITER_FEATURE in features
+
+
 def _order(entry: FileEntry) -> tuple[int, str]:
     return entry.min_offset, entry.path
 
@@ -266,4 +311,4 @@ def replay(commits: list[tuple[int, list[dict[str, Any]]]], start: Snapshot | No
     return snapshot
 
 
-__all__ = ["FileEntry", "Snapshot", "SnapshotError", "file_entry", "replay"]
+__all__ = ["DamagedLog", "FileEntry", "Snapshot", "SnapshotError", "file_entry", "replay"]

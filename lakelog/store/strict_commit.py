@@ -4,9 +4,12 @@
 commit's actions, never rebased. A put that lost (the version was taken) or
 whose outcome is unknown is resolved by reading `<v+1>.json` for the commit id
 (S12.3); a lost commit deletes the files it wrote (S8.3). After every put, a
-HEAD of `<v>.json` proves the commit is the log's v+1 and not a refill of a
-version log cleanup deleted (S9.5): nothing between the decision and the put
-reads the log, so this check is the only guard, whatever the writer's pause.
+read of `<v>.json` proves the commit is the log's v+1 and not a refill of a
+version log cleanup deleted (S9.5), nor a commit into a table deleted (and
+perhaps created again) since the decision: `<v>.json` must be there and of the
+same table (the commit info names its table's id). Nothing between the decision
+and the put reads the log, so this check is the only guard, whatever the pause.
+A writer whose put lands in a deleted table withdraws it: UnknownTopicOrPartition.
 Then the snapshot takes the commit from the actions in hand (no read), and a
 checkpoint is written when the version is on the table's interval.
 """
@@ -23,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakelog.errors import CommitConflict, KafkaStorageError
-from lakelog.store.delta_actions import MalformedCommit, commit_info, encode_commit, txn_action
+from lakelog.errors import CommitConflict, KafkaStorageError, UnknownTopicOrPartition
+from lakelog.store.delta_actions import TABLE_ID_KEY, MalformedCommit, commit_info, encode_commit, txn_action
 from lakelog.store.delta_log import TableNotFoundError, commit_name
 from lakelog.store.fileio import one_line
 from lakelog.store.interval import interval_seconds
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHECKPOINT_INTERVAL = 100
+# Table property set by a table's last commit before it is deleted (lakelog.store.deletion): no writer commits after it.
+DELETED_KEY = "lakelog.deleted"
 DEFAULT_DELETED_FILE_RETENTION_MS = 7 * 86_400_000
 # Test hook (the S9.5 paused-writer test): a process whose environment names a substring of a table's URI
 # here stops itself with SIGSTOP after its decision, just before the put of its first commit to that table.
@@ -82,10 +87,12 @@ class StrictCommit:
         `mode` names the commit's operation ("append", "overwrite",
         "set_configuration"); `schema` is the data's (the table's is not changed).
         """
+        if DELETED_KEY in self.configuration and mode != "mark_deleted":
+            raise UnknownTopicOrPartition(f"{self.uri} was deleted (version {self.version}): nothing more commits to it")
         commit_id = uuid.uuid4().hex
         now_ms = _now_ms()
         operation, parameters = _OPERATIONS.get(mode, ("WRITE", {"mode": "Append"}))
-        header = [commit_info(now_ms, operation, commit_id, parameters, metadata)]
+        header = [commit_info(now_ms, operation, commit_id, parameters, metadata, self._snapshot.table_id)]
         header += [txn_action(app_id, app_version, now_ms) for app_id, app_version in (app_versions or {}).items()]
         everything = header + actions
         version = decided_on + 1
@@ -126,10 +133,10 @@ class StrictCommit:
     def _check_not_in_the_past(self, version: int, commit_id: str, added: list[str], owned: list[str]) -> None:
         """After a successful put of `version`.json: prove it is the log's version, not a hole's refill (S9.5).
 
-        `maintenance.cleanup_log` deletes commit files in ascending version order
-        and never one at or after the checkpoints it keeps, so if N.json had been
-        deleted before this writer's put, (N-1).json was deleted before it. One
-        HEAD of (N-1).json is the proof in the common case, whatever the writer's
+        `maintenance.cleanup_log` (and a table's deletion) deletes commit files in
+        ascending version order, so if N.json had been deleted before this writer's
+        put, (N-1).json was deleted before it. One read of (N-1).json, of this
+        table, is the proof in the common case, whatever the writer's
         pause between its decision and its put. If (N-1).json is gone, the latest
         snapshot decides (`_in_latest_snapshot`); a commit found in the past is a
         lost race, `CommitConflict`, with its stray commit file and this writer's
@@ -137,15 +144,18 @@ class StrictCommit:
         """
         if version == 0:
             return
+        unknown = f"version {version} of {self.uri} was written but its place in the log is unknown"
         try:
-            if self._log.commit_exists(version - 1):
+            previous = self._log.read_commit_bytes(version - 1)
+            if previous is not None and not self._of_another_table(previous):
                 return
+            replaced = previous is not None or self._table_gone_or_replaced()
         except KafkaStorageError as failure:
-            raise KafkaStorageError(
-                f"version {version} of {self.uri} was written but its place in the log is unknown: {failure}",
-                uri=self.uri,
-                decided_on=version - 1,
-            ) from failure
+            raise KafkaStorageError(f"{unknown}: {failure}", uri=self.uri, decided_on=version - 1) from failure
+        if replaced:
+            # The table this writer decided on was deleted (and perhaps created again): its commit is debris.
+            self._withdraw(version, commit_id, owned, "the table it was decided on was deleted")
+            raise UnknownTopicOrPartition(f"{self.uri} was deleted after this writer read it: version {version} withdrawn")
         if self._in_latest_snapshot(
             version, added, f"version {version} of {self.uri} was written but its place in the log is unknown"
         ):
@@ -157,6 +167,34 @@ class StrictCommit:
             version,
             len(owned),
         )
+        self._withdraw(version, commit_id, owned, None)
+        raise CommitConflict(
+            f"version {version} of {self.uri} was taken by another writer long ago",
+            decided_on=version - 1,
+            current_version=self.version,
+        )
+
+    def _of_another_table(self, data: bytes) -> bool:
+        """Whether commit bytes name a table other than this handle's (a commit of a table deleted and made again)."""
+        marker = f'"{TABLE_ID_KEY}":"'.encode()
+        return marker in data and f'"{TABLE_ID_KEY}":"{self._snapshot.table_id}"'.encode() not in data
+
+    def _table_gone_or_replaced(self) -> bool:
+        """After a put whose predecessor is absent: is there no table here now, or one with another id?"""
+        first = self._log.read_commit_bytes(0)
+        if first is not None:
+            return f'"id":"{self._snapshot.table_id}"'.encode() not in first
+        try:
+            return self._log.load().table_id != self._snapshot.table_id
+        except TableNotFoundError:
+            return True
+        except (SnapshotError, MalformedCommit, OSError) as error:
+            raise KafkaStorageError(f"reading {self.uri} failed: {one_line(error)}", uri=self.uri) from error
+
+    def _withdraw(self, version: int, commit_id: str, owned: list[str], why: str | None) -> None:
+        """Remove this writer's commit file of `version` (only if it holds its commit id) and the files it wrote."""
+        if why is not None:
+            logger.warning("%s: version %d was put after %s; removing it and %d file(s)", self.uri, version, why, len(owned))
         stray = self._log.file_uri(commit_name(version))
         try:
             if commit_id in self.io.read(stray).decode("utf-8", "replace"):
@@ -165,11 +203,6 @@ class StrictCommit:
             logger.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
         for path in owned:
             _remove_quietly(self.io, self.uri, path)
-        raise CommitConflict(
-            f"version {version} of {self.uri} was taken by another writer long ago",
-            decided_on=version - 1,
-            current_version=self.version,
-        )
 
     def _in_latest_snapshot(self, version: int, added: list[str], unknown: str) -> bool:
         """Whether a commit of `version` that added the files `added` is in the log, read on the latest snapshot.
@@ -250,6 +283,7 @@ _OPERATIONS = {
     "overwrite": ("WRITE", {"mode": "Overwrite"}),
     "set_configuration": ("SET TBLPROPERTIES", {}),
     "upgrade_protocol": ("UPGRADE PROTOCOL", {}),
+    "mark_deleted": ("DELETE", {}),
 }
 
 
@@ -295,4 +329,4 @@ def _remove_quietly(io: FileIO, uri: str, path: str) -> None:
         logger.warning("%s: could not delete %s after a lost commit: %s", uri, path, error)
 
 
-__all__ = ["StrictCommit", "checkpoint_interval", "deleted_file_retention_ms", "is_checkpoint_version"]
+__all__ = ["DELETED_KEY", "StrictCommit", "checkpoint_interval", "deleted_file_retention_ms", "is_checkpoint_version"]

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import CorruptRecord, KafkaException, KafkaStorageError
+from lakelog.errors import CorruptRecord, KafkaException, KafkaStorageError, UnknownTopicOrPartition
 from lakelog.store.delta_actions import (
     COMMIT_ID_KEY,
     MalformedCommit,
@@ -44,8 +44,9 @@ from lakelog.store.delta_schema import UnsupportedSchema, schema_string
 from lakelog.store.file_stats import file_statistics, footer_statistics
 from lakelog.store.fileio import one_line
 from lakelog.store.location import Location
-from lakelog.store.snapshot import FileEntry, Snapshot, SnapshotError, replay
+from lakelog.store.snapshot import DamagedLog, FileEntry, Snapshot, SnapshotError, replay
 from lakelog.store.strict_commit import (
+    DELETED_KEY,
     StrictCommit,
     _now_ms,
     _remove_quietly,
@@ -112,10 +113,11 @@ class Table(StrictCommit):
             text = schema_string(schema)
         except UnsupportedSchema as error:
             raise KafkaStorageError(f"creating {location.uri} failed: {error}", uri=location.uri) from error
+        table_id = str(uuid.uuid4())
         actions = [
-            commit_info(now_ms, "CREATE TABLE", uuid.uuid4().hex, {"mode": "ErrorIfExists"}, None),
+            commit_info(now_ms, "CREATE TABLE", uuid.uuid4().hex, {"mode": "ErrorIfExists"}, None, table_id),
             protocol_action(),
-            metadata_action(None, text, configuration, now_ms),
+            metadata_action(table_id, text, configuration, now_ms),
         ]
         delta_log = DeltaLog(location)
         try:
@@ -256,9 +258,38 @@ class Table(StrictCommit):
 
     def refresh(self) -> int:
         """Bring the snapshot to the latest version (reading only the commits after it); returns it."""
-        with storage_errors(self.uri, "reloading", self.version):
-            self._snapshot = self._log.advance(self._snapshot)
+        try:
+            with storage_errors(self.uri, "reloading", self.version):
+                self._snapshot = self._log.advance(self._snapshot)
+        except CorruptRecord:
+            # A commit of another table after this handle's version: this table was deleted and made again?
+            with storage_errors(self.uri, "reloading", self.version):
+                replaced = self._table_gone_or_replaced()
+            if replaced:
+                raise UnknownTopicOrPartition(f"{self.uri} was deleted after this handle read it", uri=self.uri) from None
+            raise
+        if self.deleted:
+            raise UnknownTopicOrPartition(f"{self.uri} was deleted at version {self.version}", uri=self.uri)
         return self.version
+
+    @property
+    def deleted(self) -> bool:
+        """Whether the snapshot in hand is the table's last: marked for deletion, nothing more commits to it."""
+        return DELETED_KEY in self._snapshot.configuration
+
+    def mark_deleted(self) -> int:
+        """Commit the table's last version, which marks it deleted, strictly as `set_configuration` (a no-op if marked).
+
+        A writer that decided on an earlier snapshot loses its race to this version and then sees the mark
+        (UnknownTopicOrPartition); only after it may the table's files go (lakelog.store.deletion).
+        """
+        if self.deleted:
+            return self.version
+        decided_on = self.version
+        current = self._snapshot.metadata or {}
+        merged = {**self.configuration, DELETED_KEY: str(_now_ms())}
+        action = metadata_action(self.table_id, self._snapshot.schema_string, merged, current.get("createdTime") or _now_ms())
+        return self._commit([action], self.schema, "mark_deleted", decided_on, None, None, [])
 
     # -- the strict commit ----------------------------------------------------
 
@@ -431,12 +462,16 @@ def _is_decoding_error(error: BaseException | None) -> bool:
 
 @contextlib.contextmanager
 def storage_errors(uri: str, doing: str, version: int | None = None) -> Iterator[None]:
-    """Turn a pyarrow, OS or log-format failure into KafkaStorageError naming the table and version."""
+    """Turn a pyarrow or OS failure into KafkaStorageError naming the table and version; a damaged log into CorruptRecord."""
     try:
         yield
     except (KafkaException, TableNotFoundError):
         raise
-    except (OSError, pa.ArrowException, SnapshotError, MalformedCommit) as error:
+    except (DamagedLog, MalformedCommit) as error:
+        # Bytes no lakelog writer put there: permanent, not an outage (not retriable).
+        at = f" at version {version}" if version is not None else ""
+        raise CorruptRecord(f"the log of {uri}{at} is damaged: {one_line(error)}", uri=uri, version=version) from error
+    except (OSError, pa.ArrowException, SnapshotError) as error:
         at = f" at version {version}" if version is not None else ""
         raise KafkaStorageError(f"{doing} {uri}{at} failed: {one_line(error)}", uri=uri, version=version) from error
 
