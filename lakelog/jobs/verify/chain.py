@@ -55,8 +55,9 @@ class Chain:
 
     @property
     def first_version(self) -> int:
-        kept = [version for version in self.commits if self.start is None or version > self.start]
-        return self.start if self.start is not None and self.start >= 0 else min(kept, default=-1)
+        """The oldest version kept: the oldest commit file, or the checkpoint the state starts from if older."""
+        kept = [*self.commits, *([self.start] if self.start is not None and self.start >= 0 else [])]
+        return min(kept, default=-1)
 
     @property
     def newest(self) -> int:
@@ -103,8 +104,16 @@ def _name_lost_offsets(chain: Chain, commits: dict[int, list[dict[str, Any]] | N
     for index, finding in enumerate(chain.findings):
         if finding.kind in unreadable and not finding.lost and finding.where.startswith("version "):
             version = int(finding.where.split()[1])
-            if commits.get(version) is None:
+            if commits.get(version) is None and not _held_by_start(chain, version):
                 chain.findings[index] = dataclasses.replace(finding, lost=_lost_at(commits, version))
+            elif commits.get(version) is None:
+                held = f"{finding.message}; checkpoint {chain.start} still holds the state it made"
+                chain.findings[index] = dataclasses.replace(finding, message=held)
+
+
+def _held_by_start(chain: Chain, version: int) -> bool:
+    """Is `version` summed up by the checkpoint the state starts from (its damage then costs no record)?"""
+    return chain.start is not None and version <= chain.start
 
 
 def _read_named_checkpoint(delta_log: DeltaLog, chain: Chain) -> None:
@@ -331,13 +340,19 @@ def _holes(chain: Chain, commits: dict[int, list[dict[str, Any]] | None]) -> Non
     present = set(chain.commits)
     missing = [version for version in range(max(low, 0), chain.commits[-1]) if version not in present]
     for version in missing:
-        lost = _lost_at(commits, version)
+        held = _held_by_start(chain, version)
+        lost = () if held else _lost_at(commits, version)
+        after = (
+            f"checkpoint {chain.start} still holds the state it made"
+            if held
+            else f"version {version + 1} and later are not in the table's state"
+        )
         chain.findings.append(
             Finding(
                 chain.table,
                 f"version {version}",
                 kinds.HOLE,
-                f"{commit_name(version)} is missing; version {version + 1} and later are not in the table's state",
+                f"{commit_name(version)} is missing; {after}",
                 lost=lost,
             )
         )

@@ -39,6 +39,8 @@ class FilesReport:
     last_stable_offset: int | None = None
     # Producer id -> (first offset, epoch) of each transaction open at the LEO.
     open_transactions: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # Data files no commit names -> the offsets their footers hold (None: not told).
+    orphans: dict[str, tuple[int, int] | None] = field(default_factory=dict)
 
 
 def check_files(location: Location, table: str, snapshot: Snapshot, known_paths: set[str], *, deep: bool) -> FilesReport:
@@ -102,6 +104,8 @@ def _present(location: Location, table: str, entry: FileEntry, report: FilesRepo
 def _offset_bounds(footer: pq.FileMetaData) -> tuple[int, int] | None:
     """The offset min/max of a file by its footer's statistics (None: not recorded)."""
     if footer.num_rows == 0:
+        return None
+    if "offset" not in footer.schema.names:
         return None
     index = footer.schema.names.index("offset")
     low: int | None = None
@@ -256,8 +260,16 @@ def _orphans(location: Location, table: str, known_paths: set[str], report: File
         return
     for entry in entries:
         if not entry.is_dir and entry.name.endswith(".parquet") and entry.name not in known_paths:
+            try:
+                bounds = _offset_bounds(location.io.parquet_metadata(entry.uri))
+            except (KafkaException, OSError, pa.ArrowException, ValueError):
+                bounds = None
+            report.orphans[entry.name] = bounds
+            held = "" if bounds is None else f", rows of offsets {offsets(*bounds)},"
             report.notes.append(
-                Finding(table, f"file {entry.name}", kinds.ORPHAN_FILE, f"{entry.size} bytes in no commit (vacuum removes it)")
+                Finding(
+                    table, f"file {entry.name}", kinds.ORPHAN_FILE, f"{entry.size} bytes{held} in no commit (vacuum removes it)"
+                )
             )
 
 

@@ -73,6 +73,8 @@ class PartitionSummary:
         versions = "-" if self.last_version < 0 else f"{self.first_version}-{self.last_version}"
         if self.log_end_offset is None:
             offsets = "?"
+        elif self.log_end_offset == 0:
+            offsets = "-"
         elif self.log_start_offset is None or self.log_start_offset >= self.log_end_offset:
             offsets = f"none below {self.log_end_offset}"
         else:

@@ -8,18 +8,19 @@ groups' committed offsets against the partitions' ranges (transactions.py). The 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-from lakelog.errors import KafkaException
+from lakelog.errors import KafkaException, UnknownTopicOrPartition
 from lakelog.jobs.verify import findings as kinds
 from lakelog.jobs.verify.chain import Chain, read_chain
 from lakelog.jobs.verify.files import check_files
-from lakelog.jobs.verify.findings import Finding, PartitionSummary
+from lakelog.jobs.verify.findings import Finding, PartitionSummary, offsets
 from lakelog.jobs.verify.repair import repair_checkpoints
 from lakelog.jobs.verify.transactions import PartitionState, check_group_offsets, check_transactions
 from lakelog.log.partition import wall_clock_ms
 from lakelog.log.producer_ids import PRODUCER_IDS_DIR
-from lakelog.log.topics import TOPICS_DIR, internal_log_path
+from lakelog.log.topics import TOPICS_DIR, internal_log_path, topic_path
 from lakelog.store import Location, Table, TableNotFoundError, open_root
 from lakelog.store.delta_actions import MalformedCommit
 from lakelog.store.snapshot import SnapshotError
@@ -49,6 +50,8 @@ def verify_root(
     """Check the root (or one topic's partitions, and the internal logs); with `repair`, repair what can be repaired
     (repair.py) and check again. `now_ms` (default: the wall clock) judges the transaction timeouts."""
     location = open_root(root)
+    if topic is not None and not Table.exists(topic_path(location, topic) / "0"):
+        raise UnknownTopicOrPartition(f"topic {topic} does not exist under {location.uri}", topic=topic)
     now = wall_clock_ms() if now_ms is None else now_ms
     report, chains = _verify(location, topic, deep, now)
     if not repair:
@@ -129,6 +132,7 @@ def _verify_table(location: Location, name: str, deep: bool) -> tuple[PartitionS
     if chain.snapshot is None:
         return summary, chain, None
     files = check_files(location, name, chain.snapshot, chain.known_paths, deep=deep)
+    summary.findings = _lost_by_orphans(summary.findings, files.orphans)
     summary.findings.extend(files.findings)
     summary.notes.extend(files.notes)
     summary.files = len(chain.snapshot.adds)
@@ -136,6 +140,24 @@ def _verify_table(location: Location, name: str, deep: bool) -> tuple[PartitionS
     summary.last_stable_offset = files.last_stable_offset
     state = PartitionState(name, files.log_start_offset, files.log_end_offset, files.last_stable_offset, files.open_transactions)
     return summary, chain, state
+
+
+# The commits whose damage loses the records they held.
+_LOSING = (kinds.EMPTY_COMMIT, kinds.TRUNCATED_COMMIT, kinds.MALFORMED_COMMIT, kinds.HOLE)
+
+
+def _lost_by_orphans(found: list[Finding], orphans: dict[str, tuple[int, int] | None]) -> list[Finding]:
+    """A lost commit whose offsets no later commit tells: the data file written for it (named after its version,
+    as Table.append names them), left in no commit, does."""
+    named = []
+    for finding in found:
+        if finding.kind in _LOSING and not finding.lost and "still holds" not in finding.message:
+            prefix = f"part-{int(finding.where.split()[1]):020d}-"
+            spans = sorted(bounds for name, bounds in orphans.items() if name.startswith(prefix) and bounds is not None)
+            if spans:
+                finding = dataclasses.replace(finding, lost=tuple(offsets(*span) for span in spans))
+        named.append(finding)
+    return named
 
 
 __all__ = ["INTERNAL_LOGS", "VerifyReport", "verify_root"]
