@@ -99,7 +99,15 @@ class PartitionLog:
         """LEO of the snapshot in hand (S1.3), from its `txn` action: no data is read."""
         version = self.table.version
         if self._leo is None or self._leo[0] != version:
-            self._leo = (version, self.table.app_version(LOG_END_OFFSET_APP_ID) or 0)
+            leo = self.table.app_version(LOG_END_OFFSET_APP_ID) or 0
+            files = self.table.files()
+            if files and files[-1].max_offset >= leo:
+                # A commit added rows without moving its LEO: not lakelog's, and an append would reuse their offsets.
+                raise CorruptRecord(
+                    f"{self.topic}-{self.partition} at version {version}: file {files[-1].path} holds offset "
+                    f"{files[-1].max_offset}, at or past the log end offset {leo} its log records"
+                )
+            self._leo = (version, leo)
         return self._leo[1]
 
     def high_watermark(self) -> int:

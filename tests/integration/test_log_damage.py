@@ -186,3 +186,16 @@ def _snapshot_at(table: Table):
     snapshot = table._snapshot.copy()
     snapshot.version = 3
     return snapshot
+
+
+def test_a_commit_that_adds_rows_without_its_log_end_offset_is_corrupt(root, topic):
+    """Without the LEO `txn`, the next append would take the offsets of the rows it added (S1.1)."""
+    name = topic()
+    produce(root, name, [b"a", b"b"])
+    log = log_of(root, name)
+    lines = log.read_commit_bytes(2).splitlines()
+    kept = [line for line in lines if b"lakelog.log_end_offset" not in line]
+    assert len(kept) == len(lines) - 1
+    log.io.write(log.file_uri(commit_name(2)), b"\n".join(kept) + b"\n")
+    with pytest.raises(CorruptRecord, match="at or past the log end offset 1"):
+        open_partition(root, name, 0).log_end_offset()
