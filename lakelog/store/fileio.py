@@ -21,6 +21,7 @@ import builtins
 import logging
 import os
 import re
+import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -34,7 +35,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakelog.errors import KafkaStorageError
-from lakelog.store import local_put
+from lakelog.store import local_put, local_sync
 from lakelog.store.s3_settings import S3_KEYS, SECRET_KEYS, parse_duration_s, s3_settings, storage_key
 
 logger = logging.getLogger(__name__)
@@ -311,18 +312,30 @@ def _page_errors(uri: str) -> Iterator[None]:
 
 
 class LocalFileIO(FileIO):
-    """A folder on this machine's disk. Writes go to a temporary name first, then are renamed."""
+    """A folder on this machine's disk. Writes go to a temporary name first, then are renamed.
+
+    Every write, put and folder made here is durable when the call returns (lakelog.store.local_sync): the
+    file's bytes are synced before its name is made, and the folder that holds the name after.
+    """
 
     scheme = LOCAL
 
     def write(self, uri: str, data: bytes | pa.Buffer) -> None:
+        folder = os.path.dirname(uri) or "."
         temporary = f"{uri}.tmp-{uuid.uuid4().hex}"
         try:
             with self._errors("writing", uri):
-                os.makedirs(os.path.dirname(uri), exist_ok=True)
-                with open(temporary, "wb") as out:
+                try:
+                    out = open(temporary, "wb")  # noqa: SIM115 - closed below
+                except FileNotFoundError:
+                    local_sync.make_dirs(folder)
+                    out = open(temporary, "wb")  # noqa: SIM115
+                with out:
                     out.write(data)
+                    out.flush()
+                    local_sync.sync_data(out.fileno())
                 os.replace(temporary, uri)
+                local_sync.sync_folder(folder)
         finally:
             if os.path.exists(temporary):
                 os.remove(temporary)
@@ -335,6 +348,28 @@ class LocalFileIO(FileIO):
     def file_exists(self, uri: str) -> bool:
         return os.path.isfile(uri)
 
+    def make_dirs(self, uri: str) -> None:
+        """Create a folder and its parents, each one's name durable when this returns."""
+        with self._errors("creating", uri):
+            local_sync.make_dirs(uri)
+
+    def delete(self, uri: str) -> bool:
+        try:
+            with self._errors("deleting", uri):
+                os.remove(uri)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def delete_tree(self, uri: str) -> None:
+        """As `FileIO.delete_tree`, and the folder's removal durable: a deleted topic does not come back."""
+        with self._errors("deleting", uri):
+            try:
+                shutil.rmtree(uri)
+            except FileNotFoundError:
+                return
+            local_sync.sync_folder(os.path.dirname(uri.rstrip("/")) or ".")
+
     def write_parquet(self, table: pa.Table, uri: str, *, compression: str = "snappy", fresh: bool = False) -> int:
         """As `FileIO.write_parquet`; a `fresh` file is written in place (no temporary name and rename).
 
@@ -345,14 +380,19 @@ class LocalFileIO(FileIO):
         if not fresh:
             return super().write_parquet(table, uri, compression=compression)
         data = self._parquet_bytes(table, compression)
+        folder = os.path.dirname(uri) or "."
         with self._errors("writing", uri):
             try:
                 out = open(uri, "xb")  # noqa: SIM115 - closed below
             except FileNotFoundError:
-                os.makedirs(os.path.dirname(uri), exist_ok=True)
+                local_sync.make_dirs(folder)
                 out = open(uri, "xb")  # noqa: SIM115
             with out:
                 out.write(data)
+                out.flush()
+                local_sync.sync_data(out.fileno())
+            # Before the commit that names the file is made: a commit never outlives its data file's name.
+            local_sync.sync_folder(folder)
         return data.size
 
 
