@@ -12,6 +12,7 @@ BENCHMARKS = (
     "append_latency",
     "conditional_append",
     "read_committed",
+    "fetch_memory",
     "transactional_produce",
     "contention",
     "coordinator_recovery",

@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 
 from lakelog.errors import CorruptRecord, InvalidRequest, OffsetOutOfRange
 from lakelog.log.fetch_files import AbortedRows, contiguous, read_ahead
-from lakelog.store import FileEntry, Table
+from lakelog.log.fetch_pieces import Piece, pieces, read_piece
+from lakelog.store import Table
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -77,25 +78,34 @@ def read_range(
     first = bisect.bisect_left(files, start_offset, key=lambda entry: entry.max_offset)
     in_range = (pc.field("offset") >= start_offset) & (pc.field("offset") < end_offset)
 
-    def read(entry: FileEntry) -> pa.Table:
-        whole = entry.min_offset >= start_offset and entry.max_offset < end_offset
-        return table.read_file(entry) if whole else table.read_file(entry, None, in_range)
+    def read(piece: Piece) -> pa.Table:
+        whole = piece.first >= start_offset and piece.last < end_offset
+        if piece.row_groups is None:
+            return table.read_file(piece.entry) if whole else table.read_file(piece.entry, None, in_range)
+        # Whole row groups are read (and checked against the footer's offsets), then cut to the range.
+        rows = read_piece(table, piece)
+        return rows if whole else rows.filter(in_range)
 
-    wanted = contiguous(files[first:], start_offset, end_offset)
-    for entry, rows in read_ahead(read, wanted, max_bytes, max_records):
-        # Rows just read are no slices, so their buffers' total is their size (nbytes costs ~10x more).
-        read_bytes = rows.get_total_buffer_size()
-        if next_offset > start_offset and size + read_bytes > max_bytes:
-            break
-        size += read_bytes
-        next_offset = min(entry.max_offset + 1, end_offset)
-        if committed is not None:
-            rows = committed.filter(rows, entry)
-        if rows.num_rows:
-            chunks.append(rows)
-            records += rows.num_rows
-        if records >= max_records or size >= max_bytes:
-            break
+    wanted = pieces(table, contiguous(files[first:], start_offset, end_offset), start_offset, end_offset, max_bytes)
+    try:
+        for piece, rows in read_ahead(read, wanted, max_bytes, max_records):
+            # Rows just read are no slices, so their buffers' total is their size (nbytes costs ~10x more).
+            read_bytes = rows.get_total_buffer_size()
+            if next_offset > start_offset and size + read_bytes > max_bytes:
+                break
+            size += read_bytes
+            next_offset = min(piece.last + 1, end_offset)
+            if committed is not None:
+                rows = committed.filter(rows, piece.entry)
+            if rows.num_rows:
+                chunks.append(rows)
+                records += rows.num_rows
+            if records >= max_records or size >= max_bytes:
+                break
+    except CorruptRecord:
+        if next_offset == start_offset:
+            raise
+        # The offsets before the damaged file are good: they are returned, and the next fetch meets the damage.
     if next_offset == start_offset < end_offset:
         raise CorruptRecord(f"{where}: no data file of version {table.version} holds offset {start_offset}", path=table.uri)
     if not chunks:

@@ -8,6 +8,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -34,15 +35,29 @@ def contiguous(files: list[FileEntry], start_offset: int, end_offset: int) -> It
         expected = entry.max_offset + 1
 
 
-def read_ahead(
-    read: Callable[[FileEntry], pa.Table], entries: Iterator[FileEntry], max_bytes: int, max_records: int
-) -> Iterator[tuple[FileEntry, pa.Table]]:
-    """(entry, read(entry)) in order, reading up to READ_AHEAD_FILES files ahead; an error surfaces in order too.
+class Piece(Protocol):
+    """What a fetch reads in one go (a file, or some of its row groups): its size on disk and its record count."""
 
-    Files are read ahead only while those queued so far, by their size on disk (which decoding only
-    grows) and record count, have not already met the fetch's budget: a small fetch reads no file it
-    will not return. A fetch of one file reads it on the calling thread: there is nothing to overlap, and
-    the hand-off to the pool cost more than the read (a coordinator replaying one marker's row).
+    @property
+    def size_bytes(self) -> int: ...
+
+    @property
+    def num_records(self) -> int: ...
+
+
+P = TypeVar("P", bound=Piece)
+
+
+def read_ahead(
+    read: Callable[[P], pa.Table], entries: Iterator[P], max_bytes: int, max_records: int
+) -> Iterator[tuple[P, pa.Table]]:
+    """(piece, read(piece)) in order, reading up to READ_AHEAD_FILES pieces ahead; an error surfaces in order too.
+
+    Pieces (files, or row groups of large files) are read ahead only while those queued so far, by their
+    size on disk (which decoding only grows) and record count, have not already met the fetch's budget: a
+    small fetch reads no piece it will not return. A fetch of one piece reads it on the calling thread:
+    there is nothing to overlap, and the hand-off to the pool cost more than the read (a coordinator
+    replaying one marker's row).
     """
     first = next(entries, None)
     if first is None:

@@ -35,7 +35,7 @@ def read_offset_range(
 ) -> list[tuple[FileEntry, pa.Table | None]]:
     """Each file holding offsets of [start, end_offset) with its `columns` rows in that range, in offset order.
 
-    A file wholly in the range for which `known(file)` is True is not read: its rows are None (the caller
+    `known` is called on each file in order; a file wholly in the range for which it is True is not read: its rows are None (the caller
     knows what it needs of them from the file's add action).
 
     `files` are the snapshot's active files (table.files()), ordered by first
@@ -53,7 +53,8 @@ def read_offset_range(
         if entry.min_offset >= end_offset or entry.min_offset > covered:
             break
         covered = entry.max_offset + 1
-        if known is not None and entry.min_offset >= start and entry.max_offset < end_offset and known(entry):
+        # `known` sees every file in order (a stateful one follows them); only a file wholly in the range is skipped.
+        if known is not None and known(entry) and entry.min_offset >= start and entry.max_offset < end_offset:
             chunks.append((entry, None))
             continue
         predicate = None if entry.min_offset >= start else pc.field("offset") >= start

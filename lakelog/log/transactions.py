@@ -48,8 +48,9 @@ import pyarrow as pa
 
 from lakelog.errors import CorruptRecord
 from lakelog.log.file_ranges import read_offset_range
+from lakelog.log.producer_state import tagged_entries
 from lakelog.log.records import ControlType
-from lakelog.store import Table
+from lakelog.store import FileEntry, Table
 from lakelog.store.sidecar import read_snapshots, write_snapshot
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,36 @@ def _state_changes(headers: pa.Table) -> Iterator[tuple[int, int, str | None]]:
     picked = np.flatnonzero(is_marker | (is_data & ~continues_run))
     changes = headers.select(["offset", "producer_id", "control"]).take(pa.array(picked))
     return zip(*(changes.column(name).to_pylist() for name in ("offset", "producer_id", "control")), strict=True)
+
+
+class _ChangesNothing:
+    """Whether a file, met in offset order, can change no transaction state: then it need not be read.
+
+    Its add action proves it: no producer id in its statistics (no transactional row, no marker), or one
+    batch's producer tag (producer_state.PRODUCER_TAG) saying it leaves no transaction open, of a producer
+    with no transaction that may be open there (a marker of it would close nothing). Files that are read
+    may open a transaction of any producer in their statistics' range, which then stays possibly open.
+    """
+
+    def __init__(self, opened: Mapping[int, int]) -> None:
+        self._open = set(opened)
+        self._ranges: list[tuple[int, int]] = []
+
+    def __call__(self, file: FileEntry) -> bool:
+        tagged = tagged_entries(file)
+        if tagged == {}:
+            return True
+        if tagged is not None:
+            ((producer_id, entry),) = tagged.items()
+            if not entry.transaction_open and not self._may_be_open(producer_id):
+                return True
+            self._open.add(producer_id)
+            return False
+        self._ranges.append((file.min_producer_id, file.max_producer_id))
+        return False
+
+    def _may_be_open(self, producer_id: int) -> bool:
+        return producer_id in self._open or any(low <= producer_id <= high for low, high in self._ranges)
 
 
 class TransactionIndex:
@@ -216,9 +247,10 @@ class TransactionIndex:
         files = table.files()
         start = self.position
         # The files' offset ranges must tile [start, end_offset); a compacted file holds fewer rows than its range.
-        chunks = read_offset_range(table, files, start, end_offset, HEADER_COLUMNS, none_held_message=True)
-        headers = pa.concat_tables([rows for _, rows in chunks if rows is not None])
-        self.apply(headers, end_offset)
+        known = _ChangesNothing(self._open)
+        chunks = read_offset_range(table, files, start, end_offset, HEADER_COLUMNS, none_held_message=True, known=known)
+        read = [rows for _, rows in chunks if rows is not None]
+        self.apply(pa.concat_tables(read) if read else table.schema.empty_table().select(HEADER_COLUMNS), end_offset)
 
     # -- snapshots (a cache: see the module docstring) ------------------------------------
 

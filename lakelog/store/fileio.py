@@ -24,7 +24,7 @@ import re
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -44,6 +44,10 @@ LOCAL = "file"
 S3 = "s3"
 # URI schemes a root may have, and what each one is read as.
 SCHEMES = {"file": LOCAL, "s3": S3, "s3a": S3}
+
+
+# The decoded bytes of one row group of a data file: what a fetch of an offset range decodes at least.
+ROW_GROUP_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -222,9 +226,17 @@ class FileIO:
 
     @staticmethod
     def _parquet_bytes(table: pa.Table, compression: str) -> pa.Buffer:
-        """`table` encoded as one Parquet file, every page with its CRC32 so a reader can tell damage from data."""
+        """`table` encoded as one Parquet file, every page with its CRC32 so a reader can tell damage from data.
+
+        Row groups hold up to ROW_GROUP_BYTES of decoded rows each, so a reader of an offset range (a fetch)
+        decodes a row group, not the whole file.
+        """
+        size = table.get_total_buffer_size()
+        if size > ROW_GROUP_BYTES:
+            size = table.nbytes  # a slice's buffers are larger than its rows: only then worth the count
+        group_rows = max(1, table.num_rows * ROW_GROUP_BYTES // size) if size > ROW_GROUP_BYTES else None
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression=compression, write_page_checksum=True)
+        pq.write_table(table, sink, compression=compression, write_page_checksum=True, row_group_size=group_rows)
         return sink.getvalue()
 
     def read_parquet(
@@ -234,23 +246,22 @@ class FileIO:
         filters: Any = None,
         *,
         footer: Callable[[pq.FileMetaData], None] | None = None,
-        row_groups: Callable[[pq.FileMetaData], builtins.list[int]] | None = None,
+        row_groups: Sequence[int] | None = None,
+        metadata: pq.FileMetaData | None = None,
     ) -> pa.Table:
         """A Parquet file's rows (with `filters`, only those that pass); FileNotFoundError if absent.
 
         Every page's checksum is verified as it is read: a damaged page is CorruptPage (an ArrowException),
         never its bytes. `footer(metadata)` is called before any row is read (to check the file is the one
-        expected); `row_groups(metadata)` picks the row groups to read (default: all).
+        expected); `row_groups` reads only those row groups; `metadata` is the file's footer if read already.
         """
         with self._errors("reading", uri):
             with self._parquet_source(uri, columns is None and filters is None and row_groups is None) as source:
-                with _page_errors(uri), pq.ParquetFile(source, page_checksum_verification=True) as parquet:
-                    metadata = parquet.metadata
+                with _page_errors(uri), pq.ParquetFile(source, metadata=metadata, page_checksum_verification=True) as parquet:
                     if footer is not None:
-                        footer(metadata)
-                    groups = None if row_groups is None else row_groups(metadata)
-                    if groups is not None:
-                        rows = parquet.read_row_groups(groups, columns=columns)
+                        footer(parquet.metadata)
+                    if row_groups is not None:
+                        rows = parquet.read_row_groups(row_groups, columns=columns)
                         return rows if filters is None else rows.filter(filters)
                     if filters is None:
                         return parquet.read(columns=columns)

@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakelog.errors import CorruptRecord, KafkaException, KafkaStorageError, UnknownTopicOrPartition
 from lakelog.store.delta_actions import (
@@ -41,6 +42,7 @@ from lakelog.store.delta_actions import (
 )
 from lakelog.store.delta_log import LAST_CHECKPOINT, DeltaLog, TableNotFoundError, commit_name
 from lakelog.store.delta_schema import UnsupportedSchema, schema_string
+from lakelog.store.file_check import FileCheck, row_groups_of, span_of
 from lakelog.store.file_stats import file_statistics, footer_statistics
 from lakelog.store.fileio import one_line
 from lakelog.store.location import Location
@@ -218,20 +220,48 @@ class Table(StrictCommit):
         rows = self._read(entry.path, f"data file {entry.path} of {self.uri} (version {self.version})", None, None)
         return rows.select(schema.names).cast(schema)
 
-    def read_file(self, entry: FileEntry, columns: list[str] | None = None, predicate: pc.Expression | None = None) -> pa.Table:
-        """Read one data file of the snapshot; a missing or unreadable file is `CorruptRecord`."""
-        where = f"data file {entry.path} of {self.uri} (offsets {entry.min_offset}-{entry.max_offset})"
-        return self._read(entry.path, where, columns, predicate)
+    def read_file(
+        self,
+        entry: FileEntry,
+        columns: list[str] | None = None,
+        predicate: pc.Expression | None = None,
+        *,
+        row_groups: Sequence[int] | None = None,
+        metadata: pq.FileMetaData | None = None,
+    ) -> pa.Table:
+        """Read one data file of the snapshot (only `row_groups`, if given; `metadata`: its footer, if read already).
 
-    def _read(self, name: str, where: str, columns: list[str] | None, predicate: pc.Expression | None) -> pa.Table:
+        A missing or unreadable file is `CorruptRecord`, and so is one whose footer or rows disagree with its
+        add action's statistics (lakelog.store.file_check): no row of it leaves here.
+        """
+        where = f"data file {entry.path} of {self.uri} (offsets {entry.min_offset}-{entry.max_offset})"
+        return self._read(entry.path, where, columns, predicate, entry, row_groups, metadata)
+
+    def _read(
+        self,
+        name: str,
+        where: str,
+        columns: list[str] | None,
+        predicate: pc.Expression | None,
+        entry: FileEntry | None = None,
+        row_groups: Sequence[int] | None = None,
+        metadata: pq.FileMetaData | None = None,
+    ) -> pa.Table:
         written = self._written
         if written is not None and written[0] == name:
             # The rows the file was written from: what reading it gives, with no read.
-            rows = written[1] if predicate is None else written[1].filter(predicate)
+            rows = written[1]
+            if row_groups is not None:
+                rows = row_groups_of(rows, row_groups, metadata)
+            rows = rows if predicate is None else rows.filter(predicate)
             return rows if columns is None else rows.select(columns)
         path = self.child_uri(name)
+        check = FileCheck(entry, where, path) if entry is not None and FileCheck.applies(entry, self.schema) else None
+        # The offsets are read for the check even when the caller wants other columns (they cost little).
+        read_columns = columns if check is None or columns is None or "offset" in columns else [*columns, "offset"]
         try:
-            return self.io.read_parquet(path, columns, predicate)
+            footer = None if check is None else check.footer
+            rows = self.io.read_parquet(path, read_columns, predicate, footer=footer, row_groups=row_groups, metadata=metadata)
         except FileNotFoundError as error:
             raise CorruptRecord(f"{where} is missing", path=path) from error
         except KafkaStorageError as error:
@@ -241,6 +271,12 @@ class Table(StrictCommit):
             raise
         except pa.ArrowException as error:
             raise CorruptRecord(f"{where} is unreadable: {one_line(error)}", path=path) from error
+        if check is not None:
+            span = None if row_groups is None or predicate is not None else span_of(metadata, row_groups)
+            check.rows(rows.column("offset"), predicate is None and row_groups is None, span)
+            if read_columns is not columns:
+                rows = rows.select(columns)
+        return rows
 
     def history(self, limit: int) -> list[dict]:
         """The commitInfo of the newest `limit` commits still in the log, newest first, each with its `version`."""

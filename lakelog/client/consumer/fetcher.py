@@ -291,7 +291,8 @@ class Fetcher:
                     fetched = log.fetch(
                         state.position,
                         max_records=self._state.config["max.poll.records"],
-                        max_bytes=self._state.config["max.partition.fetch.bytes"],
+                        # One partition per fetch here: both of Kafka's byte budgets bound it.
+                        max_bytes=min(self._state.config["max.partition.fetch.bytes"], self._state.config["fetch.max.bytes"]),
                         isolation_level=self._state.config["isolation.level"],
                     )
                 except CorruptRecord:
