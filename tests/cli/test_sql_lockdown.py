@@ -9,7 +9,7 @@ import pytest
 
 from lakelog import sql
 from lakelog.cli import EXIT_BAD_INPUT, main
-from lakelog.errors import InvalidRequest
+from lakelog.errors import CorruptRecord, InvalidRequest
 from lakelog.jobs.status import refresh_status
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store import Location
@@ -79,3 +79,16 @@ def test_queries_over_topics_and_status_tables_still_work(root, orders):
     status = sql.query(root, "SELECT partition, high_watermark FROM orders_status ORDER BY partition")
     assert status.to_pylist() == [{"partition": 0, "high_watermark": 3}, {"partition": 1, "high_watermark": 3}]
     assert sorted(sql.query(root, "SHOW TABLES").column("name").to_pylist()) == ["orders", "orders_status"]
+
+
+def test_a_topic_is_read_when_a_query_scans_it_and_its_damage_is_lakelog_s_error(root, orders):
+    """Finding 11: DuckDB gets each topic as a stream read while the query runs (no table loaded whole when the
+    session opens); a data file missing under it is CorruptRecord, not a DuckDB error."""
+    data_file = next(uri for uri, _ in files_under(root) if uri.endswith(".parquet") and f"/topics/{orders}/0/" in uri)
+    Location.of(root).io.delete(data_file)
+    sources: dict = {}
+    connect = sql.connect(root, f"SELECT count(*) FROM {orders}", sources=sources)  # reads no row yet
+    connect.close()
+    assert isinstance(sources[orders], sql.ArrowStream)
+    with pytest.raises(CorruptRecord, match="is missing"):
+        sql.query(root, f"SELECT count(*) FROM {orders}")
