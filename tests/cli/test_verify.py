@@ -6,6 +6,7 @@ each test (through the file IO), then damaged the way a power loss, a bad disk o
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -17,6 +18,7 @@ from lakelog.log import BatchHeader, create_topic, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
 from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import Location, Table
+from lakelog.store.delta_actions import TABLE_ID_KEY
 
 TOPIC = "pay"
 
@@ -217,3 +219,23 @@ def test_committed_offset_above_the_high_watermark(lake, capsys):
 def test_unknown_topic_is_bad_input(lake, capsys):
     assert main(["verify", "--topic", "nope", "--root", lake.uri]) == 2
     assert "UNKNOWN_TOPIC_OR_PART" in capsys.readouterr().err
+
+
+def test_commit_of_another_table_is_named(lake, capsys):
+    """Finding 3: a commit decided on another table of the same name (a deleted topic's late writer)."""
+    uri = commit_uri(lake, 3)
+    lines = [json.loads(line) for line in lake.io.read(uri).splitlines()]
+    for action in lines:
+        if "commitInfo" in action:
+            action["commitInfo"][TABLE_ID_KEY] = "00000000-0000-0000-0000-000000000000"
+    lake.io.write(uri, b"".join(json.dumps(action).encode() + b"\n" for action in lines))
+    code, out = verify(lake, capsys=capsys)
+    assert code == 1
+    assert ["topics/pay/0", "version 3", "other-table-commit"] in [row[:3] for row in findings(out)]
+
+
+def test_a_deletion_mark_is_a_note(lake, capsys):
+    Table.open(partition_log(lake, 1)).mark_deleted()
+    code, out = verify(lake, capsys=capsys)
+    assert code == 0, out
+    assert re.search(r"\ntopics/pay/1\tversion 5\tmarked-deleted\t", out)

@@ -24,9 +24,10 @@ from lakelog.jobs.verify.findings import Finding, offsets
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID
 from lakelog.store import Location
 from lakelog.store.checkpoint import read_last_checkpoint, snapshot_from_checkpoint
-from lakelog.store.delta_actions import COMMIT_ID_KEY, ENGINE_INFO, MalformedCommit, decode_commit
+from lakelog.store.delta_actions import COMMIT_ID_KEY, ENGINE_INFO, TABLE_ID_KEY, MalformedCommit, decode_commit
 from lakelog.store.delta_log import LAST_CHECKPOINT, DeltaLog, checkpoint_name, commit_name
 from lakelog.store.snapshot import Snapshot, SnapshotError, file_entry
+from lakelog.store.strict_commit import DELETED_KEY
 
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
@@ -52,6 +53,8 @@ class Chain:
     # Each kept commit's actions, None for one that does not decode.
     actions: dict[int, list[dict[str, Any]] | None] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    # Not damage: a deletion mark a delete cut short left.
+    notes: list[Finding] = field(default_factory=list)
 
     @property
     def first_version(self) -> int:
@@ -274,16 +277,55 @@ def _replay(chain: Chain, commits: dict[int, list[dict[str, Any]] | None], parti
             continue
         if partition_table:
             leo = _check_log_end_offset(chain, version, actions, leo)
+        _check_table(chain, snapshot, version, actions)
         try:
             snapshot.apply(actions, version)
         except (KafkaException, SnapshotError, KeyError, TypeError) as error:
-            chain.findings.append(
-                Finding(chain.table, f"version {version}", kinds.MALFORMED_COMMIT, f"an action does not replay: {error!r}")
-            )
-            break
+            if not any(f.where == f"version {version}" for f in chain.findings):
+                chain.findings.append(
+                    Finding(chain.table, f"version {version}", kinds.MALFORMED_COMMIT, f"it does not replay: {error}")
+                )
+            break  # the state past a commit no lakelog writer made is not the table's
         version += 1
+    if DELETED_KEY in snapshot.configuration:
+        chain.notes.append(
+            Finding(
+                chain.table,
+                f"version {snapshot.version}",
+                kinds.MARKED_DELETED,
+                "marked deleted by a delete cut short (the next delete of its topic finishes it)",
+            )
+        )
     if snapshot.version < 0:
         chain.snapshot = None
+
+
+def _check_table(chain: Chain, snapshot: Snapshot, version: int, actions: list[dict[str, Any]]) -> None:
+    """A commit names the table it was decided on (S9.5), and none follows the table's deletion mark."""
+    where = f"version {version}"
+    if DELETED_KEY in snapshot.configuration:
+        chain.findings.append(
+            Finding(
+                chain.table,
+                where,
+                kinds.AFTER_DELETION,
+                f"committed after the table was marked deleted at version {snapshot.version}",
+            )
+        )
+    info: dict[str, Any] = next((a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)), {})
+    named = info.get(TABLE_ID_KEY)
+    current = snapshot.table_id or next(
+        (action["metaData"].get("id") for action in actions if isinstance(action.get("metaData"), dict)), None
+    )
+    if named is not None and named != current:
+        chain.findings.append(
+            Finding(
+                chain.table,
+                where,
+                kinds.OTHER_TABLE_COMMIT,
+                f"decided on table {named}, not this table ({current}): a deleted table's late writer?",
+            )
+        )
 
 
 def _is_empty_finding(chain: Chain, version: int) -> bool:

@@ -9,6 +9,8 @@ EMPTY_COMMIT = "empty-commit"
 TRUNCATED_COMMIT = "truncated-commit"
 MALFORMED_COMMIT = "malformed-commit"
 FOREIGN_COMMIT = "foreign-commit"
+OTHER_TABLE_COMMIT = "other-table-commit"
+AFTER_DELETION = "commit-after-deletion"
 MISSING_LEO = "missing-log-end-offset"
 LEO_BACKWARDS = "log-end-offset-backwards"
 HOLE = "hole"
@@ -35,6 +37,7 @@ CORRUPT_GROUP = "corrupt-group"
 # Notes: reported, not damage (the exit code ignores them).
 ORPHAN_FILE = "orphan-file"
 REPAIRED = "repaired"
+MARKED_DELETED = "marked-deleted"
 
 
 @dataclass(frozen=True)

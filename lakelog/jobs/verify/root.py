@@ -124,6 +124,7 @@ def _verify_table(location: Location, name: str, deep: bool) -> tuple[PartitionS
     if chain is None:
         return summary, None, None
     summary.findings.extend(chain.findings)
+    summary.notes.extend(chain.notes)
     summary.first_version, summary.last_version = chain.first_version, chain.newest
     try:
         Table.open(location)
