@@ -19,6 +19,7 @@ lakelog's guarantees. Terms used below:
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -75,6 +76,8 @@ class Analysis:
     visible: dict[str, dict[int, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
     rank_of: dict[str, dict[int, int]] = field(default_factory=dict)
     by_index: dict[str, list[set[str]]] = field(default_factory=dict)
+    # Reads whose offset is no offset (damage read as data): they take no place in any order.
+    offsetless: list[Read] = field(default_factory=list)
 
 
 def transaction_outcomes(history: Iterable[Op]) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], int]]:
@@ -115,6 +118,9 @@ def analyse(history: list[Op]) -> Analysis:
         if op.f == "poll" and op.type == OK:
             for key, pairs in op.value.items():
                 for offset, value in pairs:
+                    if not isinstance(offset, int):
+                        analysis.offsetless.append(Read(op.process, key, offset, value, op.isolation, op.txn, op.time))
+                        continue
                     analysis.reads.append(Read(op.process, key, offset, value, op.isolation, op.txn, op.time))
                     analysis.offset_log[key][offset].add(value)
                     writer = writer_of(analysis, key, offset, value)
@@ -139,13 +145,13 @@ def writer_of(analysis: Analysis, key: str, offset: int, value: str) -> Write | 
 
 def inconsistent_offsets(analysis: Analysis) -> list[dict]:
     """An offset of a key that holds more than one value: two acknowledgements or reads disagree on
-    what is at (k, o) (Jepsen: the version orders' errors)."""
+    what is at (k, o) (Jepsen: the version orders' errors); and a read of a value at no offset at all."""
     return [
-        {"key": key, "offset": offset, "values": sorted(values)}
+        {"key": key, "offset": offset, "values": sorted(values, key=repr)}  # a damaged value may be None
         for key, log in analysis.offset_log.items()
         for offset, values in sorted(log.items())
         if len(values) > 1
-    ]
+    ] + [{"key": read.key, "offset": read.offset, "values": [read.value], "reader": read.process} for read in analysis.offsetless]
 
 
 def duplicates(analysis: Analysis) -> list[dict]:
@@ -162,7 +168,8 @@ def lost_writes(analysis: Analysis) -> list[dict]:
     """A committed write that no read_committed read returned although one returned a value after
     it: with `bound` the highest index a read_committed read of k reached, a committed write of k at
     an index <= bound that no read_committed poll of any process returned (Jepsen: lost-write-cases;
-    read_uncommitted reads see rows, not what committed, so they neither raise the bound nor clear a write)."""
+    read_uncommitted reads see rows, not what committed, so they neither raise the bound nor clear a write).
+    And a committed write an end of partition passed over (`ended_before`)."""
     read_values: dict[str, set[str]] = defaultdict(set)
     bound: dict[str, int] = {}
     for read in analysis.reads:
@@ -187,6 +194,48 @@ def lost_writes(analysis: Analysis) -> list[dict]:
                     "max_read_index": bound[write.key],
                     "writer": write.process,
                 }
+            )
+    return lost + ended_before(analysis)
+
+
+def ended_before(analysis: Analysis) -> list[dict]:
+    """A committed write at or past where a consumer then found the end of its partition: the `eof` came
+    after the write was acknowledged, at a position <= its offset, so the log ends before an acknowledged
+    record (a read that stops short is no poll skip; Jepsen's unseen, at a final read). Only ends that
+    every earlier write of the key had settled before count: an open transaction holds the LSO back."""
+    ended_at: dict[tuple[str, int], int] = {}
+    for op in analysis.history:
+        if op.f in ("commit", "abort") and op.type == OK and op.txn is not None:
+            ended_at.setdefault((op.process, op.txn), op.time)
+    # key -> its writes in the order they were acknowledged, with when, and the running highest committed offset.
+    acknowledged: dict[str, list[tuple[int, Write]]] = defaultdict(list)
+    for op in analysis.history:
+        if op.f == "send" and op.type == OK:
+            for key, offset, value in op.value:
+                write = next(w for w in analysis.writes_of[(key, value)] if w.offset == offset and w.process == op.process)
+                acknowledged[key].append((op.time, write))
+    highest: dict[str, list[int]] = {}
+    for key, writes in acknowledged.items():
+        running, top = [], -1
+        for _, write in writes:
+            top = max(top, write.offset) if write.outcome == COMMITTED else top
+            running.append(top)
+        highest[key] = running
+    lost: list[dict] = []
+    for op in analysis.history:
+        if op.f != "eof" or op.type != OK:
+            continue
+        for key, end in op.value.items():
+            count = bisect.bisect_left([time for time, _ in acknowledged.get(key, [])], op.time)
+            if count == 0 or highest[key][count - 1] < end:
+                continue  # every committed write acknowledged before this end lies before it
+            before = [write for _, write in acknowledged[key][:count]]
+            if any(w.txn is not None and ended_at.get((w.process, w.txn), op.time) >= op.time for w in before):
+                continue
+            lost.extend(
+                {"key": key, "offset": w.offset, "value": w.value, "end": end, "reader": op.process, "writer": w.process}
+                for w in before
+                if w.outcome == COMMITTED and w.offset >= end
             )
     return lost
 
@@ -298,6 +347,66 @@ def check(history: list[Op]) -> dict[str, list[dict]]:
         "poll-skip": skips,
         "inconsistent-offsets": inconsistent_offsets(analysis),
     }
+
+
+# -- storage faults: what became of each -----------------------------------------------------------
+
+CORRUPT = "CORRUPT_MESSAGE"
+# survived: no client met an error on its partition after it, and no anomaly is on it; refused: a client met
+# CorruptRecord there, and no anomaly; harmed: an anomaly on its partition (damage taken for truth); wrong-error: a
+# client failed there with another error (a retriable one retried forever, a raw one) and nothing refused it.
+FAULT_OUTCOMES = ("survived", "refused", "harmed", "wrong-error")
+
+
+def fault_outcomes(history: list[Op], result: dict[str, list[dict]]) -> list[dict]:
+    """Each injected fault (a `fault` op) with its outcome (FAULT_OUTCOMES), judged by the errors recorded on
+    its key after it and the anomalies of `result` (check's) on that key."""
+    harmed = {example["key"] for examples in result.values() for example in examples if "key" in example}
+    faults = [op for op in history if op.f == "fault"]
+    errors = [op for op in history if op.f == "error"]
+    judged = []
+    for fault in faults:
+        key = fault.value["key"]  # None: the whole root (a power loss), every key's errors and anomalies count
+        names = {error.value["name"] for error in errors if key in (None, error.value.get("key")) and error.time >= fault.time}
+        if key in harmed or (key is None and harmed):
+            outcome = "harmed"
+        elif CORRUPT in names:
+            outcome = "refused"
+        elif names:
+            outcome = "wrong-error"
+        else:
+            outcome = "survived"
+        judged.append({**fault.value, "outcome": outcome, "errors": sorted(names)})
+    return judged
+
+
+def fault_tally(outcomes: Iterable[dict]) -> dict[str, dict[str, int]]:
+    """Fault kind -> {outcome: count} (every outcome named, zeros too)."""
+    tally: dict[str, dict[str, int]] = {}
+    for fault in outcomes:
+        row = tally.setdefault(fault["kind"], dict.fromkeys(FAULT_OUTCOMES, 0))
+        row[fault["outcome"]] += 1
+    return tally
+
+
+def fault_table(tally: dict[str, dict[str, int]]) -> str:
+    """Faults injected per kind and what became of them, one row each, and a total row."""
+    width = max([len("fault"), len("total"), *map(len, tally)])
+    columns = ("injected", *FAULT_OUTCOMES)
+    rows = [f"{'fault':<{width}}  " + "  ".join(columns)]
+    totals = dict.fromkeys(FAULT_OUTCOMES, 0)
+    for kind in sorted(tally):
+        counts = tally[kind]
+        for outcome in FAULT_OUTCOMES:
+            totals[outcome] += counts.get(outcome, 0)
+        rows.append(_fault_row(kind, counts, width, columns))
+    rows.append(_fault_row("total", totals, width, columns))
+    return "\n".join(rows)
+
+
+def _fault_row(name: str, counts: dict[str, int], width: int, columns: tuple[str, ...]) -> str:
+    cells = [sum(counts.values()), *(counts.get(outcome, 0) for outcome in FAULT_OUTCOMES)]
+    return f"{name:<{width}}  " + "  ".join(f"{cell:>{len(column)}}" for cell, column in zip(cells, columns, strict=True))
 
 
 def found(result: dict[str, list[dict]]) -> dict[str, int]:

@@ -1,9 +1,12 @@
 """The clients of a chaos run: lakelog's own Consumer and Producer, each recording what it did in a
 history (tests/chaos/history.py) as it returns.
 
-- `RecordingConsumer` records each poll (with the isolation level it claims), and each change of
-  position it makes on purpose (assign, seek, rebalance callbacks) as an `assign`.
+- `RecordingConsumer` records each poll (with the isolation level it claims), each end of a
+  partition it reports (`eof`), and each change of position it makes on purpose (assign, seek,
+  rebalance callbacks) as an `assign`.
 - `RecordingProducer` records each acknowledged send, and each transaction's begin, commit and abort.
+- Both record a failed delivery report or an error message a poll returns as an `error` op, and
+  `record_error` records one a call raised.
 - `python -m chaos.client --history-dir D <worker arguments>` runs one worker of
   `pipelines.consume_transform_produce` with these clients in place of its own, so the job under
   test is the real one; `ChaosSupervisor` starts its slots that way.
@@ -14,6 +17,7 @@ A planted bug (tests/chaos/workload.py) misuses these clients; nothing here is b
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -21,10 +25,25 @@ from pathlib import Path
 from typing import Any
 
 from chaos.history import FAIL, INFO, INVOKE, OK, HistoryWriter, key_of, text
-from lakelog import Consumer, KafkaException, Producer, TopicPartition
+from lakelog import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from pipelines.consume_transform_produce import Job, Supervisor, worker_command
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
+# A partition's table in an error's text: `<root>/topics/<topic>/<partition>`.
+_PARTITION_TABLE = re.compile(r"/topics/([^/\s]+)/(\d+)(?![\w.-])")
+
+
+def record_error(history: HistoryWriter, key: str | None, doing: str, error: BaseException | KafkaError) -> None:
+    """Write an `error` op: the Kafka error's name and code, or a foreign exception's class name. Its key is the
+    partition whose table the message names (a call about one partition can fail on another's), else `key`."""
+    kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else error
+    if isinstance(kafka_error, KafkaError):
+        name, code, message = kafka_error.name(), kafka_error.code(), kafka_error.str()
+    else:
+        name, code, message = type(error).__name__, None, str(error)
+    named = _PARTITION_TABLE.search(message)
+    value = {"key": key_of(named.group(1), int(named.group(2))) if named else key, "call_key": key, "doing": doing}
+    history(FAIL, "error", {**value, "name": name, "code": code, "message": message[:500]})
 
 
 class RecordingConsumer(Consumer):
@@ -47,6 +66,10 @@ class RecordingConsumer(Consumer):
         messages = super().consume(num_messages, timeout)
         reads: dict[str, list[list]] = defaultdict(list)
         for message in messages:
+            if message.error() is not None and message.error().code() == KafkaError._PARTITION_EOF:
+                self.history(OK, "eof", {key_of(message.topic(), message.partition()): message.offset()}, isolation=self.claims)
+            elif message.error() is not None:
+                record_error(self.history, key_of(message.topic(), message.partition()), "poll", message.error())
             if message.error() is None:
                 key = key_of(message.topic(), message.partition())
                 offset = message.offset()
@@ -105,6 +128,8 @@ class RecordingProducer(Producer):
         def delivered(error, message):
             if error is None:
                 self._delivered.append([key_of(message.topic(), message.partition()), message.offset(), text(message.value())])
+            else:
+                record_error(self.history, key_of(message.topic(), message.partition()), "send", error)
             if on_delivery is not None:
                 on_delivery(error, message)
 

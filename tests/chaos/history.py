@@ -13,6 +13,14 @@ dropped when the files are read back. Operations are Jepsen's: `type` is invoke 
   A commit's ok value: the consumer offsets sent to the transaction, `{key: offset}` (or None).
 - `assign`: the consumer's position of some keys moved on purpose (rebalance, assign, seek);
   value: the keys. Poll-order checks start again for those keys.
+- `eof`: a consumer reported the end of a partition (enable.partition.eof); value `{key: offset}`,
+  the position it reached, `isolation` as for `poll`.
+- `error` (fail): a client call or a delivery report failed; value `{key, call_key, doing, name,
+  code, message}`, `name` the Kafka error name (CORRUPT_MESSAGE for CorruptRecord) or, for an
+  exception that is not Kafka's, its class name; `call_key` the partition the call was about (None
+  when it was about no one partition), `key` the partition the error names, else `call_key`.
+- `fault` (info, process `nemesis`): store damage injected (tests/chaos/nemesis.py); value `{kind,
+  key, file, detail}`.
 
 A key is `topic/partition`; values are unique strings, which is what lets a checker tell who wrote
 what. `txn` numbers a process's transactions (with `transactional_id`), None outside one. `time` is

@@ -1,16 +1,23 @@
 """The nemesis of a chaos run: SIGKILLs worker processes (their slot starts again later), pauses
 them with SIGSTOP/SIGCONT, some inside a transaction and past their session timeout so that they
-wake as zombies (S7.2), and heals everything at the end."""
+wake as zombies (S7.2), and heals everything at the end; and damages a partition's files between
+operations (StorageNemesis: emptied, deleted and torn commits, flipped, copied and torn data files)."""
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
+from chaos.history import INFO, HistoryWriter, key_of
+from lakelog.log.topics import partition_path
+from lakelog.store import Location, Table
+from lakelog.store.delta_log import DELTA_LOG, DeltaLog, commit_name
 from pipelines.consume_transform_produce import Supervisor
 
 
@@ -99,3 +106,106 @@ class Nemesis:
             if everything or at <= now:
                 self.supervisor.start(slot)
                 del self.dead[slot]
+
+
+# -- storage faults ------------------------------------------------------------------------------
+
+# What a user's store can do to a partition's files between two operations (what a crash, a power loss,
+# a bad disk or an operator's copy leaves): each a kind of StorageNemesis.strike.
+STORAGE_FAULTS = {
+    "empty-commit": "a commit file emptied (a link of an unsynced file after a power loss)",
+    "hole": "a commit file deleted while a later one is kept",
+    "flip-byte": "one byte of an active data file changed",
+    "copy-over": "an active data file's bytes copied over another active data file's",
+    "torn-commit": "a commit file truncated mid-way",
+    "torn-data": "an active data file truncated mid-way",
+}
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
+
+
+@dataclass(frozen=True)
+class StorageFault:
+    """One injected fault: its kind, the partition's key and the file (relative to the partition's table)."""
+
+    kind: str
+    key: str | None  # None: the whole root (a power loss)
+    file: str
+    detail: str
+
+
+class StorageNemesis:
+    """Damages the files of one topic's partitions, through the root's FileIO (a local root or S3 alike).
+
+    A target is a file a user's data lives in: a commit file the latest checkpoint does not cover
+    (one a cold open still reads) or an active data file of the latest snapshot. Each fault is
+    written to `history` as an `info` op `fault` (its value: kind, key, file, detail) right after the
+    damage, so the checker can tell what each client saw after it.
+    """
+
+    def __init__(self, root: str, topic: str, rng: random.Random, history: HistoryWriter) -> None:
+        self.root = Location.of(root)
+        self.topic = topic
+        self.rng = rng
+        self.history = history
+        self.injected: list[StorageFault] = []
+
+    def table(self, partition: int) -> Location:
+        return partition_path(self.root, self.topic, partition)
+
+    def commit_files(self, partition: int) -> list[str]:
+        """`_delta_log/<v>.json` of the versions after the latest checkpoint, oldest first (version 0 kept out:
+        it creates the table and holds no record)."""
+        names = list(DeltaLog(self.table(partition)).names())
+        checkpoint = max((int(m.group(1)) for m in map(_CHECKPOINT_FILE.match, names) if m), default=0)
+        versions = sorted(int(m.group(1)) for m in map(_COMMIT_FILE.match, names) if m)
+        return [f"{DELTA_LOG}/{commit_name(v)}" for v in versions if v > checkpoint]
+
+    def data_files(self, partition: int) -> list[str]:
+        """The active data files of the partition's latest snapshot, by first offset."""
+        return [entry.path for entry in Table.open(self.table(partition)).files()]
+
+    def strike(self, kind: str, partition: int) -> StorageFault | None:
+        """Inject `kind` (a key of STORAGE_FAULTS) into `partition`; None if it has no file to take it."""
+        table = self.table(partition)
+        commits, data = self.commit_files(partition), self.data_files(partition)
+        if kind in ("empty-commit", "torn-commit", "hole"):
+            # A hole keeps a later commit; an emptied or torn commit is the latest, what a power loss or a crash
+            # in the middle of a write leaves.
+            candidates = commits[:-1] if kind == "hole" else commits[-1:]
+            if not candidates:
+                return None
+            target = self.rng.choice(candidates)
+        else:
+            if len(data) < (2 if kind == "copy-over" else 1):
+                return None
+            target = self.rng.choice(data)
+        uri = table.child(target).uri
+        io = table.io
+        if kind == "hole":
+            io.delete(uri)
+            detail = "deleted"
+        elif kind == "empty-commit":
+            io.write(uri, b"")
+            detail = "emptied"
+        elif kind == "copy-over":
+            source = self.rng.choice([name for name in data if name != target])
+            io.write(uri, io.read(table.child(source).uri))
+            detail = f"bytes of {source}"
+        else:
+            body = io.read(uri)
+            if kind == "flip-byte":
+                # Inside the column chunks, where damage can pass for data: not the magic at either end nor the
+                # footer (its length is the 4 bytes before the closing magic), which no reader can read past.
+                footer = int.from_bytes(body[-8:-4], "little")
+                at = self.rng.randrange(4, max(5, len(body) - 8 - footer))
+                io.write(uri, body[:at] + bytes([body[at] ^ 0xFF]) + body[at + 1 :])
+                detail = f"byte {at} of {len(body)} flipped"
+            else:
+                keep = self.rng.randrange(1, len(body))
+                io.write(uri, body[:keep])
+                detail = f"truncated to {keep} of {len(body)} bytes"
+        fault = StorageFault(kind, key_of(self.topic, partition), target, detail)
+        self.injected.append(fault)
+        self.history(INFO, "fault", {"kind": kind, "key": fault.key, "file": target, "detail": detail})
+        return fault

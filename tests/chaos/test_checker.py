@@ -1,5 +1,6 @@
 """The history checker on hand-built histories: each anomaly class from its smallest case, none from
-a clean one, and none from any history a correct model of a partition log produces (hypothesis)."""
+a clean one, and none from any history a correct model of a partition log produces (hypothesis); and
+the storage faults' tally, each fault judged by what the clients met after it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chaos.checker import ANOMALIES, check, found, table
-from chaos.history import INVOKE, OK, Op
+from chaos.checker import ANOMALIES, FAULT_OUTCOMES, check, fault_outcomes, fault_table, fault_tally, found, table
+from chaos.history import INFO, INVOKE, OK, Op
 
 RC, RU = "read_committed", "read_uncommitted"
 
@@ -136,7 +137,7 @@ def test_an_unknown_outcome_is_neither_lost_nor_aborted():
 def model_histories(draw):
     """Producers run transactions (commit or abort) or plain sends on two keys; a model log gives
     offsets (one marker after each transaction's rows); readers poll read_committed from where they
-    were, up to the model's LSO, sometimes reassigning back to the start."""
+    were, up to the model's LSO, and report the end there, sometimes reassigning back to the start."""
     h = Builder()
     logs: dict[str, list[tuple[str, str | None]]] = {"k0": [], "k1": []}  # offset -> (value, status)
     positions: dict[tuple[str, str], int] = {}
@@ -173,13 +174,14 @@ def model_histories(draw):
                 for key in logs:
                     positions[(reader, key)] = 0
                 continue
-            reads = {}
+            reads, ends = {}, {}
             for key, log in logs.items():
                 lso = next((i for i, (_, status) in enumerate(log) if status is None), len(log))
                 start = positions.get((reader, key), 0)
                 reads[key] = [(o, v) for o, (v, s) in enumerate(log[start:lso], start) if s == "committed"]
-                positions[(reader, key)] = lso
+                positions[(reader, key)] = ends[key] = lso
             h.poll(reader, reads)
+            h.op(reader, OK, "eof", ends, isolation=RC)  # at the LSO
     return h.ops
 
 
@@ -196,3 +198,76 @@ def test_a_retried_transaction_may_send_its_values_again():
     h.transaction("p0", 4, ("k", 9, "d"))
     h.poll("r", {"k": [(9, "d")]})
     assert found(check(h.ops)) == {}
+
+
+# -- an end of partition before an acknowledged write, and storage faults ------------------------
+
+
+def test_an_end_of_partition_before_a_committed_write_is_a_lost_write():
+    """Finding 2's shape: the log ends (a hole read as its end) before a record that was acknowledged."""
+    h = clean()
+    h.op("r2", OK, "eof", {"k": 5}, isolation=RC)  # c was committed at 5: the log ends before it
+    result = check(h.ops)
+    assert found(result) == {"lost-write": 1}
+    assert result["lost-write"] == [{"key": "k", "offset": 5, "value": "c", "end": 5, "reader": "r2", "writer": "p0"}]
+
+
+def test_an_end_held_back_by_an_open_transaction_loses_nothing():
+    h = clean()
+    h.op("p1", INVOKE, "txn", txn=0)
+    h.send("p1", ("k", 7, "d"), txn=0)
+    h.transaction("p0", 3, ("k", 9, "e"))
+    h.op("r2", OK, "eof", {"k": 7}, isolation=RC)  # the LSO waits at 7 for p1's transaction
+    h.op("r2", OK, "eof", {"k": 10}, isolation=RU)
+    assert found(check(h.ops)) == {}
+
+
+def test_a_read_at_no_offset_or_of_no_value_is_an_inconsistent_offset():
+    """Damage read as data: a flipped byte can make a row's offset or value null."""
+    h = clean()
+    h.poll("r2", {"k": [(0, "a"), (None, "b")]})
+    h.poll("r3", {"k": [(0, "a"), (1, None)]})
+    result = check(h.ops)
+    assert found(result) == {"inconsistent-offsets": 2}
+    assert [example["offset"] for example in result["inconsistent-offsets"]] == [1, None]
+
+
+def faulted() -> Builder:
+    """Five faults, one per key; clients' errors after (and one before) them; a lost write on the harmed key."""
+    h = clean()
+    h.op("p0", OK, "send", [["d", 0, "x"]])
+    h.op("c", "fail", "error", {"key": "b", "name": "CORRUPT_MESSAGE"})  # before any fault: no verdict
+    for key, kind in zip("abcde", ["hole", "flip-byte", "empty-commit", "torn-data", "hole"], strict=True):
+        h.op("nemesis", INFO, "fault", {"kind": kind, "key": key, "file": "f", "detail": ""})
+    h.op("c", "fail", "error", {"key": "a", "name": "CORRUPT_MESSAGE"})
+    h.op("c", "fail", "error", {"key": "a", "name": "KAFKA_STORAGE_ERROR"})  # refused once is refused
+    h.op("c", "fail", "error", {"key": "c", "name": "KAFKA_STORAGE_ERROR"})
+    h.op("c", "fail", "error", {"key": "d", "name": "CORRUPT_MESSAGE"})  # refused, yet the write below is lost
+    h.op("r", OK, "eof", {"d": 0}, isolation=RC)
+    return h
+
+
+def test_each_fault_is_survived_refused_harmed_or_met_with_another_error():
+    h = faulted()
+    result = check(h.ops)
+    assert found(result) == {"lost-write": 1}
+    outcomes = {fault["key"]: fault["outcome"] for fault in fault_outcomes(h.ops, result)}
+    assert outcomes == {"a": "refused", "b": "survived", "c": "wrong-error", "d": "harmed", "e": "survived"}
+    assert fault_tally(fault_outcomes(h.ops, result)) == {
+        "empty-commit": {"survived": 0, "refused": 0, "harmed": 0, "wrong-error": 1},
+        "flip-byte": {"survived": 1, "refused": 0, "harmed": 0, "wrong-error": 0},
+        "hole": {"survived": 1, "refused": 1, "harmed": 0, "wrong-error": 0},
+        "torn-data": {"survived": 0, "refused": 0, "harmed": 1, "wrong-error": 0},
+    }
+
+
+def test_a_fault_table_row_per_kind_and_a_total():
+    rows = [line.split() for line in fault_table(fault_tally(fault_outcomes(faulted().ops, check(faulted().ops)))).splitlines()]
+    assert rows[0] == ["fault", "injected", *FAULT_OUTCOMES]
+    assert rows[1:] == [
+        ["empty-commit", "1", "0", "0", "0", "1"],
+        ["flip-byte", "1", "1", "0", "0", "0"],
+        ["hole", "2", "1", "1", "0", "0"],
+        ["torn-data", "1", "0", "0", "1", "0"],
+        ["total", "5", "2", "1", "1", "1"],
+    ]

@@ -1,0 +1,55 @@
+"""The storage-fault round (chaos.storage.run_storage_workload): real clients on a real root while
+the storage nemesis damages one partition per kind between their operations (an emptied, deleted and
+torn commit, a flipped byte, a data file copied over another, a torn data file). The history checker
+finds no record lost and no offset reused, and each fault was survived or refused as CorruptRecord
+(findings 1, 2, 4 and 10)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from chaos.checker import check, fault_outcomes, found
+from chaos.history import read_history
+from chaos.nemesis import STORAGE_FAULTS
+from chaos.storage import run_power_loss_workload, run_storage_workload
+
+
+@pytest.mark.xfail(
+    strict=False, reason="the data files' rows checked against their add statistics (issue's build 3) have not landed"
+)
+def test_every_store_damage_is_survived_or_refused_and_loses_nothing(tmp_path, rng):
+    root, history_dir = tmp_path / "root", tmp_path / "history"
+    root.mkdir()
+    history_dir.mkdir()
+    injected = run_storage_workload(str(root), str(history_dir), rng)
+    assert sorted(fault.kind for fault in injected) == sorted(STORAGE_FAULTS)
+    history = read_history(history_dir)
+    result = check(history)
+    outcomes = fault_outcomes(history, result)
+    print("\n".join(f"{fault['kind']}: {fault['outcome']} {fault['errors']} ({fault['detail']})" for fault in outcomes))
+    assert found(result) == {}
+    assert [fault for fault in outcomes if fault["outcome"] not in ("survived", "refused")] == []
+
+
+def judged(history_dir):
+    history = read_history(history_dir)
+    result = check(history)
+    return found(result), fault_outcomes(history, result)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason="the syncs of a local root (issue's build 1) have not landed")
+@pytest.mark.skipif(sys.platform != "linux", reason="the power-loss journal names descriptors through /proc")
+def test_a_power_loss_after_a_kill_loses_no_acknowledged_record(tmp_path, rng):
+    """The clients' process is SIGKILLed mid-run and what it never synced is dropped or cut (build 1)."""
+    pytest.importorskip("chaos.power_loss")
+    root, history_dir = tmp_path / "root", tmp_path / "history"
+    root.mkdir()
+    history_dir.mkdir()
+    fault = run_power_loss_workload(str(root), str(history_dir), rng, str(tmp_path / "journal"))
+    anomalies, outcomes = judged(history_dir)
+    print(fault.detail, outcomes)
+    assert anomalies == {}
+    assert [fault["outcome"] for fault in outcomes] in (["survived"], ["refused"])
