@@ -29,9 +29,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from lakelog import catalog
-from lakelog.errors import InvalidRequest, KafkaException
+from lakelog.errors import CorruptRecord, InvalidRequest, KafkaException
 from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
 from lakelog.store import Location, Table, open_root
+from lakelog.store.fileio import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,10 @@ LOCKED_DOWN = {"enable_external_access": False, "autoinstall_known_extensions": 
 # What DuckDB says when a query reaches for what a lakelog session refuses.
 REFUSED = (duckdb.PermissionException,)
 LOCKED = re.compile(r"configuration has been locked|disabled (through|by) configuration", re.IGNORECASE)
+# Views' and status tables' files as DuckDB reads them: each page's checksum verified where the writer stored one.
+CHECKED_PARQUET = ds.ParquetFileFormat(
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True)
+)
 # A topic's rows are fetched this many bytes at a time while DuckDB scans them.
 READ_BYTES = 16 << 20
 
@@ -182,7 +187,12 @@ def snapshot_dataset(table: Table) -> ds.Dataset:
     """A Delta table's snapshot in hand (a view or a status table) as a pyarrow dataset over its data files, read
     through the table's file IO when scanned, in the table's schema."""
     paths = [table.io.path(uri) for uri in table.data_paths()]
-    return ds.dataset(paths, schema=table.schema, format="parquet", filesystem=table.io.filesystem)
+    try:
+        return ds.dataset(paths, schema=table.schema, format=CHECKED_PARQUET, filesystem=table.io.filesystem)
+    except FileNotFoundError as error:
+        raise CorruptRecord(
+            f"a data file of {table.uri} (version {table.version}) is missing: {one_line(error)}", path=table.uri
+        ) from None
 
 
 def _view_dataset(root: str | Location, topic: str) -> ds.Dataset:

@@ -92,3 +92,12 @@ def test_a_topic_is_read_when_a_query_scans_it_and_its_damage_is_lakelog_s_error
     assert isinstance(sources[orders], sql.ArrowStream)
     with pytest.raises(CorruptRecord, match="is missing"):
         sql.query(root, f"SELECT count(*) FROM {orders}")
+
+
+def test_a_status_table_missing_a_file_is_corrupt_record(root, orders):
+    """A view or status table read as a dataset by column still reports a missing file as lakelog's error."""
+    refresh_status(root, orders, lambda status_of, tasks: [status_of(task) for task in tasks])
+    status = next(uri for uri, _ in files_under(root) if uri.endswith(".parquet") and f"/status/{orders}/" in uri)
+    Location.of(root).io.delete(status)
+    with pytest.raises(CorruptRecord, match="is missing"):
+        sql.query(root, f"SELECT count(*) FROM {orders}_status")
