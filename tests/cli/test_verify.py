@@ -239,3 +239,16 @@ def test_a_deletion_mark_is_a_note(lake, capsys):
     code, out = verify(lake, capsys=capsys)
     assert code == 0, out
     assert re.search(r"\ntopics/pay/1\tversion 5\tmarked-deleted\t", out)
+
+
+@pytest.mark.slow
+def test_on_an_s3_root_through_the_file_io(s3_root, capsys):
+    """The same checks on an object store: every byte read through the root's FileIO."""
+    build_clean_root(s3_root)
+    lake = Location.of(s3_root)
+    code, out = verify(lake, "--deep", capsys=capsys)
+    assert code == 0, out
+    lake.io.delete(commit_uri(lake, 3, partition=1))
+    code, out = verify(lake, capsys=capsys)
+    assert code == 1
+    assert ["topics/pay/1", "version 3", "hole"] in [row[:3] for row in findings(out)]
