@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.errors import CorruptRecord, KafkaException, KafkaStorageError, UnknownTopicOrPartition
+from lakelog.errors import CorruptRecord, InvalidArgument, KafkaException, KafkaStorageError, UnknownTopicOrPartition
 from lakelog.store.delta_actions import (
     COMMIT_ID_KEY,
     MalformedCommit,
@@ -202,8 +202,13 @@ class Table(StrictCommit):
         return self.child_uri(entry.path)
 
     def child_uri(self, name: str) -> str:
-        """The URI of a file in the table's folder (`name` relative to it, as Delta paths are)."""
-        return f"{self.uri.rstrip('/')}/{name}"
+        """The URI of a file in the table's folder (`name` relative to it, as Delta paths are); CorruptRecord for a
+        name reaching outside it (a `..` segment): a log naming such a file is damaged, and nothing reads or
+        deletes it."""
+        try:
+            return self.location.child(name).uri
+        except InvalidArgument:
+            raise CorruptRecord(f"{self.uri} names the file {name!r}, outside its folder", path=self.uri) from None
 
     def data_paths(self) -> list[str]:
         """URIs of the active data files of this snapshot, for tables of any schema (views, status)."""

@@ -7,7 +7,8 @@ import pytest
 
 from lakelog import catalog
 from lakelog.cli import EXIT_BAD_INPUT, main
-from lakelog.errors import InvalidArgument, InvalidConfig, InvalidTopic
+from lakelog.errors import CorruptRecord, InvalidArgument, InvalidConfig, InvalidTopic
+from lakelog.log import open_partition
 from lakelog.quality.suites import delete_suite, read_suite, suite_location, write_suite
 from lakelog.store import Location
 from pyspark_lakelog.options import ReadOptions
@@ -79,3 +80,13 @@ def test_location_child_keeps_names_and_multi_segment_paths(tmp_path):
     assert (location / "a/b/c.parquet").uri == f"{location.uri}/a/b/c.parquet"
     assert (location / "a/**/*.parquet").uri == f"{location.uri}/a/**/*.parquet"
     assert (location / "/_delta_log/").uri == f"{location.uri}/_delta_log"
+
+
+@pytest.mark.parametrize("path", ["../../outside/app-settings.json", "../1/part-0.parquet", "a/../../b.parquet", ""])
+def test_a_table_names_no_file_outside_its_folder(root, topic, path):
+    """Finding 7: a Delta path of `add` or `remove` (read, vacuumed) with a `..` segment is damage, never a path."""
+    table = open_partition(root, topic(), 0).table
+    with pytest.raises(CorruptRecord, match="outside its folder"):
+        table.child_uri(path)
+    assert table.child_uri("part-0.parquet") == f"{table.uri}/part-0.parquet"
+    assert table.child_uri("_delta_log/00000000000000000000.json").startswith(table.uri + "/_delta_log/")
