@@ -13,6 +13,7 @@ BENCHMARKS = (
     "conditional_append",
     "read_committed",
     "fetch_memory",
+    "sql_memory",
     "transactional_produce",
     "contention",
     "coordinator_recovery",
