@@ -17,7 +17,7 @@ import logging
 
 import pyarrow as pa
 
-from lakelog.config import validate_name
+from lakelog.config import NAME_PATTERN, validate_name
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import list_topics
 from lakelog.log.scan import KAFKA_SCHEMA
@@ -187,7 +187,8 @@ def _open(location: Location, missing: str, topic: str) -> Table:
 
 
 def _tables_in(folder: Location) -> list[str]:
-    return sorted(entry.name for entry in folder.children() if Table.exists(entry))
+    # A folder whose name is no topic's (made by hand) is no view or status table: view_path would refuse it.
+    return sorted(entry.name for entry in folder.children() if NAME_PATTERN.fullmatch(entry.name) and Table.exists(entry))
 
 
 __all__ = [

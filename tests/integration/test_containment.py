@@ -10,7 +10,7 @@ from lakelog.cli import EXIT_BAD_INPUT, main
 from lakelog.errors import CorruptRecord, InvalidArgument, InvalidConfig, InvalidTopic
 from lakelog.log import open_partition
 from lakelog.quality.suites import delete_suite, read_suite, suite_location, write_suite
-from lakelog.store import Location
+from lakelog.store import Location, Table
 from pyspark_lakelog.options import ReadOptions
 
 ESCAPES = ("../../outside/app-settings", "..", ".", "a/b", "../x", "x/../../y", "", "a\\b")
@@ -90,3 +90,10 @@ def test_a_table_names_no_file_outside_its_folder(root, topic, path):
         table.child_uri(path)
     assert table.child_uri("part-0.parquet") == f"{table.uri}/part-0.parquet"
     assert table.child_uri("_delta_log/00000000000000000000.json").startswith(table.uri + "/_delta_log/")
+
+
+def test_a_table_in_a_folder_whose_name_is_no_topic_s_is_no_view(root):
+    """A hand-made `<root>/views/bad name/` table is not listed, so listing and spark-sql-init still work."""
+    Table.open_or_create(Location.of(root) / catalog.VIEWS_DIR / "bad name", catalog.VIEW_SCHEMA, {})
+    assert catalog.list_views(root) == []
+    assert "bad name" not in catalog.spark_sql_register(root)
