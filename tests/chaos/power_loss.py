@@ -236,7 +236,10 @@ class _Hooks:
         found = os.fstat(descriptor)
         began = time.monotonic_ns()
         if stat.S_ISDIR(found.st_mode):
-            entries = _entries(path)  # read before the sync: a name made during it may not be durable
+            try:
+                entries = _entries(path)  # read before the sync: a name made during it may not be durable
+            except OSError:  # a folder removed while open: nothing of it is left to keep
+                return real(descriptor)
             real(descriptor)
             if names:
                 self.writer.event("dirsync", at=began, dir=_key(found), path=_relative(self.root, path), entries=entries)
