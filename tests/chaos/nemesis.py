@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import signal
 import time
 from collections import Counter
@@ -120,8 +119,6 @@ STORAGE_FAULTS = {
     "torn-commit": "a commit file truncated mid-way",
     "torn-data": "an active data file truncated mid-way",
 }
-_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
 
 
 @dataclass(frozen=True)
@@ -156,10 +153,11 @@ class StorageNemesis:
     def commit_files(self, partition: int) -> list[str]:
         """`_delta_log/<v>.json` of the versions after the latest checkpoint, oldest first (version 0 kept out:
         it creates the table and holds no record)."""
-        names = list(DeltaLog(self.table(partition)).names())
-        checkpoint = max((int(m.group(1)) for m in map(_CHECKPOINT_FILE.match, names) if m), default=0)
-        versions = sorted(int(m.group(1)) for m in map(_COMMIT_FILE.match, names) if m)
-        return [f"{DELTA_LOG}/{commit_name(v)}" for v in versions if v > checkpoint]
+        log = DeltaLog(self.table(partition))
+        checkpoint = log.latest_checkpoint()
+        after = 0 if checkpoint is None else checkpoint[0]
+        versions = sorted(int(name[: -len(".json")]) for name in log.names() if _is_commit(name))
+        return [f"{DELTA_LOG}/{commit_name(v)}" for v in versions if v > after]
 
     def data_files(self, partition: int) -> list[str]:
         """The active data files of the partition's latest snapshot, by first offset."""
@@ -196,7 +194,7 @@ class StorageNemesis:
             body = io.read(uri)
             if kind == "flip-byte":
                 # Inside the column chunks, where damage can pass for data: not the magic at either end nor the
-                # footer (its length is the 4 bytes before the closing magic), which no reader can read past.
+                # footer (its length is the 4 bytes before the closing magic), whose damage fails every open.
                 footer = int.from_bytes(body[-8:-4], "little")
                 at = self.rng.randrange(4, max(5, len(body) - 8 - footer))
                 io.write(uri, body[:at] + bytes([body[at] ^ 0xFF]) + body[at + 1 :])
@@ -209,3 +207,9 @@ class StorageNemesis:
         self.injected.append(fault)
         self.history(INFO, "fault", {"kind": kind, "key": fault.key, "file": target, "detail": detail})
         return fault
+
+
+def _is_commit(name: str) -> bool:
+    """Whether a `_delta_log` file name is a commit's, `<v>.json` (not a checkpoint, a temporary or a mark)."""
+    stem = name[: -len(".json")] if name.endswith(".json") else ""
+    return stem.isdigit() and commit_name(int(stem)) == name

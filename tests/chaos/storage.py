@@ -73,8 +73,8 @@ def run_power_loss_workload(
     root: str, history_dir: str, rng: random.Random, journal_dir: str, partitions: int = 2, steps: int = 4, records: int = 3
 ) -> StorageFault:
     """The power-loss round on `root` (creates its topic; `journal_dir` a new folder beside it): a journaled child
-    runs `steps` steps, is SIGKILLed after a random number of its sends, the power goes out, and a new producer and
-    new readers open the store. Returns the fault (its key None: the whole root)."""
+    runs `steps` steps, is SIGKILLed soon after a random number of its sends, the power goes out, and a new producer
+    and new readers open the store. Returns the fault (its key None: the whole root)."""
     from chaos import power_loss  # tests/chaos/power_loss.py: the simulated power loss, Linux only
 
     create_topic(root, POWER_TOPIC, partitions, None)
@@ -91,6 +91,7 @@ def run_power_loss_workload(
     try:
         while child.poll() is None and time.monotonic() < deadline:
             if sends.exists() and sends.read_text().count('"f":"send"') >= kill_after:
+                time.sleep(rng.uniform(0.0, 0.05))  # between operations or in the middle of the next one
                 break
             time.sleep(0.01)
     finally:
