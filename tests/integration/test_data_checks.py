@@ -15,6 +15,9 @@ from lakelog.errors import CorruptRecord
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.log.fetch_pieces import pieces
 
+# The S3 FileIO reads a whole file in one GET and decodes it from memory: both readers are checked (S12.1).
+BOTH_ROOTS = pytest.mark.roots("local", "s3")
+
 
 def _consume_all(root: str, topic: str) -> tuple[list[int], KafkaException | None]:
     """The offsets a Consumer poll loop delivers from offset 0, and the error that stopped it (None at the end)."""
@@ -35,6 +38,7 @@ def _consume_all(root: str, topic: str) -> tuple[list[int], KafkaException | Non
     return offsets, None
 
 
+@BOTH_ROOTS
 def test_a_flipped_byte_in_a_stored_value_is_corrupt_record_naming_the_file(root: str) -> None:
     """finding 4: one byte changed inside a stored value's page is CorruptRecord naming the file, not the wrong value."""
     create_topic(root, "t", 1)
@@ -54,6 +58,7 @@ def test_a_flipped_byte_in_a_stored_value_is_corrupt_record_naming_the_file(root
     assert entry.path in str(error)
 
 
+@BOTH_ROOTS
 def test_a_data_file_copied_over_another_is_corrupt_record_after_the_records_before_it(root: str) -> None:
     """finding 4: one data file's bytes copied over another's is CorruptRecord naming that file and its offsets,
     and a Consumer's poll loop still delivers the records before it (no offset twice, none skipped)."""
