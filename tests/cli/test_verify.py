@@ -111,6 +111,15 @@ def test_emptied_commit_is_named_with_its_offsets(lake, capsys):
     assert code == 1
     assert ["topics/pay/0", "version 3", "empty-commit"] == findings(out)[0][:3]
     assert "(offsets lost: 4)" in findings(out)[0][3]
+    # In the middle of the log, with the data file it wrote gone too: the next append's first offset bounds the loss.
+    lake.io.write(commit_uri(lake, 3, partition=1), b"")
+    for entry in partition_log(lake, 1).list():
+        if entry.name.startswith(f"part-{3:020d}-"):
+            lake.io.delete(entry.uri)
+    emptied = [
+        row for row in findings(verify(lake, capsys=capsys)[1]) if row[:3] == ["topics/pay/1", "version 3", "empty-commit"]
+    ]
+    assert "(offsets lost: 2)" in emptied[0][3]
 
 
 def test_deleted_commit_is_a_hole(lake, capsys):
@@ -120,6 +129,12 @@ def test_deleted_commit_is_a_hole(lake, capsys):
     assert code == 1
     hole = [row for row in findings(out) if row[2] == "hole"]
     assert hole and hole[0][:2] == ["topics/pay/1", "version 3"] and "(offsets lost: 2)" in hole[0][3]
+    # With the data file the lost commit wrote gone too, the next append's first offset still bounds the loss.
+    for entry in partition_log(lake, 1).list():
+        if entry.name.startswith(f"part-{3:020d}-"):
+            lake.io.delete(entry.uri)
+    hole = [row for row in findings(verify(lake, capsys=capsys)[1]) if row[2] == "hole"]
+    assert "(offsets lost: 2)" in hole[0][3]
 
 
 def test_flipped_byte_in_a_data_file_fails_its_checksum_with_deep(lake, capsys):
