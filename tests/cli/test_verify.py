@@ -15,7 +15,8 @@ from lakelog import Consumer, Producer, TopicPartition
 from lakelog.cli.main import main
 from lakelog.jobs.verify import verify_root
 from lakelog.log import BatchHeader, create_topic, open_partition, payload_table
-from lakelog.log.partition import wall_clock_ms
+from lakelog.log.partition import LOG_END_OFFSET_APP_ID, wall_clock_ms
+from lakelog.log.records import conform_payload, stamp
 from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import Location, Table
 from lakelog.store.delta_actions import TABLE_ID_KEY
@@ -267,3 +268,26 @@ def test_on_an_s3_root_through_the_file_io(s3_root, capsys):
     code, out = verify(lake, capsys=capsys)
     assert code == 1
     assert ["topics/pay/1", "version 3", "hole"] in [row[:3] for row in findings(out)]
+
+
+def test_truncated_commit_is_named(lake, capsys):
+    """Finding 10: a commit file cut short (a torn write)."""
+    uri = commit_uri(lake, 3, partition=1)
+    data = lake.io.read(uri)
+    lake.io.write(uri, data[: len(data) // 2])
+    code, out = verify(lake, capsys=capsys)
+    assert code == 1
+    cut = [row for row in findings(out) if row[:3] == ["topics/pay/1", "version 3", "truncated-commit"]]
+    assert cut and "(offsets lost: 2)" in cut[0][3]
+
+
+def test_producer_epoch_going_back_is_named(lake, capsys):
+    """A batch at an older epoch of a producer id than the partition already holds (written past the log's checks)."""
+    log = open_partition(lake.uri, TOPIC, 1)
+    log.append(payload_table([b"new epoch"]), BatchHeader(5, 1, 0))
+    leo = log.log_end_offset()
+    rows = stamp(conform_payload(payload_table([b"old epoch"])), leo, BatchHeader(5, 0, 0), wall_clock_ms() * 1000)
+    log.table.append(rows, app_versions={LOG_END_OFFSET_APP_ID: leo + 1})
+    code, out = verify(lake, capsys=capsys)
+    assert code == 1
+    assert [row[:3] for row in findings(out)] == [["topics/pay/1", f"offset {leo}", "epoch-backwards"]]
