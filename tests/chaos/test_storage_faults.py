@@ -15,8 +15,6 @@ from chaos.history import read_history
 from chaos.nemesis import STORAGE_FAULTS
 from chaos.storage import run_power_loss_workload, run_storage_workload
 
-NOT_LANDED = "the data files' rows checked against their add statistics (issue's build 3) have not landed"
-
 
 def judged(history_dir) -> tuple[dict[str, int], list[dict]]:
     """The anomalies of the round's history, and each fault with its outcome."""
@@ -34,7 +32,6 @@ def assert_survived_or_refused(root: str, history_dir, rng) -> None:
     assert [fault for fault in outcomes if fault["outcome"] not in ("survived", "refused")] == []
 
 
-@pytest.mark.xfail(strict=False, reason=NOT_LANDED)
 def test_every_store_damage_is_survived_or_refused_and_loses_nothing(root, tmp_path, rng):
     (tmp_path / "history").mkdir()
     assert_survived_or_refused(root, tmp_path / "history", rng)
@@ -42,7 +39,6 @@ def test_every_store_damage_is_survived_or_refused_and_loses_nothing(root, tmp_p
 
 @pytest.mark.slow
 @pytest.mark.roots("s3")
-@pytest.mark.xfail(strict=False, reason=NOT_LANDED)
 def test_every_store_damage_on_s3_is_survived_or_refused_and_loses_nothing(root, tmp_path, rng):
     """The same damage through the S3 FileIO, on the emulator."""
     (tmp_path / "history").mkdir()
@@ -50,7 +46,6 @@ def test_every_store_damage_on_s3_is_survived_or_refused_and_loses_nothing(root,
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="the syncs of a local root (issue's build 1) have not landed")
 @pytest.mark.skipif(sys.platform != "linux", reason="the power-loss journal names descriptors through /proc")
 def test_a_power_loss_after_a_kill_loses_no_acknowledged_record(tmp_path, rng):
     """The clients' process is SIGKILLed mid-run and what it never synced is dropped or cut (build 1)."""
