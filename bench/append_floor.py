@@ -1,8 +1,12 @@
-"""An append against its physical floor: lakelog's own commit vs a Parquet put and one exclusive create.
+"""An append against its physical floor: lakelog's own commit vs a synced Parquet put and one synced exclusive create.
 
-The floor of a Delta append on a local root, measured in this process: pyarrow writes the Parquet file
-(as lakelog does: to a buffer, then the file), and a ~1 KB commit file is created with
-`O_CREAT|O_EXCL` (put-if-absent). Against it, alternating call by call so machine load hits all alike:
+The floor of a durable Delta append on a local root, measured in this process: pyarrow writes the Parquet
+file (as lakelog does: to a buffer, then the file) and `fdatasync`s it, the table folder is `fsync`ed (the
+file's name), a ~1 KB commit file is created with `O_CREAT|O_EXCL` (put-if-absent) in `_delta_log` and
+`fdatasync`ed, and `_delta_log` is `fsync`ed (the commit's name): the syncs lakelog makes before it says a
+record is there (lakelog/store/local_sync.py). The same floor without its syncs is printed beside ("floor
+unsynced"; its ratio to the synced floor is what durability costs at the floor). Against the floor,
+alternating call by call so machine load hits all alike:
 
 (a) `PartitionLog.append` of 1 record (target p50 <= 2.0x the floor) and of a prepared 10,000-record
     batch (target <= 1.5x);
@@ -22,8 +26,10 @@ commit, with its own add action each), which is what a year of commits leaves; `
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
+import uuid
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -33,6 +39,7 @@ from lakelog import Producer
 from lakelog.log import BatchHeader, allocate_producer_id, create_topic, open_partition, payload_table
 from lakelog.log.records import PARTITION_SCHEMA, conform_payload, stamp
 from lakelog.store import Table
+from lakelog.store.fileio import FileIO
 
 ROUNDS = 300
 ROUNDS_QUICK = 60
@@ -53,7 +60,7 @@ NO_CLEANUP = {"delta.log.retention.ms": 30 * 86_400_000, "checkpoint.interval.co
 
 def run(quick: bool = False, root_parent: str | None = None, keep: bool = False) -> _common.Result:
     with _common.session(
-        "append_floor", "lakelog's commit against the floor (Parquet put + O_EXCL create)", root_parent, keep
+        "append_floor", "lakelog's commit against the floor (synced Parquet put + synced O_EXCL create)", root_parent, keep
     ) as (
         result,
         root,
@@ -78,6 +85,48 @@ class Plain:
         return time.perf_counter() - started
 
 
+class SyncedFloor:
+    """The floor of a durable append: the Parquet file and its name synced, then the commit file and its name.
+
+    The file is encoded as lakelog encodes a data file (`FileIO._parquet_bytes`: page checksums and all), so
+    the floor moves with the encoding; `synced=False` is the same floor without its four syncs.
+    """
+
+    def __init__(self, folder: str, synced: bool = True) -> None:
+        self.folder = folder
+        self.log = f"{folder}/_delta_log"
+        os.makedirs(self.log, exist_ok=True)
+        self.synced = synced
+        self.commit = json.dumps({"commitInfo": {"x": "y" * 900}}).encode()
+        self.version = 0
+
+    def append(self, rows: pa.Table) -> float:
+        started = time.perf_counter()
+        data = FileIO._parquet_bytes(rows, "snappy")
+        with open(f"{self.folder}/part-{uuid.uuid4().hex}.parquet", "xb") as out:
+            out.write(data)
+            if self.synced:
+                out.flush()
+                os.fdatasync(out.fileno())
+        if self.synced:
+            _sync_folder(self.folder)
+        descriptor = os.open(f"{self.log}/{self.version:020d}.json", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.write(descriptor, self.commit)
+        if self.synced:
+            os.fdatasync(descriptor)
+        os.close(descriptor)
+        if self.synced:
+            _sync_folder(self.log)
+        self.version += 1
+        return time.perf_counter() - started
+
+
+def _sync_folder(folder: str) -> None:
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(descriptor)
+    os.close(descriptor)
+
+
 def _timed(call) -> float:
     started = time.perf_counter()
     call()
@@ -90,10 +139,14 @@ def _single(root: str, rounds: int, result: _common.Result) -> None:
     log = open_partition(root, "one", 0)
     producer_id = allocate_producer_id(root, "bench-floor")
     producer = Producer({"lakelog.root": root, "linger.ms": 0, "client.id": "bench-floor"})
-    floor, plain = _common.Floor(f"{root}/floor-1"), Plain(f"{root}/plain-1")
+    floor, unsynced, plain = (
+        SyncedFloor(f"{root}/floor-1"),
+        SyncedFloor(f"{root}/unsynced-1", synced=False),
+        Plain(f"{root}/plain-1"),
+    )
     payload = payload_table([b"v" * VALUE_BYTES])
     rows = stamp(conform_payload(payload), 0, BatchHeader(), time.time_ns() // 1000)
-    times: dict[str, list[float]] = {"floor": [], "append": [], "produce": [], "delta-rs": []}
+    times: dict[str, list[float]] = {"floor": [], "floor unsynced": [], "append": [], "produce": [], "delta-rs": []}
     value = b"v" * VALUE_BYTES
 
     def produce() -> None:
@@ -105,6 +158,7 @@ def _single(root: str, rounds: int, result: _common.Result) -> None:
         header = BatchHeader(producer_id, 0, index)
         steps = [
             ("floor", lambda: floor.append(rows)),
+            ("floor unsynced", lambda: unsynced.append(rows)),
             ("append", lambda header=header: _timed(lambda: log.append(payload, header))),
             ("produce", lambda: _timed(produce)),
             ("delta-rs", lambda: plain.append(rows)),
@@ -123,12 +177,13 @@ def _single(root: str, rounds: int, result: _common.Result) -> None:
     result.add("append_floor PartitionLog.append/floor p50 @1", p50["append"] / p50["floor"], 2.0)
     result.add("append_floor Producer produce+flush/floor p50 @1", p50["produce"] / p50["floor"], 2.0)
     result.add("append_floor plain delta-rs/floor p50 @1 (the peer)", p50["delta-rs"] / p50["floor"], None)
+    result.add("append_floor floor/floor unsynced p50 @1 (what the syncs cost)", p50["floor"] / p50["floor unsynced"], None)
 
 
 def _batch(root: str, rounds: int, result: _common.Result) -> None:
     create_topic(root, "big")
     log = open_partition(root, "big", 0)
-    floor, plain = _common.Floor(f"{root}/floor-big"), Plain(f"{root}/plain-big")
+    floor, plain = SyncedFloor(f"{root}/floor-big"), Plain(f"{root}/plain-big")
     payload = conform_payload(payload_table([b"v" * VALUE_BYTES] * BIG))
     rows = stamp(payload, 0, BatchHeader(), time.time_ns() // 1000)
     times: dict[str, list[float]] = {"floor": [], "append": [], "delta-rs": []}
