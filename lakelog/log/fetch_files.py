@@ -35,7 +35,7 @@ def contiguous(files: list[FileEntry], start_offset: int, end_offset: int) -> It
         expected = entry.max_offset + 1
 
 
-class Piece(Protocol):
+class Budgeted(Protocol):
     """What a fetch reads in one go (a file, or some of its row groups): its size on disk and its record count."""
 
     @property
@@ -45,7 +45,7 @@ class Piece(Protocol):
     def num_records(self) -> int: ...
 
 
-P = TypeVar("P", bound=Piece)
+P = TypeVar("P", bound=Budgeted)
 
 
 def read_ahead(
