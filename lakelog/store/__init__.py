@@ -6,7 +6,7 @@ from lakelog.store.fileio import FileIO, FileStatus
 from lakelog.store.location import Location, load_file_io
 from lakelog.store.pinned import PinnedSnapshot
 from lakelog.store.root import check_root
-from lakelog.store.table import REOPEN_EVERY_COMMITS, FileEntry, Table, TableNotFoundError
+from lakelog.store.table import FileEntry, Table, TableNotFoundError
 
 __all__ = [
     "FileEntry",
@@ -14,7 +14,6 @@ __all__ = [
     "FileStatus",
     "Location",
     "PinnedSnapshot",
-    "REOPEN_EVERY_COMMITS",
     "Table",
     "delete_table",
     "TableNotFoundError",

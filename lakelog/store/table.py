@@ -19,17 +19,16 @@ commit put and that HEAD: three requests on S3, none growing with the log.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.errors import CorruptRecord, InvalidArgument, KafkaException, KafkaStorageError, UnknownTopicOrPartition
+from lakelog.errors import CorruptRecord, InvalidArgument, KafkaStorageError, UnknownTopicOrPartition
 from lakelog.store.delta_actions import (
     COMMIT_ID_KEY,
     MalformedCommit,
@@ -46,7 +45,7 @@ from lakelog.store.file_check import FileCheck, row_groups_of, span_of
 from lakelog.store.file_stats import file_statistics, footer_statistics
 from lakelog.store.fileio import one_line
 from lakelog.store.location import Location
-from lakelog.store.snapshot import DamagedLog, FileEntry, Snapshot, SnapshotError, replay
+from lakelog.store.snapshot import FileEntry, Snapshot, SnapshotError, replay
 from lakelog.store.strict_commit import (
     DELETED_KEY,
     StrictCommit,
@@ -56,12 +55,9 @@ from lakelog.store.strict_commit import (
     deleted_file_retention_ms,
     is_checkpoint_version,
 )
+from lakelog.store.table_errors import is_decoding_error, storage_errors
 
 logger = logging.getLogger(__name__)
-
-# Kept for callers that read it: a snapshot no longer ages (it replays only the commits it has not seen).
-REOPEN_EVERY_COMMITS = 100
-
 
 # A handle keeps the rows of its last appended file up to this many rows (a marker, a coordinator's record).
 WRITTEN_ROWS_KEPT = 64
@@ -271,7 +267,7 @@ class Table(StrictCommit):
             raise CorruptRecord(f"{where} is missing", path=path) from error
         except KafkaStorageError as error:
             cause = error.__cause__
-            if cause is not None and _is_decoding_error(cause):
+            if cause is not None and is_decoding_error(cause):
                 raise CorruptRecord(f"{where} is unreadable: {one_line(cause)}", path=path) from error
             raise
         except pa.ArrowException as error:
@@ -491,36 +487,9 @@ def _added_item(item: Any) -> tuple[pa.Table, tuple[int, int] | None, int | None
     return item[0], item[1], item[2]
 
 
-def _is_decoding_error(error: BaseException | None) -> bool:
-    """A pyarrow error about the bytes of a file (not about reaching it)."""
-    if error is None or isinstance(error, FileNotFoundError):
-        return False
-    if isinstance(error, pa.ArrowInvalid):
-        return True
-    text = str(error)
-    return any(word in text for word in ("Parquet", "parquet", "magic bytes", "footer", "Couldn't deserialize"))
-
-
-@contextlib.contextmanager
-def storage_errors(uri: str, doing: str, version: int | None = None) -> Iterator[None]:
-    """Turn a pyarrow or OS failure into KafkaStorageError naming the table and version; a damaged log into CorruptRecord."""
-    try:
-        yield
-    except (KafkaException, TableNotFoundError):
-        raise
-    except (DamagedLog, MalformedCommit) as error:
-        # Bytes no lakelog writer put there: permanent, not an outage (not retriable).
-        at = f" at version {version}" if version is not None else ""
-        raise CorruptRecord(f"the log of {uri}{at} is damaged: {one_line(error)}", uri=uri, version=version) from error
-    except (OSError, pa.ArrowException, SnapshotError) as error:
-        at = f" at version {version}" if version is not None else ""
-        raise KafkaStorageError(f"{doing} {uri}{at} failed: {one_line(error)}", uri=uri, version=version) from error
-
-
 __all__ = [
     "COMMIT_ID_KEY",
     "FileEntry",
-    "REOPEN_EVERY_COMMITS",
     "Table",
     "TableNotFoundError",
     "checkpoint_interval",

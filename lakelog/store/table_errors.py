@@ -1,0 +1,47 @@
+"""How a table's failures reach its callers: an outage as KafkaStorageError (retriable), damage as CorruptRecord (not).
+
+A failure to reach the bytes (OSError, a pyarrow I/O error) may pass; bytes no lakelog writer put there (a damaged
+log: DamagedLog, MalformedCommit) will not, so retrying them would loop forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from lakelog.errors import CorruptRecord, KafkaException, KafkaStorageError
+from lakelog.store.delta_actions import MalformedCommit
+from lakelog.store.delta_log import TableNotFoundError
+from lakelog.store.fileio import one_line
+from lakelog.store.snapshot import DamagedLog, SnapshotError
+
+
+def is_decoding_error(error: BaseException | None) -> bool:
+    """A pyarrow error about the bytes of a file (not about reaching it)."""
+    if error is None or isinstance(error, FileNotFoundError):
+        return False
+    if isinstance(error, pa.ArrowInvalid):
+        return True
+    text = str(error)
+    return any(word in text for word in ("Parquet", "parquet", "magic bytes", "footer", "Couldn't deserialize"))
+
+
+@contextlib.contextmanager
+def storage_errors(uri: str, doing: str, version: int | None = None) -> Iterator[None]:
+    """Turn a pyarrow or OS failure into KafkaStorageError naming the table and version; a damaged log into CorruptRecord."""
+    try:
+        yield
+    except (KafkaException, TableNotFoundError):
+        raise
+    except (DamagedLog, MalformedCommit) as error:
+        # Bytes no lakelog writer put there: permanent, not an outage (not retriable).
+        at = f" at version {version}" if version is not None else ""
+        raise CorruptRecord(f"the log of {uri}{at} is damaged: {one_line(error)}", uri=uri, version=version) from error
+    except (OSError, pa.ArrowException, SnapshotError) as error:
+        at = f" at version {version}" if version is not None else ""
+        raise KafkaStorageError(f"{doing} {uri}{at} failed: {one_line(error)}", uri=uri, version=version) from error
+
+
+__all__ = ["is_decoding_error", "storage_errors"]
