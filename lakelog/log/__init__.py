@@ -5,7 +5,7 @@ from lakelog.log.partition import AppendResult, PartitionLog
 from lakelog.log.producer_ids import allocate_producer_id
 from lakelog.log.records import BatchHeader, ControlType, payload_table
 from lakelog.log.topic_config import TopicConfig
-from lakelog.log.topics import create_topic, list_topics, open_partition, topic_config
+from lakelog.log.topics import create_topic, list_topics, open_partition, topic_config, topic_config_past_damage
 from lakelog.log.transactions import AbortedTransaction
 
 __all__ = [
@@ -25,4 +25,5 @@ __all__ = [
     "open_partition",
     "payload_table",
     "topic_config",
+    "topic_config_past_damage",
 ]

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lakelog.config import validate_name
-from lakelog.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
+from lakelog.errors import CorruptRecord, InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
 from lakelog.log.partition import Clock, PartitionLog, wall_clock_ms
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.topic_config import TopicConfig
@@ -85,6 +85,27 @@ def topic_config(root: str | Location, topic: str) -> TopicConfig:
     if table.deleted:
         raise UnknownTopicOrPartition(f"topic {topic} is being deleted under {root}", topic=topic)
     return TopicConfig.from_table_configuration(table.configuration)
+
+
+def topic_config_past_damage(root: str | Location, topic: str, damage: CorruptRecord) -> TopicConfig:
+    """The topic's config from another partition when partition 0's log is damaged (every partition carries it).
+
+    So damage to one partition refuses writes to it alone. Raises `damage` if no other partition opens.
+    """
+    folder = topic_path(root, topic)
+    for entry in sorted(folder.children(), key=lambda entry: (len(entry.name), entry.name)):
+        if not entry.name.isdigit() or entry.name == "0":
+            continue
+        try:
+            table = Table.open(entry)
+        except (TableNotFoundError, CorruptRecord):
+            continue
+        if not table.deleted:
+            logger.warning(
+                "%s: partition 0 is damaged (%s); the topic's config is read from partition %s", topic, damage, entry.name
+            )
+            return TopicConfig.from_table_configuration(table.configuration)
+    raise damage
 
 
 def open_partition(root: str | Location, topic: str, partition: int, clock: Clock = wall_clock_ms) -> PartitionLog:

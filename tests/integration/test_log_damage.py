@@ -199,3 +199,20 @@ def test_a_commit_that_adds_rows_without_its_log_end_offset_is_corrupt(root, top
     log.io.write(log.file_uri(commit_name(2)), b"\n".join(kept) + b"\n")
     with pytest.raises(CorruptRecord, match="at or past the log end offset 1"):
         open_partition(root, name, 0).log_end_offset()
+
+
+def test_damage_to_partition_0_refuses_its_writes_alone(root, topic):
+    """Partition 0 carries the topic's config, but every partition does: the others still take records."""
+    name = topic(partitions=2)
+    produce(root, name, [b"a"])
+    log = log_of(root, name)
+    log.io.write(log.file_uri(commit_name(1)), b"")
+    reports: list = []
+    producer = Producer({"lakelog.root": root})
+    for partition in (0, 1):
+        producer.produce(
+            name, value=b"x", partition=partition, on_delivery=lambda error, message: reports.append((error, message.partition()))
+        )
+    producer.flush(30)
+    outcome = {partition: error.code() if error else None for error, partition in reports}
+    assert outcome == {0: KafkaError.CORRUPT_MESSAGE, 1: None}

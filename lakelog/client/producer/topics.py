@@ -14,8 +14,16 @@ from lakelog import config
 from lakelog.client.partitioner import partition_for
 from lakelog.client.producer.sender import Logger
 from lakelog.config import validate_name
-from lakelog.errors import InvalidRequest, InvalidTopic, KafkaError, KafkaException, TopicAlreadyExists, UnknownTopicOrPartition
-from lakelog.log import PartitionLog, create_topic, open_partition, topic_config
+from lakelog.errors import (
+    CorruptRecord,
+    InvalidRequest,
+    InvalidTopic,
+    KafkaError,
+    KafkaException,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+from lakelog.log import PartitionLog, create_topic, open_partition, topic_config, topic_config_past_damage
 from lakelog.log.partition import Clock
 from lakelog.store import Location
 
@@ -57,6 +65,9 @@ class ProducerTopics:
             self._adopt((topic, 0), first)
         except InvalidTopic:
             return None
+        except CorruptRecord as damage:
+            # Partition 0 alone is damaged: messages for the others still go; partition 0's fail in their reports.
+            count = topic_config_past_damage(self._root, topic, damage).num_partitions
         except UnknownTopicOrPartition:
             if not self._may_create_topics():
                 return None
