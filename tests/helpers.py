@@ -44,6 +44,21 @@ def folder_listing(path: str | os.PathLike[str]) -> list[str]:
     return sorted(names)
 
 
+def unchanged(folder: str):
+    """Context: the body must leave every file and folder under `folder` as it was (S8.3)."""
+
+    class Unchanged:
+        def __enter__(self):
+            self.files, self.listing = table_fingerprint(folder), folder_listing(folder)
+
+        def __exit__(self, *exc_info):
+            assert table_fingerprint(folder) == self.files
+            assert folder_listing(folder) == self.listing
+            return False
+
+    return Unchanged()
+
+
 def _is_identity(base: Location, uri: str) -> bool:
     """Is `uri` the identity of the root `base` (its `__cluster_metadata` table)?"""
     return uri[len(base.uri) + 1 :].split("/", 1)[0] == CLUSTER_METADATA_DIR

@@ -8,7 +8,7 @@ import math
 
 import pyarrow as pa
 import pytest
-from helpers import folder_listing, table_fingerprint
+from helpers import unchanged
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,21 +20,6 @@ from lakelog.log import open_partition, payload_table
 from lakelog.log.records import MAX_TIMESTAMP_MS, conform_payload, record_sizes
 
 NEVER_LINGER_MS = 600_000
-
-
-def unchanged(folder: str):
-    """Context: the body must leave every file and folder under `folder` as it was (S8.3)."""
-
-    class Unchanged:
-        def __enter__(self):
-            self.files, self.listing = table_fingerprint(folder), folder_listing(folder)
-
-        def __exit__(self, *exc_info):
-            assert table_fingerprint(folder) == self.files
-            assert folder_listing(folder) == self.listing
-            return False
-
-    return Unchanged()
 
 
 @pytest.fixture

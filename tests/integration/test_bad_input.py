@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers import folder_listing, table_fingerprint
+from helpers import unchanged
 
 from lakelog.errors import (
     CorruptRecord,
@@ -30,21 +30,6 @@ from lakelog.log import (
     topic_config,
 )
 from lakelog.log.records import MAX_EPOCH, MAX_SEQUENCE
-
-
-def unchanged(folder: str):
-    """Context: the body must leave every file and folder under `folder` as it was."""
-
-    class Unchanged:
-        def __enter__(self):
-            self.files, self.listing = table_fingerprint(folder), folder_listing(folder)
-
-        def __exit__(self, *exc_info):
-            assert table_fingerprint(folder) == self.files
-            assert folder_listing(folder) == self.listing
-            return False
-
-    return Unchanged()
 
 
 @pytest.fixture
