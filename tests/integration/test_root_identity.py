@@ -50,6 +50,7 @@ CLI_COMMANDS = {
     "groups delete": ["--group", "g"],
     "coordinator sweep": [],
     "sql": ["SELECT 1"],
+    "verify": [],
     "spark-sql-init": [],
     "upgrade-protocol": [],
     "quality set": ["orders", "--suite", "suite.json"],
