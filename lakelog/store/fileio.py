@@ -336,15 +336,7 @@ class LocalFileIO(FileIO):
         temporary = f"{uri}.tmp-{uuid.uuid4().hex}"
         try:
             with self._errors("writing", uri):
-                try:
-                    out = open(temporary, "wb")  # noqa: SIM115 - closed below
-                except FileNotFoundError:
-                    local_sync.make_dirs(folder)
-                    out = open(temporary, "wb")  # noqa: SIM115
-                with out:
-                    out.write(data)
-                    out.flush()
-                    local_sync.sync_data(out.fileno())
+                _write_synced(temporary, "wb", data)
                 os.replace(temporary, uri)
                 local_sync.sync_folder(folder)
         finally:
@@ -393,18 +385,23 @@ class LocalFileIO(FileIO):
         data = self._parquet_bytes(table, compression)
         folder = os.path.dirname(uri) or "."
         with self._errors("writing", uri):
-            try:
-                out = open(uri, "xb")  # noqa: SIM115 - closed below
-            except FileNotFoundError:
-                local_sync.make_dirs(folder)
-                out = open(uri, "xb")  # noqa: SIM115
-            with out:
-                out.write(data)
-                out.flush()
-                local_sync.sync_data(out.fileno())
+            _write_synced(uri, "xb", data)
             # Before the commit that names the file is made: a commit never outlives its data file's name.
             local_sync.sync_folder(folder)
         return data.size
+
+
+def _write_synced(path: str, mode: str, data: bytes | pa.Buffer) -> None:
+    """Write `data` to `path` opened with `mode` (its folders made durably if missing), its bytes synced on return."""
+    try:
+        out = open(path, mode)  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        local_sync.make_dirs(os.path.dirname(path) or ".")
+        out = open(path, mode)  # noqa: SIM115
+    with out:
+        out.write(data)
+        out.flush()
+        local_sync.sync_data(out.fileno())
 
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
