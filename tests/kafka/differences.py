@@ -83,6 +83,14 @@ DIFFERENCES: dict[str, tuple[str, str]] = {
         "Producer",
         "`produce()` also takes bytearray/memoryview payloads and tuple headers, refuses a bool partition, a non-str header name and a negative timestamp; it takes lakelog's `expected_offset` (KIP-27), as does `SerializingProducer.produce`.",
     ),
+    "produce-limits": (
+        "Producer",
+        "`produce()` refuses a timestamp past 9,223,372,036,854,775 ms (the log keeps microseconds in an int64) and a str that is not UTF-8 (a lone surrogate) with `_INVALID_ARG`. A message's size is its key, value and header names and values, with no framing added (librdkafka adds its wire overhead), both against `message.max.bytes` at `produce()` and against the topic's `max.message.bytes`, which the log checks per record (Kafka's broker checks a batch): a record past the topic's limit fails alone, `MSG_SIZE_TOO_LARGE` in its delivery report, and the rest of its batch is delivered.",
+    ),
+    "timeout-types": (
+        "Producer",
+        "A timeout (`poll`, `flush`, a consumer's `poll`/`consume`) that is not a number is `_INVALID_TYPE` (a TypeError, as confluent's), NaN `_INVALID_ARG`; `None` means no limit, where confluent requires a number.",
+    ),
     "python-regexes": (
         "Consumer",
         "Regexes are Python's `re`, resolved in the client (classic-protocol style) at its metadata refresh, not by the coordinator as KIP-848 does.",
