@@ -26,6 +26,7 @@ BENCHMARKS = (
     "stream_throughput",
     "s3_emulator",
     "s3_commit",
+    "round_trips",
     "airflow_load",
     "short_lived_producers",
     "producer_ids",

@@ -9,12 +9,10 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -86,6 +84,9 @@ class ProxiedRequest:
     stripped: dict[str, str] = field(default_factory=dict)
     status: int | None = None
     response_lost: bool = False
+    # When the proxy took the request and when it answered (time.monotonic of the proxy's process), delay included.
+    started: float = 0.0
+    ended: float = 0.0
 
 
 class NoConditionalPutProxy:
@@ -95,16 +96,28 @@ class NoConditionalPutProxy:
     their `If-None-Match` / `If-Match` headers: a store that ignores conditional writes. `strip=False` makes it a
     transparent proxy (with `gate()`, a way to make two writers' PUTs collide deterministically). Given
     `credentials`, requests it changed are re-signed with them (needed against an authenticated emulator when the
-    client signed the removed header). `requests` records what went through.
+    client signed the removed header). `requests` records what went through, each with when it started and ended.
+    `delay` (seconds, changeable while running) is added to every request before it is forwarded: a store whose
+    round trip is that long, so that requests a client sends one after another take a delay each, and requests it
+    sends side by side overlap (tests/round_trips.py counts them).
     """
 
-    def __init__(self, upstream: str, *, strip: bool = True, credentials: Credentials | None = None, port: int = 0) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        strip: bool = True,
+        credentials: Credentials | None = None,
+        port: int = 0,
+        delay: float = 0.0,
+    ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         if parsed.scheme != "http" or not parsed.hostname or not parsed.port:
             raise ValueError(f"upstream must be http://host:port, not {upstream!r}")
         self.upstream_host, self.upstream_port = parsed.hostname, parsed.port
         self.strip = strip
         self.credentials = credentials
+        self.delay = delay
         self.gates: list[Gate] = []
         self.requests: list[ProxiedRequest] = []
         self._lost: list[list[Any]] = []
@@ -252,7 +265,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if path.startswith(CONTROL):
             self._control(path[len(CONTROL) :], json.loads(body or b"{}"))
             return
-        record = ProxiedRequest(self.command, self.path)
+        record = ProxiedRequest(self.command, self.path, started=time.monotonic())
+        if proxy.delay > 0:
+            time.sleep(proxy.delay)
         headers: list[tuple[str, str]] = []
         for name, value in self.headers.items():
             lower = name.lower()
@@ -274,6 +289,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             status = response.status
         except OSError as e:  # upstream down: answer like a gateway would
             record.status = 502
+            record.ended = time.monotonic()
             proxy._record(record)
             self.send_error(502, f"upstream: {e}")
             self.close_connection = True
@@ -282,6 +298,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             if gate is not None and ticket is not None:
                 gate.leave(ticket, status)
         record.status = status
+        record.ended = time.monotonic()
         proxy._record(record)
         if proxy._take_lost_response(self.command, path):
             # The store did the request; its answer never reaches the client (a timeout after the PUT was sent).
@@ -351,6 +368,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         elif action == "requests":
             with proxy._lock:
                 answer = [vars(request) for request in proxy.requests]
+                if arguments.get("clear"):
+                    proxy.requests.clear()
+        elif action == "delay":
+            proxy.delay = float(arguments["seconds"])
+            answer = {}
         else:
             self.send_error(404, f"no proxy action {action!r}")
             return
@@ -387,120 +409,3 @@ def _resign(
         f"SignedHeaders={auth.signed_headers(auth.headers_to_sign(request))}, Signature={signature}"
     )
     return [(k, new if k.lower() == "authorization" else v) for k, v in headers]
-
-
-# -- the proxy in a process of its own -----------------------------------------------------------------------------
-
-_PROXY_BOOT = """
-import json, signal, sys, threading
-sys.path.insert(0, sys.argv[1])
-from s3emulator import Credentials
-from s3proxy import NoConditionalPutProxy
-settings = json.loads(sys.argv[2])
-credentials = Credentials(**settings["credentials"]) if settings["credentials"] else None
-proxy = NoConditionalPutProxy(settings["upstream"], strip=settings["strip"], credentials=credentials).start()
-print(proxy.port, flush=True)
-done = threading.Event()
-signal.signal(signal.SIGTERM, lambda *_: done.set())
-done.wait()
-proxy.stop()
-"""
-
-
-class RemoteGate:
-    """A Gate installed in a ProxyProcess: its state is read from the proxy when asked."""
-
-    def __init__(self, proxy: ProxyProcess, gate_id: int) -> None:
-        self._proxy = proxy
-        self._id = gate_id
-
-    def _state(self) -> dict[str, Any]:
-        return self._proxy._call("GET", f"gate/{self._id}")
-
-    @property
-    def arrived(self) -> int:
-        return self._state()["arrived"]
-
-    @property
-    def timed_out(self) -> bool:
-        return self._state()["timed_out"]
-
-    @property
-    def statuses(self) -> list[int]:
-        return self._state()["statuses"]
-
-
-class ProxyProcess:
-    """NoConditionalPutProxy in a process of its own, with the same API.
-
-    Use it when the clients under test run in the test process: delta-rs holds the GIL in some calls while it
-    waits for the store, which starves a proxy running in threads of that process until the client times out.
-    """
-
-    def __init__(self, upstream: str, *, strip: bool = True, credentials: Credentials | None = None) -> None:
-        self.upstream = upstream
-        self.strip = strip
-        self.credentials = credentials
-        self.process: subprocess.Popen[str] | None = None
-        self.port: int | None = None
-
-    def start(self) -> ProxyProcess:
-        settings = {
-            "upstream": self.upstream,
-            "strip": self.strip,
-            "credentials": vars(self.credentials) if self.credentials else None,
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", _PROXY_BOOT, os.path.dirname(os.path.abspath(__file__)), json.dumps(settings)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        line = self.process.stdout.readline() if self.process.stdout else ""
-        if not line.strip().isdigit():
-            self.stop()
-            raise RuntimeError("the proxy process did not start")
-        self.port = int(line)
-        return self
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    def __enter__(self) -> ProxyProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def gate(self, path: str, *, method: str = "PUT", parties: int = 2, timeout: float = 10.0) -> RemoteGate:
-        answer = self._call("POST", "gate", {"path": path, "method": method, "parties": parties, "timeout": timeout})
-        return RemoteGate(self, answer["id"])
-
-    def lose_responses(self, path: str, *, method: str = "PUT", times: int = 1) -> None:
-        self._call("POST", "lose", {"path": path, "method": method, "times": times})
-
-    @property
-    def requests(self) -> list[ProxiedRequest]:
-        return [ProxiedRequest(**request) for request in self._call("GET", "requests")]
-
-    def _call(self, method: str, action: str, arguments: dict[str, Any] | None = None) -> Any:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            connection.request(method, CONTROL + action, body=json.dumps(arguments or {}).encode())
-            response = connection.getresponse()
-            data = response.read()
-            if response.status != 200:
-                raise RuntimeError(f"proxy {action}: {response.status} {data!r}")
-            return json.loads(data)
-        finally:
-            connection.close()

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from helpers import folder_listing
 from s3emulator import S3Emulator
-from s3proxy import NoConditionalPutProxy, ProxyProcess
+from s3proxy import NoConditionalPutProxy
+from s3proxy_process import ProxyProcess
 
 from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer, TopicPartition
 from lakelog.errors import InvalidConfig, KafkaStorageError, SaslAuthenticationFailed
