@@ -371,7 +371,7 @@ class PartitionLog:
                 log_end_offset=leo,
             )
         # Last: the only check that reads another table (S4.4); never reused across a lost race.
-        verify_batch(transaction, current, header, self.topic, self.partition)
+        verify_batch(transaction, current, header, self.topic, self.partition, self.version)
         return _Decision(base_offset=leo)
 
     # -- fetch -----------------------------------------------------------------

@@ -15,13 +15,21 @@ verified: once the partition's rows show that producer's transaction open at
 that epoch, later batches of the epoch belong to it. Whatever ends it writes a
 marker with a bumped epoch here, so a later batch lands before the marker (and
 is closed by it) or after it (and is fenced, S4.6).
+
+What the answer needs is an order, not a time: the transaction held the
+partition at a moment after the partition's snapshot in hand was read. A
+writer's own add of the partition proves it (the coordinator's commit was the
+latest state when it landed, S9.5): `proven` names, per partition, the identity
+added and the partition's snapshot version read before the add. A decision on
+that same version needs no second question; one on any other (a reload after a
+lost race) asks the coordinator again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from lakelog.errors import InvalidTxnState
@@ -45,14 +53,20 @@ class TransactionVerification:
 
     transactional_id: str
     coordinator: TransactionVerifier
+    # (topic, partition) -> (producer id, epoch, snapshot version): the writer's own add of the partition, made
+    # after it read that version of the partition (see the module's docstring).
+    proven: Mapping[tuple[str, int], tuple[int, int, int]] = field(default_factory=dict)
 
-    def verify(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> None:
-        """Raise unless (producer id, epoch) has an ongoing transaction holding topic-partition, on the latest state.
+    def verify(self, producer_id: int, producer_epoch: int, topic: str, partition: int, version: int | None = None) -> None:
+        """Raise unless (producer id, epoch) has an ongoing transaction holding topic-partition, on the latest state
+        (or, for a decision on snapshot `version`, as the writer's own add proved after that version was read).
 
         InvalidTxnState carries producer_id, producer_epoch, topic, partition and
         transactional_id; an identity the coordinator fences is refused with its
         own error (ProducerFenced, InvalidProducerEpoch, InvalidProducerIdMapping).
         """
+        if version is not None and self.proven.get((topic, partition)) == (producer_id, producer_epoch, version):
+            return
         try:
             self.coordinator.verify_partitions(self.transactional_id, producer_id, producer_epoch, [(topic, partition)])
         except InvalidTxnState as error:
@@ -80,14 +94,20 @@ def verify_batch(
     header: BatchHeader,
     topic: str,
     partition: int,
+    version: int | None = None,
 ) -> None:
-    """S4.4 for a batch decided on a partition whose entry for its producer is `entry`; raises if refused."""
+    """S4.4 for a batch decided on snapshot `version` of a partition whose entry for its producer is `entry`; raises if refused."""
     if needs_verification(entry, header):
-        verify_write(verification, header.producer_id, header.producer_epoch, topic, partition)
+        verify_write(verification, header.producer_id, header.producer_epoch, topic, partition, version)
 
 
 def verify_write(
-    verification: TransactionVerification | None, producer_id: int, producer_epoch: int, topic: str, partition: int
+    verification: TransactionVerification | None,
+    producer_id: int,
+    producer_epoch: int,
+    topic: str,
+    partition: int,
+    version: int | None = None,
 ) -> None:
     """S4.4 for a transactional write to topic-partition: refused without a `verification`, or if it fails."""
     if verification is None:
@@ -100,7 +120,7 @@ def verify_write(
             partition=partition,
             transactional_id=None,
         )
-    verification.verify(producer_id, producer_epoch, topic, partition)
+    verification.verify(producer_id, producer_epoch, topic, partition, version)
 
 
 class _AcceptEveryBatch:

@@ -87,9 +87,11 @@ class MaintenancePolicy:
     # Commit files behind the kept checkpoints are deleted once older than this (`cleanup_log`); None: the
     # table's delta.logRetentionDuration (the topic's delta.log.retention.ms). No safety rests on it (S9.5).
     log_retention_s: float | None = None
-    # `refresh_if_stale` reloads a snapshot older than this before a decision: a speed measure only (a
-    # fresh snapshot seldom loses its race); correctness never depends on it (S9.5, `Table._commit`).
-    max_snapshot_age_s: float = 1.0
+    # `refresh_if_stale` reloads a snapshot older than this before a decision (None: never by age, only after a
+    # lost race): a speed measure only; correctness never depends on it (S9.5, `Table._commit`). None by default:
+    # on object storage the reload is two round trips before every append of a handle with one writer, which
+    # never loses; a handle that lost a race reloads before its next decisions anyway (`note_lost_race`).
+    max_snapshot_age_s: float | None = None
     # Keep this many checkpoints (and the commits after the oldest kept one), and at least enough of them
     # to cover this many commits: slack for a reader that listed the log before the newest checkpoints.
     log_keep_checkpoints: int = 2
@@ -218,8 +220,8 @@ def note_lost_race(table: Table) -> None:
     _shared[table] = PROBES_AFTER_LOSS
 
 
-def refresh_if_stale(table: Table, max_age_s: float) -> bool:
-    """Reload the snapshot unless it is known to be younger than `max_age_s`; True if reloaded.
+def refresh_if_stale(table: Table, max_age_s: float | None) -> bool:
+    """Reload the snapshot unless it is known to be younger than `max_age_s` (None: of any age); True if reloaded.
 
     After a lost race (`note_lost_race`) it reloads before each decision while the other writer keeps committing:
     one read of v+1, where losing the race again costs a data file written and deleted and a put refused. A table
@@ -232,7 +234,7 @@ def refresh_if_stale(table: Table, max_age_s: float) -> bool:
     Bookkeeping is per Table: the snapshot counts as fresh as of the previous
     call if its version changed since then (a commit or a refresh happened in
     between), and as fresh as of the last reload made here otherwise. The first
-    call for a table reloads.
+    call for a table reloads (with no `max_age_s`, only that one).
     """
     now = time.monotonic()
     probes = _shared.get(table)
@@ -244,6 +246,8 @@ def refresh_if_stale(table: Table, max_age_s: float) -> bool:
         return True
     seen = _freshness.get(table)
     if seen is not None:
+        if max_age_s is None:
+            return False
         version, last_call, fresh_as_of = seen
         if table.version != version:
             fresh_as_of = last_call

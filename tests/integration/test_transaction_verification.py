@@ -122,6 +122,74 @@ def test_S4_4_a_lost_race_verifies_again(lake):
     assert counting.calls == 2 and landed.base_offset == 1
 
 
+def test_S4_4_the_writers_own_add_answers_the_first_decision_on_the_version_read_before_it(lake):
+    """A partition whose snapshot was read before the writer's own add of it needs no second question for a batch
+    decided on that snapshot: the add landed later, on the coordinator's latest state."""
+    log = open_partition(lake, TOPIC, 0)
+    version = log.version  # read before the add
+    coordinator, pid, epoch = ongoing(lake, (TOPIC, 0))
+    counting = Counting(coordinator)
+    proven = {(TOPIC, 0): (pid, epoch, version)}
+    log.append(
+        one(b"a"), BatchHeader(pid, epoch, 0, is_transactional=True), transaction=TransactionVerification(TID, counting, proven)
+    )
+    assert counting.calls == 0
+    assert log.high_watermark() == 1
+
+
+@pytest.mark.parametrize("case", ["another version", "another epoch", "another partition"])
+def test_S4_4_a_proof_of_another_version_epoch_or_partition_is_no_answer(lake, case):
+    """A proof answers only for the (producer id, epoch, partition, snapshot version) it was taken for: a batch
+    decided on a snapshot read after it (a lost race reloaded it) asks the coordinator, which may have ended the
+    transaction since; a batch of another epoch or partition asks too."""
+    coordinator, pid, epoch = ongoing(lake, (TOPIC, 0), (TOPIC, 1))
+    log = open_partition(lake, TOPIC, 0)
+    proven = {(TOPIC, 0): (pid, epoch, log.version)}
+    if case == "another version":
+        # Another writer commits after the proof: the batch is decided on a later snapshot (reloaded first, or after
+        # losing its race to that commit), and that decision asks.
+        open_partition(lake, TOPIC, 0).append(one(b"other"))
+        counting = Counting(coordinator)
+        landed = log.append(
+            one(b"mine"),
+            BatchHeader(pid, epoch, 0, is_transactional=True),
+            transaction=TransactionVerification(TID, counting, proven),
+        )
+        assert counting.calls == 1 and landed.base_offset == 1
+        return
+    counting = Counting(coordinator)
+    if case == "another epoch":
+        proven = {(TOPIC, 0): (pid, epoch + 1, log.version)}
+    else:
+        log = open_partition(lake, TOPIC, 1)
+    log.append(
+        one(b"a"), BatchHeader(pid, epoch, 0, is_transactional=True), transaction=TransactionVerification(TID, counting, proven)
+    )
+    assert counting.calls == 1
+
+
+def test_S4_4_a_producers_transaction_asks_the_coordinator_nothing_its_own_add_answered(lake, monkeypatch):
+    """Through the public API: a transaction over both partitions adds them in one commit and then appends with no
+    verification read; the batches are still verified where no proof holds (S4.4)."""
+    calls: list[tuple] = []
+    original = TransactionCoordinator.verify_partitions
+
+    def counted(self, *args):
+        calls.append(args)
+        return original(self, *args)
+
+    monkeypatch.setattr(TransactionCoordinator, "verify_partitions", counted)
+    producer = Producer({"lakelog.root": lake, "transactional.id": TID})
+    producer.init_transactions()
+    for _ in range(2):
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=b"a", partition=0)
+        producer.produce(TOPIC, value=b"b", partition=1)
+        producer.commit_transaction()
+    assert calls == []
+    assert [open_partition(lake, TOPIC, p).last_stable_offset() for p in (0, 1)] == [4, 4]
+
+
 def test_S4_4_an_abort_marker_between_verification_and_commit_fences_the_batch(lake):
     """The abort's marker takes the version the verified batch was decided for: the batch loses the race, and on
     the latest snapshot its epoch is fenced (S4.6); nothing of it is written."""

@@ -19,7 +19,7 @@ from lakelog.client.producer.gate import Identity, ProducerGate
 from lakelog.client.producer.idempotent_gate import IdempotentGate
 from lakelog.client.producer.limits import split_oversized
 from lakelog.client.producer.reports import DeliveryReports
-from lakelog.client.producer.sender import Logger, Sender
+from lakelog.client.producer.sender import Logger, Outgoing, Sender
 from lakelog.client.producer.transactions import TransactionManager
 from lakelog.errors import KafkaError, KafkaException
 from lakelog.log import payload_table
@@ -60,20 +60,33 @@ class GatedDelivery:
     def send(self, batch: Batch | None) -> None:
         """Send a closed batch where the quality gates say: held to the commit (a dead-letter topic of a transaction),
         judged first (no transaction), or appended and its rows kept for the transaction's verdict."""
-        if batch is None or not batch.messages:
-            return
-        # The log refuses a whole batch holding a record past the topic's max.message.bytes: the producer takes such
-        # records out first (Kafka's producer splits a batch the broker refused so), so they fail alone.
-        max_bytes = self._topic_max_bytes(batch.tp)
-        if max_bytes is not None and batch.largest > max_bytes:
-            for part in split_oversized(batch, max_bytes):
-                if isinstance(part, Batch):
-                    self._send_batch(part)
-                else:
-                    self._reports.report(batch.tp, [part[0]], -1, part[1])
-                    self._transactions.taint(part[1])  # a failed delivery makes a transaction abort-only (S4.5)
-            return
-        self._send_batch(batch)
+        if batch is not None:
+            self.send_all([batch])
+
+    def send_all(self, batches: list[Batch]) -> None:
+        """`send` each batch; those appended as they are go to their partitions side by side (Sender.send_many)."""
+        outgoing: list[Outgoing] = []
+        for batch in batches:
+            if not batch.messages:
+                continue
+            # The log refuses a whole batch holding a record past the topic's max.message.bytes: the producer takes
+            # such records out first (Kafka's producer splits a batch the broker refused so), so they fail alone.
+            max_bytes = self._topic_max_bytes(batch.tp)
+            if max_bytes is not None and batch.largest > max_bytes:
+                for part in split_oversized(batch, max_bytes):
+                    if isinstance(part, Batch):
+                        self._send_batch(part)
+                    else:
+                        self._reports.report(batch.tp, [part[0]], -1, part[1])
+                        self._transactions.taint(part[1])  # a failed delivery makes a transaction abort-only (S4.5)
+                continue
+            ready = self._prepare(batch)
+            if ready is not None:
+                outgoing.append(ready)
+        if outgoing:
+            offsets = self._sender.send_many(outgoing)
+            for (tp, payload, _, _), base_offset in zip(outgoing, offsets, strict=True):
+                self.gate.keep(tp, payload, base_offset)
 
     def _topic_max_bytes(self, tp: TopicPartitionKey) -> int | None:
         """The topic's max.message.bytes, from the handle the batch is appended with (None: the log cannot be opened,
@@ -84,6 +97,13 @@ class GatedDelivery:
             return None
 
     def _send_batch(self, batch: Batch) -> None:
+        ready = self._prepare(batch)
+        if ready is not None:
+            tp, payload, messages, expected_offset = ready
+            self.gate.keep(tp, payload, self._sender.send(tp, payload, messages, expected_offset))
+
+    def _prepare(self, batch: Batch) -> Outgoing | None:
+        """The batch's rows, to append as they are; None if it went elsewhere (failed alone, held, judged first)."""
         tp, messages = batch.tp, batch.messages
         # Pending is (key, value, headers, timestamp_ms, on_delivery).
         keys, values = [m[0] for m in messages], [m[1] for m in messages]
@@ -95,13 +115,13 @@ class GatedDelivery:
             )
         except (KafkaException, pa.ArrowException, ValueError, OverflowError) as error:
             self._send_alone(batch, error)  # produce() checks every message: this is the last guard, not the path
-            return
+            return None
         if self.gate.hold(tp, payload, messages, batch.expected_offset):
-            return  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)
+            return None  # a dead-letter topic's batch: appended at commit, where its verdict sends it (S11.3)
         if self._batch_gate is None:
-            self.gate.keep(tp, payload, self._sender.send(tp, payload, messages, batch.expected_offset))
-            return
+            return tp, payload, messages, batch.expected_offset
         self._send_judged(tp, payload, messages, batch.expected_offset)
+        return None
 
     def _send_alone(self, batch: Batch, error: Exception) -> None:
         """A batch whose rows could not be built: each message sent as a batch of its own, so only the one that

@@ -291,8 +291,7 @@ class Producer:
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         accumulator = self._accumulator
         while True:
-            for tp in accumulator.partitions():
-                self._gated.send(accumulator.pop(tp))
+            self._gated.send_all([batch for batch in map(accumulator.pop, accumulator.partitions()) if batch is not None])
             self._reports.serve()
             if not self._accumulator or (deadline is not None and time.monotonic() >= deadline):
                 return len(self)
@@ -441,8 +440,7 @@ class Producer:
     def _send_lingered(self) -> None:
         """Send every batch that has waited linger.ms on the producer's clock."""
         accumulator = self._accumulator
-        for tp in accumulator.lingered():
-            self._gated.send(accumulator.pop(tp))
+        self._gated.send_all([batch for batch in map(accumulator.pop, accumulator.lingered()) if batch is not None])
 
     def _abort_open_transaction(self, timeout: float | None) -> None:
         if not self._transactions.open:

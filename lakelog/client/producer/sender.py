@@ -5,12 +5,18 @@ transactional batch writer of the jobs: a storage failure is retried with the sa
 epoch and sequence, so a retry that finds its batch already in the log gets the original offsets
 (S3.2); a lost commit race and a storage failure wait on the same backoff. Retries stop after
 `retries` (the producer config's key) or at the backoff's deadline, whichever comes first.
+
+`Sender.send_many` appends the batches of several partitions side by side: each partition is a
+table of its own and its append a commit of its own, decided on its own snapshot, so none waits
+for another's round trips. What the producer keeps (sequences, delivery reports, the
+transaction's errors) is updated on the calling thread, in the batches' order.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
@@ -33,6 +39,10 @@ T = TypeVar("T")
 
 # A logger, or confluent-kafka's `logger` config (an adapter) a client logs through.
 Logger = logging.Logger | logging.LoggerAdapter
+# Partitions appended to at once by one send_many (more wait for a free thread).
+MAX_SEND_THREADS = 16
+# One batch of a send_many: its partition, rows, delivery reports' messages and expected offset.
+Outgoing = tuple[TopicPartitionKey, pa.Table, "Sequence[Pending]", "int | None"]
 
 
 def retrying(
@@ -114,6 +124,7 @@ class Sender:
         self._reports = reports
         self._queued = queued  # the partitions holding a queued batch: added to a transaction with the first
         self._logs: dict[TopicPartitionKey, PartitionLog] = {}
+        self._threads: ThreadPoolExecutor | None = None
 
     def log(self, tp: TopicPartitionKey) -> PartitionLog:
         """Our open handle of a partition (opened on first use)."""
@@ -158,9 +169,81 @@ class Sender:
         self._reports.report(tp, messages, base_offset, error)
         return base_offset
 
+    def send_many(self, batches: Sequence[Outgoing]) -> list[int]:
+        """`send` each batch, the partitions' appends side by side; their base offsets (-1: failed, reported).
+
+        The transaction (if any) gets every partition in one add first; each batch's header is taken here, in
+        order, so only the appends run on other threads. Two batches of one partition are sent one after the other."""
+        if len(batches) < 2 or len({batch[0] for batch in batches}) < len(batches):
+            return [self.send(*batch) for batch in batches]
+        transactions = self._transactions
+        prepared: list[tuple[BatchHeader, Backoff] | KafkaException] = []
+        added: KafkaException | None = None
+        if transactions.transactional:
+            try:
+                transactions.add_partition(batches[0][0], [batch[0] for batch in batches[1:]] + list(self._queued()))
+            except KafkaException as exception:
+                added = exception
+        for tp, payload, _, expected_offset in batches:
+            if added is not None:
+                prepared.append(added)
+                continue
+            backoff = self.backoff()
+            try:
+                header = self.retrying(tp, payload.num_rows, lambda tp=tp, e=expected_offset: transactions.header(tp, e), backoff)
+                self.log(tp)  # opened here: a handle opens on this thread, once
+            except KafkaException as exception:
+                prepared.append(exception)
+                continue
+            prepared.append((header, backoff))
+        verification = transactions.verification() if transactions.transactional else None
+        futures: list[Future[AppendResult] | KafkaException] = []
+        for (tp, payload, _, _), ready in zip(batches, prepared, strict=True):
+            if isinstance(ready, KafkaException):
+                futures.append(ready)
+                continue
+            header, backoff = ready
+            futures.append(
+                self._pool().submit(
+                    append_sequenced,
+                    self._logs[tp],
+                    payload,
+                    header,
+                    backoff,
+                    self._retries,
+                    self._logger,
+                    verification if header.is_transactional else None,
+                )
+            )
+        offsets = []
+        for (tp, payload, messages, _), ready, future in zip(batches, prepared, futures, strict=True):
+            error: KafkaError | None = None
+            base_offset = -1
+            try:
+                if isinstance(future, KafkaException):
+                    raise future
+                landed = future.result()
+                base_offset = landed.base_offset
+                assert not isinstance(ready, KafkaException)
+                transactions.sent(tp, ready[0], payload.num_rows)
+            except KafkaException as exception:
+                error, base_offset = exception.error, -1
+                transactions.failed(exception)
+            self._reports.report(tp, messages, base_offset, error)
+            offsets.append(base_offset)
+        return offsets
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(MAX_SEND_THREADS, thread_name_prefix="lakelog-send")
+        return self._threads
+
     def release(self) -> None:
         """Let go of every handle (a closed producer)."""
         self._logs.clear()
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=False)
 
 
-__all__ = ["Sender", "append_sequenced", "retrying"]
+__all__ = ["MAX_SEND_THREADS", "Outgoing", "Sender", "append_sequenced", "retrying"]

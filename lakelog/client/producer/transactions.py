@@ -53,7 +53,8 @@ class TransactionManager:
     """A producer's identity, sequences and (with transactional.id) its transaction, and the coordinator calls they take.
 
     `lend_log(topic, partition)`: the producer's open handle of a partition its transaction wrote, lent to the
-    coordinator for its marker (None: the coordinator opens its own)."""
+    coordinator for its marker (None: the coordinator opens its own); the same handle its batches are appended
+    with, so the version it holds before an add is what that add proves (lakelog.log.verification)."""
 
     def __init__(
         self,
@@ -80,6 +81,8 @@ class TransactionManager:
         self.state = TransactionState.UNINITIALIZED
         # Partitions added to the open transaction, and the first error that makes it abort-only.
         self.partitions: set[TopicPartitionKey] = set()
+        # Per partition our add proved (S4.4): (producer id, epoch, the version of the handle read before the add).
+        self._proven: dict[TopicPartitionKey, tuple[int, int, int]] = {}
         self.error: KafkaException | None = None
         self.coordinator: TransactionCoordinator | None = None
         self.groups: GroupCoordinator | None = None
@@ -198,6 +201,7 @@ class TransactionManager:
 
     def begin(self) -> None:
         self.partitions = set()
+        self._proven = {}
         self.error = None
         self.state = TransactionState.IN_TRANSACTION
 
@@ -213,12 +217,31 @@ class TransactionManager:
         if tp in self.partitions:
             return
         wanted = ({tp} | set(queued)) - self.partitions
-        self.call_coordinator(
-            lambda coordinator: coordinator.add_partitions(
-                self.transactional_id, self.producer_id, self.producer_epoch, sorted(wanted)
-            )
-        )
+        # Read before the add: the add's commit then proves the transaction held each at a later moment.
+        versions = self._versions(wanted)
+        identity = (self.producer_id, self.producer_epoch)
+        self.call_coordinator(lambda coordinator: coordinator.add_partitions(self.transactional_id, *identity, sorted(wanted)))
         self.partitions |= wanted
+        self._prove(identity, versions)
+
+    def _versions(self, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """The snapshot version of each partition's handle (the one its batches and markers go through), now."""
+        versions = {}
+        for partition in partitions:
+            try:
+                log = self._lend_log(*partition)
+            except KafkaException:
+                continue  # no proof for it: its first batch asks the coordinator (and meets the error there)
+            if log is not None:
+                versions[partition] = log.version
+        return versions
+
+    def _prove(self, identity: tuple[int | None, int], versions: dict[TopicPartitionKey, int]) -> None:
+        """Our add of these partitions landed after their `versions` were read (see lakelog.log.verification)."""
+        producer_id, epoch = identity
+        if producer_id is not None:
+            for partition, version in versions.items():
+                self._proven[partition] = (producer_id, epoch, version)
 
     def end(self, commit: bool, timeout: float | None = None) -> None:
         """End the transaction, retrying a retriable error until `timeout` (librdkafka's way; None or
@@ -259,6 +282,7 @@ class TransactionManager:
             self.producer_id, self.producer_epoch = result.producer_id, result.producer_epoch
             self._sequences = {}
         self.partitions = set()
+        self._proven = {}
         self.error = None
         self.state = TransactionState.READY
 
@@ -286,10 +310,12 @@ class TransactionManager:
         if offsets_partition not in self.partitions:
             # A zombie's group metadata is refused before the transaction changes (S7.2, S8.3).
             self._offsets_call(lambda: groups.check_transactional_offsets(group_metadata, *identity, offsets))
+            versions = self._versions([offsets_partition])
             self.call_coordinator(
                 lambda coordinator: coordinator.add_partitions(self.transactional_id, *identity, [offsets_partition])
             )
             self.partitions.add(offsets_partition)
+            self._prove(identity, versions)
         self._offsets_call(
             lambda: groups.commit_transactional_offsets(group_metadata, *identity, offsets, transaction=self.verification())
         )
@@ -328,7 +354,7 @@ class TransactionManager:
     def verification(self) -> TransactionVerification:
         """What a partition verifies our transactional batches with (KIP-890, S4.4): the coordinator we add partitions through."""
         assert self.transactional_id is not None
-        return TransactionVerification(self.transactional_id, self.transaction_coordinator())
+        return TransactionVerification(self.transactional_id, self.transaction_coordinator(), dict(self._proven))
 
     def _lend_log(self, topic: str, partition: int) -> PartitionLog | None:
         """Our open handle of a partition the transaction wrote, for its marker (see TransactionCoordinator)."""

@@ -153,7 +153,7 @@ class GroupCoordinator:
             )
             if outcome.records and group_log.position not in verified_at:
                 try:
-                    verify_write(transaction, producer_id, producer_epoch, topic, partition)
+                    verify_write(transaction, producer_id, producer_epoch, topic, partition, group_log.log.version)
                 except KafkaException as error:
                     return handlers.Outcome(error=error)
                 verified_at.add(group_log.position)

@@ -20,6 +20,7 @@ next transaction; any init of the id, or the sweep, completes it otherwise (S4.5
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -112,6 +113,7 @@ class TransactionCoordinator:
         # uncompleted: proof, from its own commits, that the next add_partitions may record Complete*.
         self._markers_written: dict[str, TransactionMarkers] = {}
         self._marker_threads: ThreadPoolExecutor | None = None
+        self._verify_lock = threading.Lock()
 
     # -- requests (S4.1-S4.6) -------------------------------------------------------
 
@@ -198,12 +200,16 @@ class TransactionCoordinator:
     def verify_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartitionKey]
     ) -> AddPartitionsResult:
-        """Check, on the latest state, that this producer may write these partitions now (S4.4, KIP-890)."""
+        """Check, on the latest state, that this producer may write these partitions now (S4.4, KIP-890).
+
+        Safe to call from several threads at once (a producer's partitions are appended side by side): the
+        checks take turns on the state log."""
         partitions = tuple(partitions)
-        return self._run(
-            transactional_id,
-            lambda current: txn.verify_partitions(current, transactional_id, producer_id, producer_epoch, partitions),
-        )
+        with self._verify_lock:
+            return self._run(
+                transactional_id,
+                lambda current: txn.verify_partitions(current, transactional_id, producer_id, producer_epoch, partitions),
+            )
 
     def end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, complete: bool = True
