@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
@@ -190,7 +191,7 @@ class Sender:
                 continue
             backoff = self.backoff()
             try:
-                header = self.retrying(tp, payload.num_rows, lambda tp=tp, e=expected_offset: transactions.header(tp, e), backoff)
+                header = self.retrying(tp, payload.num_rows, partial(transactions.header, tp, expected_offset), backoff)
                 self.log(tp)  # opened here: a handle opens on this thread, once
             except KafkaException as exception:
                 prepared.append(exception)
