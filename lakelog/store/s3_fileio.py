@@ -130,6 +130,9 @@ class S3FileIO(FileIO):
                 pass
 
 
+# Puts in flight at once per process: a producer appends to up to 16 partitions side by side and the transaction
+# coordinator writes up to 16 markers so; more wait for a thread (and add a round trip each).
+PUT_THREADS = 32
 _puts: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 
 
@@ -137,7 +140,7 @@ def _put_pool() -> concurrent.futures.ThreadPoolExecutor:
     """Threads for S3 puts; a forked child builds its own (it has the pool object but none of its threads)."""
     global _puts
     if _puts is None or _puts[0] != os.getpid():
-        _puts = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="lakelog-put"))
+        _puts = (os.getpid(), concurrent.futures.ThreadPoolExecutor(PUT_THREADS, thread_name_prefix="lakelog-put"))
     return _puts[1]
 
 

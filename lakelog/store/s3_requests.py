@@ -34,6 +34,8 @@ _KEY = "lakelog-key"
 _TAKEN = {"412", "PreconditionFailed"}
 # S3 answers 409 to a conditional write racing another on the same key: this one did not land, or not yet.
 _CONFLICT = {"409", "ConditionalRequestConflict", "OperationAborted"}
+# Connections the client keeps per process (botocore: 10): one per request sent side by side.
+MAX_POOL_CONNECTIONS = 32
 
 
 class ConditionalWriteConflict(KafkaStorageError):
@@ -70,6 +72,8 @@ class S3Requests:
         # No CRC32 of each small body (S3 checks Content-MD5-less PUTs by their signature's payload hash anyway).
         options["request_checksum_calculation"] = "when_required"
         options["response_checksum_validation"] = "when_required"
+        # Requests side by side (a producer's partitions, a transaction's markers) each need a connection of their own.
+        options["max_pool_connections"] = MAX_POOL_CONNECTIONS
         endpoint = settings.get("endpoint_url") or None
         if endpoint and "://" not in endpoint:
             endpoint = f"https://{endpoint}"

@@ -60,7 +60,7 @@ FAULT_BEFORE_COMPLETE = "before_complete"
 # In the next add_partitions of the producer whose end left Complete* to it, before that one commit.
 FAULT_BEFORE_COMPLETE_AND_BEGIN = "before_complete_and_begin"
 # Threads writing one transaction's markers at once (a transaction over more partitions queues the rest).
-MAX_MARKER_THREADS = 8
+MAX_MARKER_THREADS = 16
 
 FaultHook = Callable[[str, Mapping[str, Any]], None]
 
