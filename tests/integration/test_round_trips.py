@@ -14,8 +14,9 @@ from lakelog.admin import AdminClient, NewTopic
 
 pytestmark = [pytest.mark.slow]
 
-# Long enough that two requests sent side by side overlap by far more than the client's own time between them.
-DELAY_S = 0.04
+# Long enough that requests sent side by side overlap by more than the client takes to send them all, on a loaded
+# machine too (the depth counts a request started after another ended, less half a delay).
+DELAY_S = 0.1
 
 
 @pytest.fixture
