@@ -190,6 +190,22 @@ def test_S4_4_a_producers_transaction_asks_the_coordinator_nothing_its_own_add_a
     assert [open_partition(lake, TOPIC, p).last_stable_offset() for p in (0, 1)] == [4, 4]
 
 
+def test_S4_4_a_send_whose_first_partition_the_transaction_holds_adds_the_others(lake):
+    """A flush of partition 0 (added already) and partition 1 (new) adds partition 1 before its batch lands: the
+    transaction commits with both, and its batches are read whole."""
+    producer = Producer({"lakelog.root": lake, "transactional.id": TID})
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"first", partition=0)
+    producer.flush()
+    producer.produce(TOPIC, value=b"second", partition=0)
+    producer.produce(TOPIC, value=b"third", partition=1)
+    producer.flush()
+    producer.commit_transaction()
+    committed = [open_partition(lake, TOPIC, p).fetch(0, isolation_level="read_committed").rows for p in (0, 1)]
+    assert [rows.column("value").to_pylist() for rows in committed] == [[b"first", b"second"], [b"third"]]
+
+
 def test_S4_4_an_abort_marker_between_verification_and_commit_fences_the_batch(lake):
     """The abort's marker takes the version the verified batch was decided for: the batch loses the race, and on
     the latest snapshot its epoch is fenced (S4.6); nothing of it is written."""

@@ -214,9 +214,9 @@ class TransactionManager:
         does not hold the partition is refused there, whoever sends it."""
         if self.state is not TransactionState.IN_TRANSACTION:
             self.require_state("produce", TransactionState.IN_TRANSACTION)
-        if tp in self.partitions:
-            return
         wanted = ({tp} | set(queued)) - self.partitions
+        if not wanted:
+            return
         # Read before the add: the add's commit then proves the transaction held each at a later moment.
         versions = self._versions(wanted)
         identity = (self.producer_id, self.producer_epoch)
