@@ -144,7 +144,11 @@ def written_by_a_run(view_folder: Location) -> bool:
     return any(entry.name != "_delta_log" for entry in view_folder.list())
 
 
+# Five Spark runs, each a JVM of its own, over a 40-step history: 2 minutes on a quiet machine, past pytest's 600 s
+# beside the main tier's workers on two cores; it runs in the soak tier, with a limit of its own.
 @pytest.mark.slow
+@pytest.mark.soak
+@pytest.mark.timeout(1200)
 def test_view_runs_killed_at_any_point_leave_no_duplicate_and_no_gap(spark, root, tmp_path):
     """SIGKILL a spark-submit run while Spark writes its files, then runs at every fault point (planned;
     written; files moved into the table but in no commit; committed but not cleaned up), with new
