@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from s3emulator import S3Emulator
+from s3emulator import S3Emulator, exported_env
 from s3proxy import ProxiedRequest
 from s3proxy_process import ProxyProcess
 
@@ -96,16 +95,8 @@ class DelayedStore:
     @contextlib.contextmanager
     def exported(self) -> Iterator[DelayedStore]:
         """The proxy's AWS_* settings in os.environ, restored afterwards."""
-        saved = {key: os.environ.get(key) for key in self.env()}
-        os.environ.update(self.env())
-        try:
+        with exported_env(self.env()):
             yield self
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     def set_delay(self, seconds: float) -> None:
         self.proxy.set_delay(seconds)

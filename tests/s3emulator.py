@@ -98,6 +98,21 @@ class Credentials:
     region: str = REGION
 
 
+@contextlib.contextmanager
+def exported_env(settings: dict[str, str]) -> Iterator[None]:
+    """`settings` in os.environ while the block runs, the previous values restored afterwards."""
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def client_env(endpoint_url: str, credentials: Credentials) -> dict[str, str]:
     """The AWS_* variables that delta-rs, pyarrow and boto3 read to reach `endpoint_url` with `credentials`."""
     return {
@@ -223,16 +238,8 @@ class S3Emulator:
     @contextlib.contextmanager
     def exported(self) -> Iterator[S3Emulator]:
         """This emulator's AWS_* settings in os.environ (so child processes reach it too), restored afterwards."""
-        saved = {key: os.environ.get(key) for key in self.env()}
-        os.environ.update(self.env())
-        try:
+        with exported_env(self.env()):
             yield self
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     @contextlib.contextmanager
     def paused_for(self) -> Iterator[None]:
