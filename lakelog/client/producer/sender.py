@@ -151,31 +151,14 @@ class Sender:
 
     def send(self, tp: TopicPartitionKey, payload: pa.Table, messages: Sequence[Pending], expected_offset: int | None) -> int:
         """Append a batch and queue its delivery reports; its base offset, or -1 if it failed (reported)."""
-        transactions = self._transactions
-        error: KafkaError | None = None
-        base_offset = -1
-        count = payload.num_rows
-        try:
-            if transactions.transactional:
-                transactions.add_partition(tp, self._queued())
-            backoff = self.backoff()
-            header = self.retrying(tp, count, lambda: transactions.header(tp, expected_offset), backoff)
-            verification = transactions.verification() if header.is_transactional else None
-            landed = append_sequenced(self.log(tp), payload, header, backoff, self._retries, self._logger, verification)
-            base_offset = landed.base_offset
-            transactions.sent(tp, header, count)
-        except KafkaException as exception:
-            error, base_offset = exception.error, -1
-            transactions.failed(exception)
-        self._reports.report(tp, messages, base_offset, error)
-        return base_offset
+        return self.send_many([(tp, payload, messages, expected_offset)])[0]
 
     def send_many(self, batches: Sequence[Outgoing]) -> list[int]:
         """`send` each batch, the partitions' appends side by side; their base offsets (-1: failed, reported).
 
         The transaction (if any) gets every partition in one add first; each batch's header is taken here, in
         order, so only the appends run on other threads. Two batches of one partition are sent one after the other."""
-        if len(batches) < 2 or len({batch[0] for batch in batches}) < len(batches):
+        if len({batch[0] for batch in batches}) < len(batches):
             return [self.send(*batch) for batch in batches]
         transactions = self._transactions
         prepared: list[tuple[BatchHeader, Backoff] | KafkaException] = []
@@ -205,7 +188,7 @@ class Sender:
                 continue
             header, backoff = ready
             futures.append(
-                self._pool().submit(
+                (self._pool().submit if len(batches) > 1 else _now)(
                     append_sequenced,
                     self._logs[tp],
                     payload,
@@ -245,6 +228,16 @@ class Sender:
         threads, self._threads = self._threads, None
         if threads is not None:
             threads.shutdown(wait=False)
+
+
+def _now(call: Callable[..., AppendResult], *args: object) -> Future[AppendResult]:
+    """`call(*args)` on this thread, as a done Future (a send of one batch needs no other thread)."""
+    future: Future[AppendResult] = Future()
+    try:
+        future.set_result(call(*args))
+    except BaseException as error:  # noqa: BLE001 - handed to the caller through the future, as the pool would
+        future.set_exception(error)
+    return future
 
 
 __all__ = ["MAX_SEND_THREADS", "Outgoing", "Sender", "append_sequenced", "retrying"]
