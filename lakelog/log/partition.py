@@ -33,10 +33,11 @@ from lakelog.log.fetch import READ_COMMITTED, READ_UNCOMMITTED, FetchResult, che
 from lakelog.log.fetch_files import AbortedRows
 from lakelog.log.producer_index import ProducerIndex, find_batch
 from lakelog.log.producer_state import ProducerEntry, Verdict
+from lakelog.log.records import AppendResult as AppendResult
 from lakelog.log.records import BatchHeader, ControlType, check_record_sizes, conform_payload, stamp, stamped_statistics
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
-from lakelog.log.verification import TransactionVerification, verify_batch
+from lakelog.log.verification import StagedVerification, TransactionVerification, verify_batch
 from lakelog.store import Table
 from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, note_lost_race, refresh_if_stale
 from lakelog.store.retry import DEFAULT_POLICY, Backoff
@@ -56,19 +57,11 @@ def wall_clock_ms() -> int:
 
 
 @dataclass(frozen=True)
-class AppendResult:
-    """Where a batch landed. `duplicate` is True when it was a retry already in the log (S3.2)."""
-
-    base_offset: int
-    last_offset: int
-    version: int
-    duplicate: bool = False
-
-
-@dataclass(frozen=True)
 class _Decision:
     base_offset: int
     duplicate_of: int | None = None
+    # The partition's entry of the batch's producer the decision read (the S4.4 check made after the file is written).
+    entry: ProducerEntry | None = None
 
 
 class PartitionLog:
@@ -165,6 +158,7 @@ class PartitionLog:
         timeout_s: float = APPEND_TIMEOUT_S,
         backoff: Backoff | None = None,
         transaction: TransactionVerification | None = None,
+        ready: Callable[[], TransactionVerification | None] | None = None,
     ) -> AppendResult:
         """Append a batch atomically as one commit with dense offsets, or refuse it whole.
 
@@ -175,6 +169,11 @@ class PartitionLog:
         Raises MsgSizeTooLarge (a record past max.message.bytes), OffsetMismatch (S2.1), PolicyViolation (S2.3), OutOfOrderSequence,
         UnknownProducerId, InvalidProducerEpoch (S3), InvalidTxnState (S4.4); a refused
         batch writes nothing; KafkaTimeout once the deadline passed in lost races.
+
+        `ready`, instead of `transaction`: what the commit waits for and the file does not (the transaction's
+        add of this partition, in flight). The first decision writes the file at once; `ready()` then gives the
+        verification the batch is checked with (S4.4, on the version decided on) before the commit's put. If
+        either raises, the file is deleted and nothing commits (S8.3); a refusal is decided again as without it.
         """
         if not isinstance(header, BatchHeader):
             raise InvalidRequest(f"header must be a BatchHeader, not {type(header).__name__}")
@@ -189,13 +188,17 @@ class PartitionLog:
             refresh_if_stale(self.table, self.maintenance.max_snapshot_age_s)
             now_ms = self._clock()
             try:
-                decision = self._decide_on_latest(payload.num_rows, header, now_ms, transaction, reloaded=reloaded)
+                decision = self._decide_on_latest(
+                    payload.num_rows, header, now_ms, transaction, reloaded=reloaded, verify=ready is None
+                )
             except CorruptRecord:
                 # A duplicate check read a file that compaction removed after our snapshot.
                 if not self.refresh():
                     raise
                 continue
             if decision.duplicate_of is not None:
+                if ready is not None:
+                    ready()  # the caller's dependency ends before the answer, as for a batch written
                 return AppendResult(
                     decision.duplicate_of, decision.duplicate_of + payload.num_rows - 1, self.version, duplicate=True
                 )
@@ -203,11 +206,22 @@ class PartitionLog:
             new_leo = decision.base_offset + payload.num_rows
             # The producer's entry is its rows (S9.4): only the LEO and the caller's ids go to the txn actions.
             versions = {LOG_END_OFFSET_APP_ID: new_leo, **(app_versions or {})}
-            version = self._commit(payload, rows, decision.base_offset, header, None, versions, backoff, now_ms)
-            if version is None:
+            check = (
+                None
+                if ready is None
+                else StagedVerification(ready, decision.entry, header, self.topic, self.partition, self.version)
+            )
+            ready = None  # one staged attempt: a later decision verifies first, with what it gave
+            try:
+                version = self._commit(payload, rows, decision.base_offset, header, None, versions, backoff, now_ms, check)
+            except KafkaException:
+                if check is None or not check.refused:
+                    raise  # else refused once its file was out: decided again as any batch
+            else:
+                if version is not None:
+                    return AppendResult(decision.base_offset, new_leo - 1, version)
                 reloaded = True
-                continue
-            return AppendResult(decision.base_offset, new_leo - 1, version)
+            transaction = check.verification if check is not None else transaction
 
     def append_marker(
         self,
@@ -275,15 +289,15 @@ class PartitionLog:
         versions: Mapping[str, int],
         backoff: Backoff,
         now_ms: int,
+        before_put: Callable[[], None] | None = None,
     ) -> int | None:
         """Commit `rows` (`stamp` of `payload` at `base_offset` with `header` and `control`) as exactly the next
-        version, then maintain the table; returns the version.
+        version, then maintain the table; returns the version. `before_put`: see `Table.append`.
 
         None if another writer took that version: the snapshot is reloaded (after the backoff's wait from the
-        second loss on), and the caller decides again on it. KafkaTimeout once the backoff's deadline has passed. The file's statistics
-        and the producer's entry (folded into the producer index: the next decision reads no file for it) come
-        from what stamping put in the rows, with no pass over them. `now_ms`, the log's clock at the decision,
-        is the file's append time (its add action's modificationTime).
+        second loss on), and the caller decides again on it. KafkaTimeout once the backoff's deadline has passed.
+        Statistics and the producer's entry (folded into the producer index) come from stamping, with no pass
+        over the rows. `now_ms`, the log's clock at the decision, is the add action's modificationTime.
         """
         count = rows.num_rows
         new_leo = base_offset + count
@@ -298,6 +312,7 @@ class PartitionLog:
                 statistics=stamped_statistics(payload, base_offset, header, control),
                 # Other handles fold the producer's entry from it without reading the file (ProducerIndex).
                 tags=None if entry is None else {producer_state.PRODUCER_TAG: producer_state.entry_tag(entry)},
+                before_put=before_put,
             )
         except CommitConflict as conflict:
             taken = getattr(conflict, "decided_on", self.version) + 1
@@ -338,16 +353,20 @@ class PartitionLog:
         transaction: TransactionVerification | None,
         *,
         reloaded: bool = False,
+        verify: bool = True,
     ) -> _Decision:
-        """Decide on the snapshot in hand; a refusal is re-checked on the latest snapshot (`reloaded`: it is)."""
+        """Decide on the snapshot in hand; a refusal is re-checked on the latest snapshot (`reloaded`: it is).
+        `verify` False leaves out the S4.4 check (made before the put: `StagedVerification`)."""
         try:
-            return self._decide(count, header, now_ms, transaction)
+            return self._decide(count, header, now_ms, transaction, verify)
         except KafkaException:
             if reloaded or not self.refresh():
                 raise
-        return self._decide(count, header, now_ms, transaction)
+        return self._decide(count, header, now_ms, transaction, verify)
 
-    def _decide(self, count: int, header: BatchHeader, now_ms: int, transaction: TransactionVerification | None) -> _Decision:
+    def _decide(
+        self, count: int, header: BatchHeader, now_ms: int, transaction: TransactionVerification | None, verify: bool = True
+    ) -> _Decision:
         leo = self.log_end_offset()
         current = None
         if header.is_idempotent:
@@ -371,8 +390,9 @@ class PartitionLog:
                 log_end_offset=leo,
             )
         # Last: the only check that reads another table (S4.4); never reused across a lost race.
-        verify_batch(transaction, current, header, self.topic, self.partition, self.version)
-        return _Decision(base_offset=leo)
+        if verify:
+            verify_batch(transaction, current, header, self.topic, self.partition, self.version)
+        return _Decision(base_offset=leo, entry=current)
 
     # -- fetch -----------------------------------------------------------------
 

@@ -65,6 +65,16 @@ class ControlType(enum.Enum):
 
 
 @dataclass(frozen=True)
+class AppendResult:
+    """Where a batch landed. `duplicate` is True when it was a retry already in the log (S3.2)."""
+
+    base_offset: int
+    last_offset: int
+    version: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
 class BatchHeader:
     """What Kafka's record-batch header says about an append, plus KIP-27's expected offset."""
 

@@ -28,11 +28,11 @@ lost race) asks the coordinator again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from lakelog.errors import InvalidTxnState
+from lakelog.errors import InvalidTxnState, KafkaException
 from lakelog.log.producer_state import ProducerEntry
 from lakelog.log.records import BatchHeader
 
@@ -121,6 +121,35 @@ def verify_write(
             transactional_id=None,
         )
     verification.verify(producer_id, producer_epoch, topic, partition, version)
+
+
+class StagedVerification:
+    """The S4.4 check of a batch whose file went out before the transaction's add of the partition was in:
+    called before the commit's put, it waits for `ready` and verifies the batch on the version it was decided on.
+    `refused` says the check (not `ready`) raised; `verification` is what `ready` gave."""
+
+    def __init__(
+        self,
+        ready: Callable[[], TransactionVerification | None],
+        entry: ProducerEntry | None,
+        header: BatchHeader,
+        topic: str,
+        partition: int,
+        version: int,
+    ) -> None:
+        self._ready = ready
+        self._args = (entry, header, topic, partition, version)
+        self.verification: TransactionVerification | None = None
+        self.refused = False
+
+    def __call__(self) -> None:
+        self.verification = self._ready()
+        entry, header, topic, partition, version = self._args
+        try:
+            verify_batch(self.verification, entry, header, topic, partition, version)
+        except KafkaException:
+            self.refused = True
+            raise
 
 
 class _AcceptEveryBatch:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -64,11 +64,8 @@ WRITTEN_ROWS_KEPT = 64
 
 
 class Table(StrictCommit):
-    """One Delta table and a snapshot of it at a known version.
-
-    Every pyarrow or OS failure leaves here as `KafkaStorageError` (retriable) or
-    `CorruptRecord` (not), naming the table and version.
-    """
+    """One Delta table and a snapshot of it at a known version. Every pyarrow or OS failure leaves here as
+    `KafkaStorageError` (retriable) or `CorruptRecord` (not), naming the table and version."""
 
     def __init__(self, location: Location | str, snapshot: Snapshot | None) -> None:
         self.location = Location.of(location, what="table")
@@ -212,8 +209,8 @@ class Table(StrictCommit):
 
     def data_files(self) -> list[FileEntry]:
         """Active data files of this snapshot, by path, for tables of any schema (no offset statistics)."""
-        entries = self._snapshot.entries()
-        return sorted((FileEntry(entry.path, 0, 0, entry.num_records, entry.size_bytes, 0, 0) for entry in entries), key=_path)
+        entries = sorted(self._snapshot.entries(), key=lambda entry: entry.path)
+        return [FileEntry(entry.path, 0, 0, entry.num_records, entry.size_bytes, 0, 0) for entry in entries]
 
     def read_data_file(self, entry: FileEntry) -> pa.Table:
         """One data file of a table of any schema, in the table's schema; CorruptRecord if unreadable."""
@@ -340,6 +337,7 @@ class Table(StrictCommit):
         modification_time_ms: int | None = None,
         statistics: str | None = None,
         tags: Mapping[str, str] | None = None,
+        before_put: Callable[[], None] | None = None,
     ) -> int:
         """Commit `data` as one new file in version `self.version + 1`, or raise `CommitConflict`.
 
@@ -350,11 +348,21 @@ class Table(StrictCommit):
         the add action's (as `file_statistics(data)` gives them), when the caller
         knows them without a pass over the rows (the log's stamped batches do). `tags` go in the add action
         (`FileEntry.tags` gives them back).
+
+        `before_put` runs once the file is written, before the commit's put: the caller's wait for what the commit
+        needs and the file does not (a file no commit names is no data; vacuum removes it). If it raises, the file
+        is deleted and nothing commits.
         """
         decided_on = self.version
         name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
         path = self.child_uri(name)
         size = self.io.write_parquet(data, path, compression=compression, fresh=True)
+        if before_put is not None:
+            try:
+                before_put()
+            except BaseException:
+                _remove_quietly(self.io, self.uri, path)
+                raise
         modified_ms = _now_ms() if modification_time_ms is None else modification_time_ms
         action = add_action(name, size, modified_ms, True, file_statistics(data) if statistics is None else statistics, tags)
         version = self._commit([action], data.schema, "append", decided_on, app_versions, metadata, [path])
@@ -379,11 +387,9 @@ class Table(StrictCommit):
         or a triple `(table, (first, last), modification_time_ms)` whose add
         action keeps that time (the newest of the files it replaces, so a
         producer's idle time, S9.4, still runs from its last append).
-        This call writes them under fresh names; if the commit loses its race they
-        are deleted again and `CommitConflict` is raised, so a refused rewrite
-        leaves the folder as it was (S8.3); an unknown outcome is resolved by
-        reading the log (S12.3). `app_versions` and `metadata` go in the same
-        commit; with nothing removed or added the commit records only them.
+        This call writes them under fresh names, deleted again if the commit loses its race (`CommitConflict`:
+        the folder as it was, S8.3); an unknown outcome is resolved by reading the log (S12.3). `app_versions`
+        and `metadata` go in the same commit; with nothing removed or added it records only them.
         Retention (S9.1: removes, plus the txn `lakelog.log_start_offset`) and key
         compaction (S9.3: removes and adds) commit through here.
         `data_change=False` marks a rewrite that changes no row (Delta's flag for
@@ -462,20 +468,13 @@ class Table(StrictCommit):
         return self._commit([{"protocol": dict(protocol)}], self.schema, "upgrade_protocol", self.version, None, None, [])
 
     def set_configuration(self, configuration: Mapping[str, str]) -> int:
-        """Commit `configuration` (table properties, merged into the table's) as exactly version `self.version + 1`.
-
-        The strict commit as `append`: `CommitConflict` if another writer took the
-        version, an unknown outcome resolved by reading the log (S12.3).
-        """
+        """Commit `configuration` (table properties, merged into the table's) as exactly version `self.version + 1`,
+        strict as `append` (`CommitConflict`; an unknown outcome resolved by reading the log, S12.3)."""
         decided_on = self.version
         current = self._snapshot.metadata or {}
         merged = {**self.configuration, **{str(key): str(value) for key, value in configuration.items()}}
         action = metadata_action(self.table_id, self._snapshot.schema_string, merged, current.get("createdTime") or _now_ms())
         return self._commit([action], self.schema, "set_configuration", decided_on, None, None, [])
-
-
-def _path(entry: FileEntry) -> str:
-    return entry.path
 
 
 def _added_item(item: Any) -> tuple[pa.Table, tuple[int, int] | None, int | None]:

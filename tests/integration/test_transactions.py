@@ -110,6 +110,27 @@ def test_S4_1_init_maps_the_id_to_one_producer_id_and_fences_the_older_instance(
     assert [row["value"] for row in rows(lake, 0) if row["control"] is None] == [b"rightful"]
 
 
+def test_S4_1_S8_3_a_fenced_instance_whose_appends_wrote_their_files_beside_its_add_leaves_the_tables_as_they_were(lake):
+    """A transaction's first batches write their files while the add of their partitions is made (S4.4). The
+    add of a fenced instance is refused: each append deletes its file, and every table is byte for byte as it was
+    (S8.3). Fails when a file is left behind, or when an append commits without waiting for the add."""
+    first = producer(lake)
+    first.init_transactions()
+    second = producer(lake)
+    second.init_transactions()
+    before = table_fingerprint(lake)
+    first.begin_transaction()
+    failed = []
+    for partition in range(3):
+        first.produce(TOPIC, value="zombie", partition=partition, on_delivery=lambda error, _: failed.append(error))
+    first.flush()
+    assert [error.name() for error in failed] == ["PRODUCER_FENCED"] * 3
+    assert table_fingerprint(lake) == before
+    with pytest.raises(ProducerFenced):
+        first.commit_transaction()
+    assert table_fingerprint(lake) == before
+
+
 def test_S4_1_transactional_id_is_validated_like_a_topic_name(root):
     for bad in ("a/b", "..", "x" * 250, "sp ace"):
         with pytest.raises(InvalidConfig):

@@ -751,3 +751,28 @@ def test_S4_8_S5_read_committed_reader_beside_committing_and_aborting_writers_se
     assert history[-1] == ("caught up", [len(rows[partition]) for partition in partitions])
     assert dict(read) == {partition: read_committed_model(rows[partition]) for partition in partitions if rows[partition]}
     assert names_read(read) == committed
+
+
+def test_S4_4_S8_3_a_producer_killed_in_its_add_while_its_appends_wrote_their_files_leaves_nothing_visible(lake, start):
+    """The appends of a transaction's first batches write their files beside the add of their partitions and put
+    their commits only once the add is in (S4.4). Killed in the add, after every append wrote its file: no
+    partition holds a row of the transaction (nor an open one holding the LSO back), the coordinator never heard
+    of it, and the next instance's transaction commits alone. The files are debris no commit names (S8.3).
+    Fails when an append puts its commit without waiting for the add (the rows of t2 are then in the log)."""
+    records = 2
+    crashed = start(txn_workers.crash_in_add, lake, TOPIC, TRANSACTIONAL_ID, PARTITIONS, records)
+    staged = crashed.wait_for("staged")[1]
+    assert crashed.finish() == -signal.SIGKILL, crashed.reports[-3:]
+    assert len(staged) == len(PARTITIONS), f"an append did not write its file before the add: {staged}"
+    for partition, rows in partition_rows(lake).items():
+        names = {json.loads(row["value"])["txn"] for row in rows if row["control"] is None}
+        assert names == {"t1"}, f"partition {partition} holds {names}"
+        log = open_partition(lake, TOPIC, partition)
+        assert log.last_stable_offset() == log.high_watermark()
+        assert not {uri.rsplit("/", 1)[1] for uri in staged} & {uri.rsplit("/", 1)[1] for uri in log.table.data_paths()}
+    # t1 decided and its markers written (its Complete* was to ride on t2's add); nothing of t2.
+    assert states(state_history(lake, TRANSACTIONAL_ID))[-1] == "PrepareCommit"
+    successor = start(txn_workers.init_and_commit, lake, TOPIC, TRANSACTIONAL_ID, PARTITIONS, records, "t3")
+    assert successor.finish() == 0, successor.reports[-3:]
+    assert names_read(consume_read_committed(lake)) == {"t1": records * len(PARTITIONS), "t3": records * len(PARTITIONS)}
+    assert states(state_history(lake, TRANSACTIONAL_ID))[-1] == "PrepareCommit"  # t3's markers are in

@@ -131,6 +131,50 @@ def crash_in_end(conn, root, topic, transactional_id, partitions, records, commi
     conn.send(("not killed", point, index))
 
 
+def data_files(root: str, topic: str, partition: int) -> set[str]:
+    """The Parquet files in a partition's folder, named in a commit or not."""
+    from lakelog.store import Location
+
+    folder = Location.of(root).child("topics", topic, str(partition))
+    return {entry.uri for entry in folder.list() if entry.uri.endswith(".parquet")}
+
+
+@reporting
+def crash_in_add(conn, root, topic, transactional_id, partitions, records) -> None:
+    """Commit transaction "t1", then produce "t2" and flush, SIGKILLing this process in t2's add of its partitions
+    once every append of t2 has written its data file (the files go out beside the add, S4.4): killed between the
+    two steps. Reports the files the appends left ("staged")."""
+    armed = False
+    before: dict[int, set[str]] = {}
+
+    def kill_at(name, details):
+        if not (armed and name == "before_add"):
+            return
+        deadline = time.monotonic() + 60
+        while True:
+            new = {p: data_files(root, topic, p) - before[p] for p in partitions}
+            if all(new.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        conn.send(("staged", sorted(uri for uris in new.values() for uri in uris)))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    producer = transactional_producer(root, transactional_id)
+    producer.init_transactions()
+    own_coordinator(producer)._fault = kill_at
+    producer.begin_transaction()
+    produce_transaction(conn, producer, topic, "t1", partitions, records, "commit")
+    producer.commit_transaction()
+    before.update({p: data_files(root, topic, p) for p in partitions})
+    producer.begin_transaction()
+    for partition in partitions:
+        for index in range(records):
+            producer.produce(topic, txn_value("t2", index, records * len(partitions), "commit"), partition=partition)
+    armed = True
+    producer.flush()
+    conn.send(("not killed",))
+
+
 @reporting
 def init_and_commit(conn, root, topic, transactional_id, partitions, records, name) -> None:
     """A new instance of the id: init (finishing or fencing what the last one left), then commit transaction `name`."""

@@ -64,8 +64,11 @@ class GatedDelivery:
             self.send_all([batch])
 
     def send_all(self, batches: list[Batch]) -> None:
-        """`send` each batch; those appended as they are go to their partitions side by side (Sender.send_many)."""
+        """`send` each batch; those appended as they are go to their partitions side by side (Sender.send_many).
+
+        A transaction's add of the partitions begins first, so the topics' suites are read while it is made."""
         outgoing: list[Outgoing] = []
+        self._sender.start_add([batch.tp for batch in batches if batch.messages])
         for batch in batches:
             if not batch.messages:
                 continue
@@ -83,10 +86,12 @@ class GatedDelivery:
             ready = self._prepare(batch)
             if ready is not None:
                 outgoing.append(ready)
-        if outgoing:
-            offsets = self._sender.send_many(outgoing)
-            for (tp, payload, _, _), base_offset in zip(outgoing, offsets, strict=True):
-                self.gate.keep(tp, payload, base_offset)
+        if not outgoing:
+            self._sender.finish_add()
+            return
+        offsets = self._sender.send_many(outgoing)
+        for (tp, payload, _, _), base_offset in zip(outgoing, offsets, strict=True):
+            self.gate.keep(tp, payload, base_offset)
 
     def _topic_max_bytes(self, tp: TopicPartitionKey) -> int | None:
         """The topic's max.message.bytes, from the handle the batch is appended with (None: the log cannot be opened,

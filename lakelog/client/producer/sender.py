@@ -81,14 +81,16 @@ def append_sequenced(
     retries: int,
     logger: Logger,
     transaction: TransactionVerification | None = None,
+    ready: Callable[[], TransactionVerification] | None = None,
 ) -> AppendResult:
     """Append one batch, retrying a storage failure with the same sequence when the batch has a producer id (S3.2).
 
-    A transactional batch names its transactional.id and coordinator (`transaction`), so the partition
-    verifies the transaction's first batch there (KIP-890, S4.4)."""
+    A transactional batch names its transactional.id and coordinator (`transaction`, or `ready` while the
+    transaction's add of the partition is in flight: `PartitionLog.append`), so the partition verifies the
+    transaction's first batch there (KIP-890, S4.4)."""
     what = f"{log.topic}-{log.partition}: a batch of {payload.num_rows}"
     return retrying(
-        lambda: log.append(payload, header, backoff=backoff, transaction=transaction),
+        lambda: log.append(payload, header, backoff=backoff, transaction=transaction, ready=ready),
         backoff,
         retries,
         what,
@@ -126,6 +128,8 @@ class Sender:
         self._queued = queued  # the partitions holding a queued batch: added to a transaction with the first
         self._logs: dict[TopicPartitionKey, PartitionLog] = {}
         self._threads: ThreadPoolExecutor | None = None
+        # The transaction's add of partitions begun by start_add, and the partitions it covers.
+        self._add: tuple[Future[None], frozenset[TopicPartitionKey]] | None = None
 
     def log(self, tp: TopicPartitionKey) -> PartitionLog:
         """Our open handle of a partition (opened on first use)."""
@@ -153,25 +157,50 @@ class Sender:
         """Append a batch and queue its delivery reports; its base offset, or -1 if it failed (reported)."""
         return self.send_many([(tp, payload, messages, expected_offset)])[0]
 
+    def start_add(self, tps: Sequence[TopicPartitionKey]) -> None:
+        """Begin the transaction's add of `tps` (with the partitions holding a queued batch) on another thread,
+        so the work before their appends overlaps it; a send_many of them takes it (else `finish_add`)."""
+        if self._transactions.transactional and tps:
+            self.finish_add()
+            add = self._begin_add(tps)
+            if add is not None:
+                self._add = (add, frozenset(tps))
+
+    def finish_add(self) -> None:
+        """Wait for an add start_add began that no send took; its failure is the next add's to meet again."""
+        pending, self._add = self._add, None
+        if pending is not None and pending[0].exception() is not None:
+            self._logger.debug(
+                "an add of %d partition(s) no batch was sent for failed: %s", len(pending[1]), pending[0].exception()
+            )
+
+    def _take_add(self, tps: Sequence[TopicPartitionKey]) -> Future[None] | None:
+        """The add these batches' appends wait for: start_add's if it covers them, else one begun now."""
+        if self._add is not None and set(tps) <= self._add[1]:
+            add, self._add = self._add[0], None
+            return add
+        self.finish_add()
+        return self._begin_add(tps)
+
+    def _begin_add(self, tps: Sequence[TopicPartitionKey]) -> Future[None] | None:
+        try:
+            call = self._transactions.adding(tps[0], list(tps[1:]) + list(self._queued()))
+        except KafkaException as exception:
+            return _failed(exception)
+        return None if call is None else self._pool().submit(call)
+
     def send_many(self, batches: Sequence[Outgoing]) -> list[int]:
         """`send` each batch, the partitions' appends side by side; their base offsets (-1: failed, reported).
 
-        The transaction (if any) gets every partition in one add first; each batch's header is taken here, in
-        order, so only the appends run on other threads. Two batches of one partition are sent one after the other."""
+        The transaction (if any) gets every partition in one add, on another thread: each append writes its file
+        meanwhile and puts its commit once the add is in (S4.4). Each batch's header is taken here, in order, so
+        only the appends run on other threads. Two batches of one partition are sent one after the other."""
         if len({batch[0] for batch in batches}) < len(batches):
             return [self.send(*batch) for batch in batches]
         transactions = self._transactions
+        add = self._take_add([batch[0] for batch in batches]) if transactions.transactional else None
         prepared: list[tuple[BatchHeader, Backoff] | KafkaException] = []
-        added: KafkaException | None = None
-        if transactions.transactional:
-            try:
-                transactions.add_partition(batches[0][0], [batch[0] for batch in batches[1:]] + list(self._queued()))
-            except KafkaException as exception:
-                added = exception
         for tp, payload, _, expected_offset in batches:
-            if added is not None:
-                prepared.append(added)
-                continue
             backoff = self.backoff()
             try:
                 header = self.retrying(tp, payload.num_rows, partial(transactions.header, tp, expected_offset), backoff)
@@ -180,13 +209,15 @@ class Sender:
                 prepared.append(exception)
                 continue
             prepared.append((header, backoff))
-        verification = transactions.verification() if transactions.transactional else None
+        verification = transactions.verification() if transactions.transactional and add is None else None
+        ready = None if add is None else partial(_added, add, transactions.verification)
         futures: list[Future[AppendResult] | KafkaException] = []
-        for (tp, payload, _, _), ready in zip(batches, prepared, strict=True):
-            if isinstance(ready, KafkaException):
-                futures.append(ready)
+        for (tp, payload, _, _), item in zip(batches, prepared, strict=True):
+            if isinstance(item, KafkaException):
+                futures.append(item)
                 continue
-            header, backoff = ready
+            header, backoff = item
+            transactional = header.is_transactional
             futures.append(
                 (self._pool().submit if len(batches) > 1 else _now)(
                     append_sequenced,
@@ -196,20 +227,24 @@ class Sender:
                     backoff,
                     self._retries,
                     self._logger,
-                    verification if header.is_transactional else None,
+                    verification if transactional else None,
+                    ready if transactional else None,
                 )
             )
+        added = _add_error(add, futures)
         offsets = []
-        for (tp, payload, messages, _), ready, future in zip(batches, prepared, futures, strict=True):
+        for (tp, payload, messages, _), item, future in zip(batches, prepared, futures, strict=True):
             error: KafkaError | None = None
             base_offset = -1
             try:
+                if added is not None:
+                    raise added  # no batch of a transaction that did not get the partition (S4.4)
                 if isinstance(future, KafkaException):
                     raise future
                 landed = future.result()
                 base_offset = landed.base_offset
-                assert not isinstance(ready, KafkaException)
-                transactions.sent(tp, ready[0], payload.num_rows)
+                assert not isinstance(item, KafkaException)
+                transactions.sent(tp, item[0], payload.num_rows)
             except KafkaException as exception:
                 error, base_offset = exception.error, -1
                 transactions.failed(exception)
@@ -225,9 +260,42 @@ class Sender:
     def release(self) -> None:
         """Let go of every handle (a closed producer)."""
         self._logs.clear()
+        self._add = None
         threads, self._threads = self._threads, None
         if threads is not None:
             threads.shutdown(wait=False)
+
+
+class _AddFailed(Exception):
+    """An append's wait for the transaction's add, which failed: never retried, the add's own error is reported."""
+
+
+def _added(add: Future[None], verification: Callable[[], TransactionVerification]) -> TransactionVerification:
+    """An append's `ready`: wait for the transaction's add of its partition, then what to verify the batch with."""
+    try:
+        add.result()
+    except BaseException as error:
+        raise _AddFailed() from error
+    return verification()
+
+
+def _add_error(add: Future[None] | None, appends: Sequence[Future[AppendResult] | KafkaException]) -> KafkaException | None:
+    """Once every append ended: the add's failure, which every batch of the send then reports (None: it went in)."""
+    if add is None:
+        return None
+    for append in appends:
+        if isinstance(append, Future):
+            append.exception()
+    error = add.exception()
+    if error is not None and not isinstance(error, KafkaException):
+        raise error
+    return error
+
+
+def _failed(exception: KafkaException) -> Future[None]:
+    future: Future[None] = Future()
+    future.set_exception(exception)
+    return future
 
 
 def _now(call: Callable[..., AppendResult], *args: object) -> Future[AppendResult]:

@@ -212,17 +212,31 @@ class TransactionManager:
         The partition then verifies the transaction's first batch with the coordinator
         (KIP-890, lakelog.log.verification): a batch of an identity whose transaction
         does not hold the partition is refused there, whoever sends it."""
+        add = self.adding(tp, queued)
+        if add is not None:
+            add()
+
+    def adding(self, tp: TopicPartitionKey, queued: Iterable[TopicPartitionKey]) -> Callable[[], None] | None:
+        """`add_partition` as a call to make, on any thread (None: the transaction holds them all already).
+
+        The state is checked and each partition's handle version read here, before the add (its commit then
+        proves the transaction held them at a later moment); the call records the partitions and the proofs."""
         if self.state is not TransactionState.IN_TRANSACTION:
             self.require_state("produce", TransactionState.IN_TRANSACTION)
         wanted = ({tp} | set(queued)) - self.partitions
         if not wanted:
-            return
-        # Read before the add: the add's commit then proves the transaction held each at a later moment.
+            return None
         versions = self._versions(wanted)
         identity = (self.producer_id, self.producer_epoch)
-        self.call_coordinator(lambda coordinator: coordinator.add_partitions(self.transactional_id, *identity, sorted(wanted)))
-        self.partitions |= wanted
-        self._prove(identity, versions)
+
+        def add() -> None:
+            self.call_coordinator(
+                lambda coordinator: coordinator.add_partitions(self.transactional_id, *identity, sorted(wanted))
+            )
+            self.partitions |= wanted
+            self._prove(identity, versions)
+
+        return add
 
     def _versions(self, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """The snapshot version of each partition's handle (the one its batches and markers go through), now."""

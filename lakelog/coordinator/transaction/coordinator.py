@@ -59,6 +59,8 @@ FAULT_AFTER_MARKER = "after_marker"
 FAULT_BEFORE_COMPLETE = "before_complete"
 # In the next add_partitions of the producer whose end left Complete* to it, before that one commit.
 FAULT_BEFORE_COMPLETE_AND_BEGIN = "before_complete_and_begin"
+# In add_partitions, before its commit: the producer's appends of those partitions write their files meanwhile.
+FAULT_BEFORE_ADD = "before_add"
 # Threads writing one transaction's markers at once (a transaction over more partitions queues the rest).
 MAX_MARKER_THREADS = 16
 
@@ -171,6 +173,7 @@ class TransactionCoordinator:
         finish, it finishes it first (markers, `Complete*`, S4.5) and asks again."""
         partitions = tuple(partitions)
         backoff: Backoff | None = None
+        self._hit(FAULT_BEFORE_ADD, transactional_id=transactional_id, partitions=partitions)
         while True:
             written = self._markers_written.get(transactional_id)
             if written is not None:
