@@ -9,7 +9,8 @@ request (tests/round_trips.py). Each operation runs at D = 0, 5 and 25 ms (quick
   before it was answered), and the requests made, by kind.
 
 Plain delta-rs's append runs beside them on the same proxy. Targets are the round-trip goals of the store's
-commit path (docs/decisions/commit-path.md). The idle consumer's requests per second are printed, 16 partitions.
+commit path (docs/decisions/commit-path.md). An idle consumer's requests per minute are printed for 1, 16 and 256
+partitions (quick: 1 and 16) at fetch.wait.max.ms 500 (the default) and 100.
 Each operation writes topics of its own: a partition with one writer, as the goals are stated (a partition shared
 by writers pays for their lost races, S9.5).
 """
@@ -83,7 +84,9 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
                             measured[name].times[delay_ms].append(elapsed)
                             measured[name].traces[delay_ms].append(traces[0])
             _report(measured, delays, result)
-            _idle_consumer(root, store, result)
+            for partitions in (1, 16) if quick else (1, 16, 256):
+                for wait_ms in (500, 100):
+                    _idle_consumer(root, store, result, partitions, wait_ms)
     return result
 
 
@@ -108,7 +111,15 @@ def _operations(root: str) -> dict[str, Callable[[], None]]:
     transactional = Producer({"lakelog.root": root, "transactional.id": "bench-rt"})
     transactional.init_transactions()
     # A read_committed consumer, assigned and polling in a thread while its operation runs.
-    reader = Consumer({"lakelog.root": root, "group.id": "bench-rt-reader", "isolation.level": "read_committed"})
+    # Its long poll (fetch.wait.max.ms) at one round of the largest delay: the row measures the reads, not the wait.
+    reader = Consumer(
+        {
+            "lakelog.root": root,
+            "group.id": "bench-rt-reader",
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": DELAYS_MS[-1],
+        }
+    )
     reader.assign([TopicPartition("read", 0, 0)])
     member = Consumer(
         {"lakelog.root": root, "group.id": "bench-rt-group", "enable.auto.commit": False, "session.timeout.ms": 600_000}
@@ -195,21 +206,38 @@ def _report(measured: dict[str, Measured], delays: tuple[int, ...], result: _com
     _common.print_table(["operation", "D ms", "p50 ms", "rounds", "depth p50", "requests", "mix (mean)"], rows)
 
 
-def _idle_consumer(root: str, store: DelayedStore, result: _common.Result) -> None:
-    """Requests per second of a read_committed consumer of 16 partitions with nothing new, polling in a loop."""
+def _idle_consumer(root: str, store: DelayedStore, result: _common.Result, partitions: int, wait_ms: int) -> None:
+    """Requests per idle minute of a read_committed consumer of `partitions` partitions with nothing new, polling
+    in a loop with `fetch.wait.max.ms` = `wait_ms` (its long poll: at most one look per partition per wait)."""
     store.set_delay(0.0)
-    consumer = Consumer({"lakelog.root": root, "group.id": "bench-rt-idle", "isolation.level": "read_committed"})
-    consumer.assign([TopicPartition("sixteen", partition, -1) for partition in range(16)])
-    for _ in range(20):
-        consumer.poll(0.05)  # positioned at the end
+    topic = f"idle-{partitions}"
+    if topic not in AdminClient({"lakelog.root": root}).list_topics().topics:
+        AdminClient({"lakelog.root": root}).create_topics([NewTopic(topic, partitions)])[topic].result()
+    consumer = Consumer(
+        {
+            "lakelog.root": root,
+            "group.id": f"bench-rt-idle-{partitions}-{wait_ms}",
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": wait_ms,
+        }
+    )
+    consumer.assign([TopicPartition(topic, partition, -1) for partition in range(partitions)])
+    settle = time.monotonic() + 2 * wait_ms / 1000 + 1
+    while time.monotonic() < settle:
+        consumer.poll(0.05)  # positioned at the end, and past the long poll's first, shorter waits
     with store.traced() as traces:
         deadline = time.monotonic() + IDLE_SECONDS
         while time.monotonic() < deadline:
             consumer.poll(0.1)
     consumer.close()
-    per_second = traces[0].count / IDLE_SECONDS
-    print(f"   an idle read_committed consumer of 16 partitions made {per_second:.1f} requests/s ({dict(traces[0].mix)})")
-    result.add("round_trips idle read_committed consumer of 16 partitions, requests/s", per_second, None)
+    per_minute = traces[0].count / IDLE_SECONDS * 60
+    bound = partitions * 2 * 60_000 / wait_ms
+    print(
+        f"   an idle read_committed consumer of {partitions} partition(s), fetch.wait.max.ms={wait_ms}: "
+        f"{per_minute:.0f} requests per idle minute (at most one GET and one HEAD per partition per wait: "
+        f"{bound:.0f}; {dict(traces[0].mix)})"
+    )
+    result.add(f"round_trips idle consumer of {partitions}, fetch.wait.max.ms={wait_ms}, requests/min", per_minute, None)
 
 
 def main(argv: list[str] | None = None) -> None:

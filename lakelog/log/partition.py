@@ -164,17 +164,17 @@ class PartitionLog:
 
         A lost commit race decides again at once the first time, then after the waits of `backoff`
         (the caller's, whose deadline then replaces `timeout_s`; else the package's retry policy).
-        A transactional batch that starts its producer's transaction here is verified
-        with `transaction`'s coordinator in each decision (S4.4, lakelog.log.verification).
-        Raises MsgSizeTooLarge (a record past max.message.bytes), OffsetMismatch (S2.1), PolicyViolation (S2.3), OutOfOrderSequence,
-        UnknownProducerId, InvalidProducerEpoch (S3), InvalidTxnState (S4.4); a refused
-        batch writes nothing; KafkaTimeout once the deadline passed in lost races.
+        A transactional batch that starts its producer's transaction here is verified with `transaction`'s
+        coordinator in each decision (S4.4, lakelog.log.verification). Raises MsgSizeTooLarge (a record past
+        max.message.bytes), OffsetMismatch (S2.1), PolicyViolation (S2.3), OutOfOrderSequence, UnknownProducerId,
+        InvalidProducerEpoch (S3), InvalidTxnState (S4.4); a refused batch writes nothing; KafkaTimeout once
+        the deadline passed in lost races.
 
-        `ready`, instead of `transaction`: what the commit waits for and the file does not (the transaction's
-        add of this partition, in flight). The first decision writes the file at once; `ready()` then gives the
-        verification the batch is checked with (S4.4, on the version decided on) before the commit's put. If
-        either raises, the file is deleted and nothing commits (S8.3); a refusal is decided again as without it.
-        """
+        `ready`, instead of `transaction`: what the commit waits for and the file does not (the transaction's add
+        of this partition, a suite read). The first decision writes the file at once; `ready()` then gives the
+        verification (or None) the batch is checked with (S4.4, on the version decided on) before the commit's
+        put; a refusal or a duplicate is answered after `ready()`. If it or the check raises, the file is deleted
+        and nothing commits (S8.3); a refusal of the check is decided again as without `ready`."""
         if not isinstance(header, BatchHeader):
             raise InvalidRequest(f"header must be a BatchHeader, not {type(header).__name__}")
         payload = conform_payload(payload)
@@ -196,9 +196,11 @@ class PartitionLog:
                 if not self.refresh():
                     raise
                 continue
+            except KafkaException:
+                _wait_for(ready)
+                raise
             if decision.duplicate_of is not None:
-                if ready is not None:
-                    ready()  # the caller's dependency ends before the answer, as for a batch written
+                _wait_for(ready)
                 return AppendResult(
                     decision.duplicate_of, decision.duplicate_of + payload.num_rows - 1, self.version, duplicate=True
                 )
@@ -206,22 +208,18 @@ class PartitionLog:
             new_leo = decision.base_offset + payload.num_rows
             # The producer's entry is its rows (S9.4): only the LEO and the caller's ids go to the txn actions.
             versions = {LOG_END_OFFSET_APP_ID: new_leo, **(app_versions or {})}
-            check = (
-                None
-                if ready is None
-                else StagedVerification(ready, decision.entry, header, self.topic, self.partition, self.version)
-            )
+            check = ready and StagedVerification(ready, decision.entry, header, self.topic, self.partition, self.version)
             ready = None  # one staged attempt: a later decision verifies first, with what it gave
             try:
                 version = self._commit(payload, rows, decision.base_offset, header, None, versions, backoff, now_ms, check)
             except KafkaException:
-                if check is None or not check.refused:
+                if not check or not check.refused:
                     raise  # else refused once its file was out: decided again as any batch
             else:
                 if version is not None:
                     return AppendResult(decision.base_offset, new_leo - 1, version)
                 reloaded = True
-            transaction = check.verification if check is not None else transaction
+            transaction = check.verification if check else transaction
 
     def append_marker(
         self,
@@ -323,13 +321,8 @@ class PartitionLog:
                 )
                 logger.warning("%s; giving up", message)
                 raise KafkaTimeout(message) from None
-            logger.debug(
-                "%s-%d: lost version %d to another writer; retry %d decides again on the latest snapshot",
-                self.topic,
-                self.partition,
-                taken,
-                backoff.retries,
-            )
+            where = f"{self.topic}-{self.partition}"
+            logger.debug("%s: lost version %d to another writer; retry %d decides again", where, taken, backoff.retries)
             # Others committed (while this writer waited, if it did): decide on what they left, not on what it lost to.
             self.refresh()
             return None
@@ -497,3 +490,8 @@ class PartitionLog:
                 if attempt or not self.refresh():
                     raise
         raise AssertionError("unreachable")
+
+
+def _wait_for(ready: Callable[[], object] | None) -> None:
+    if ready is not None:
+        ready()

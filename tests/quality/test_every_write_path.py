@@ -128,7 +128,10 @@ def test_S11_1_every_write_path_refuses_a_failing_unit_and_quality_report_shows_
 # -- the Producer without transactional.id ------------------------------------------------------------------
 
 
+@pytest.mark.roots("local", "s3")
 def test_S11_1_S8_3_an_idempotent_batch_that_fails_enforce_is_refused_with_nothing_written(root, topic, capsys):
+    """The batch's file goes out while the topic's suite is read; its commit waits for the read, so a refused
+    batch commits nothing and its file is deleted: the topic's tables byte for byte as they were."""
     name = gated(root, topic)
     assert len(produce_batch(root, name, GOOD)) == 2
     before = table_fingerprint(f"{root}/topics/{name}")

@@ -68,7 +68,7 @@ from lakelog.store.retry import RetryPolicy
 default_logger = logging.getLogger(__package__)
 
 CALLBACK_KEYS = ("on_commit", "error_cb")
-# How long poll() sleeps between looks at a partition that has nothing new.
+# How long poll() sleeps with no partition assigned (between looks at the group).
 IDLE_BACKOFF_S = 0.05
 
 
@@ -247,7 +247,9 @@ class Consumer:
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return []
-            wait = IDLE_BACKOFF_S
+            # Until the first partition's long poll is due (Fetcher.look), the deadline or the next heartbeat.
+            due = self._fetcher.next_look()
+            wait = IDLE_BACKOFF_S if due is None else due - now
             if deadline is not None:
                 wait = min(wait, deadline - now)
             if self._state.membership is not None:
@@ -255,7 +257,7 @@ class Consumer:
             time.sleep(max(0.0, wait))
             for state in self._state.assigned.values():
                 if not state.paused:
-                    state.log.refresh()
+                    self._fetcher.look(state)
 
     # -- closing ---------------------------------------------------------------------
 

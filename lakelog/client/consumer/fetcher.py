@@ -18,6 +18,7 @@ and starts reading it when the topic appears.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, cast
 
 import pyarrow as pa
@@ -47,6 +48,11 @@ from lakelog.store import Location
 from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)
+
+
+# The long poll's first wait after a look at the store that found nothing new, and its floor (fetch.wait.max.ms 0).
+IDLE_LOOK_S = 0.05
+MIN_LOOK_S = 0.001
 
 
 class Fetcher:
@@ -277,12 +283,32 @@ class Fetcher:
             return log.last_stable_offset()
         return log.high_watermark()
 
+    def look(self, state: Assigned) -> None:
+        """Look at the store for the partition's new commits if its long poll is due (Kafka's fetch.wait.max.ms).
+
+        A look that finds nothing new waits before the next: IDLE_LOOK_S, then twice as long each time, up to
+        fetch.wait.max.ms, so an idle partition costs at most one look (a GET, and a HEAD) per fetch.wait.max.ms;
+        a commit is seen within that wait of landing. A look that finds one makes the next immediate."""
+        now = time.monotonic()
+        if now < state.next_look:
+            return
+        if state.log.refresh():
+            state.idle_wait, state.next_look = 0.0, now
+            return
+        longest = max(self._state.config["fetch.wait.max.ms"] / 1000, MIN_LOOK_S)
+        state.idle_wait = min(max(state.idle_wait * 2, IDLE_LOOK_S), longest)
+        state.next_look = now + state.idle_wait
+
+    def next_look(self) -> float | None:
+        """When the next look at any assigned partition not paused is due (time.monotonic()); None: none assigned."""
+        return min((state.next_look for state in self._state.assigned.values() if not state.paused), default=None)
+
     def fill(self, state: Assigned) -> None:
         if state.buffer or state.position is None or state.position == state.reset_error_offset:
             return
         log = state.log
         if state.position >= self.end_offset(log):
-            log.refresh()
+            self.look(state)
         end = self.end_offset(log)
         # Every fetch moves the position forward, but in read_committed it may return nothing (all aborted).
         while state.position < end and not state.buffer:

@@ -48,6 +48,10 @@ class Assigned:
     reset_error_offset: int | None = None
     # pause(): poll/consume return nothing of it (buffered rows and position kept) until resume().
     paused: bool = False
+    # The long poll (Fetcher.look): when the store is next looked at for new commits (time.monotonic()), and the
+    # wait after a look that found nothing, doubling up to fetch.wait.max.ms while the partition stays idle.
+    next_look: float = 0.0
+    idle_wait: float = 0.0
 
 
 @dataclass

@@ -10,6 +10,8 @@ the transaction, which then commits.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -142,11 +144,20 @@ class GatedDelivery:
         self._transactions.taint(failed)
 
     def _send_judged(self, tp: TopicPartitionKey, payload: Any, messages: list[Pending], expected_offset: int | None) -> None:
-        """No transaction: the batch gate's decision on the batch, acted on (S11.1, S11.3, S8.3)."""
+        """No transaction: the batch gate's decision on the batch, acted on (S11.1, S11.3, S8.3).
+
+        The topic's suite is read while the batch's file is written: the commit waits for the read, and goes
+        in only if the topic has no suite; else the file is deleted, and the batch is judged on what was read."""
         assert self._batch_gate is not None
         sender, gate = self._sender, self._batch_gate
         backoff = sender.backoff()
-        decision = gate.decide(tp, payload, expected_offset, lambda read: sender.retrying(tp, payload.num_rows, read, backoff))
+        suite = sender.background(lambda: gate.suite(tp, lambda read: sender.retrying(tp, payload.num_rows, read, backoff)))
+        try:
+            sender.send(tp, payload, messages, expected_offset, partial(_ungated, suite))
+            return  # no suite: no verdict, no result row
+        except _Gated:
+            pass
+        decision = gate.decide(tp, payload, expected_offset, lambda _: suite.result())
         identity = self._transactions
         if decision.error is not None:
             gate.record(decision, identity.producer_id, identity.producer_epoch)
@@ -210,3 +221,17 @@ class GatedDelivery:
     def end_transaction(self, commit: bool, timeout: float | None = None) -> None:
         self._transactions.end(commit, timeout)
         self.gate.reset()
+
+
+class _Gated(Exception):
+    """The batch's topic has a suite (or it could not be read): the batch is judged before anything commits."""
+
+
+def _ungated(suite: Future[Any]) -> None:
+    """A batch's `ready` without a transaction: raise _Gated unless its topic's suite was read and there is none."""
+    try:
+        found = suite.result()
+    except KafkaException as error:
+        raise _Gated() from error
+    if found is not None:
+        raise _Gated()

@@ -71,9 +71,7 @@ class IdempotentGate:
     ) -> BatchDecision:
         """Where the batch goes as its topic's suite decides (`retrying`: how the suite's read is retried)."""
         try:
-            # Every batch: never decided on a suite read before it. A storage failure of the read is retried as the
-            # append is (retries, retry.backoff.ms, message.timeout.ms); in the end it is the batch's delivery error.
-            suite = retrying(lambda: read_suite(self._root, tp[0]))
+            suite = self.suite(tp, retrying)
         except KafkaException as error:
             return BatchDecision(tp, payload, expected_offset, error=error.error)
         if suite is None:
@@ -95,6 +93,12 @@ class IdempotentGate:
         count = self._partition_count(verdict.destination) or 1
         target = (verdict.destination, tp[1] % count)
         return BatchDecision(target, with_dlq_header(payload, verdict.validation_id), None, verdict)
+
+    def suite(self, tp: Tp, retrying: Callable[[Callable[[], Suite | None]], Suite | None]) -> Suite | None:
+        """The topic's suite, read for this batch: never decided on a suite read before it. A storage failure of the
+        read is retried as the append is (retries, retry.backoff.ms, message.timeout.ms); in the end it is the
+        batch's delivery error."""
+        return retrying(lambda: read_suite(self._root, tp[0]))
 
     def record(self, decision: BatchDecision, producer_id: int | None, producer_epoch: int, base_offset: int = -1) -> None:
         """The verdict's result row, outside any transaction (the batch is decided already): where the batch

@@ -81,7 +81,7 @@ def append_sequenced(
     retries: int,
     logger: Logger,
     transaction: TransactionVerification | None = None,
-    ready: Callable[[], TransactionVerification] | None = None,
+    ready: Callable[[], TransactionVerification | None] | None = None,
 ) -> AppendResult:
     """Append one batch, retrying a storage failure with the same sequence when the batch has a producer id (S3.2).
 
@@ -153,9 +153,24 @@ class Sender:
         """One send's backoff: lost races and storage failures grow the same wait, until message.timeout.ms."""
         return self._retry.start(self._timeout_s)
 
-    def send(self, tp: TopicPartitionKey, payload: pa.Table, messages: Sequence[Pending], expected_offset: int | None) -> int:
-        """Append a batch and queue its delivery reports; its base offset, or -1 if it failed (reported)."""
-        return self.send_many([(tp, payload, messages, expected_offset)])[0]
+    def send(
+        self,
+        tp: TopicPartitionKey,
+        payload: pa.Table,
+        messages: Sequence[Pending],
+        expected_offset: int | None,
+        ready: Callable[[], None] | None = None,
+    ) -> int:
+        """Append a batch and queue its delivery reports; its base offset, or -1 if it failed (reported).
+
+        `ready` (without a transaction): what the commit waits for and the batch's file does not, made on
+        another thread meanwhile (`background`); if it raises, nothing is committed nor reported, and its
+        error leaves here (PartitionLog.append)."""
+        return self.send_many([(tp, payload, messages, expected_offset)], ready)[0]
+
+    def background(self, call: Callable[[], T]) -> Future[T]:
+        """`call()` on the sender's threads."""
+        return self._pool().submit(call)
 
     def start_add(self, tps: Sequence[TopicPartitionKey]) -> None:
         """Begin the transaction's add of `tps` (with the partitions holding a queued batch) on another thread,
@@ -189,15 +204,17 @@ class Sender:
             return _failed(exception)
         return None if call is None else self._pool().submit(call)
 
-    def send_many(self, batches: Sequence[Outgoing]) -> list[int]:
+    def send_many(self, batches: Sequence[Outgoing], ready: Callable[[], None] | None = None) -> list[int]:
         """`send` each batch, the partitions' appends side by side; their base offsets (-1: failed, reported).
 
         The transaction (if any) gets every partition in one add, on another thread: each append writes its file
         meanwhile and puts its commit once the add is in (S4.4). Each batch's header is taken here, in order, so
-        only the appends run on other threads. Two batches of one partition are sent one after the other."""
+        only the appends run on other threads. Two batches of one partition are sent one after the other.
+        `ready`: see `send`."""
         if len({batch[0] for batch in batches}) < len(batches):
-            return [self.send(*batch) for batch in batches]
+            return [self.send(*batch, ready) for batch in batches]
         transactions = self._transactions
+        assert ready is None or not transactions.transactional, "a transaction's appends wait for its add"
         add = self._take_add([batch[0] for batch in batches]) if transactions.transactional else None
         prepared: list[tuple[BatchHeader, Backoff] | KafkaException] = []
         for tp, payload, _, expected_offset in batches:
@@ -210,7 +227,7 @@ class Sender:
                 continue
             prepared.append((header, backoff))
         verification = transactions.verification() if transactions.transactional and add is None else None
-        ready = None if add is None else partial(_added, add, transactions.verification)
+        added = None if add is None else partial(_added, add, transactions.verification)
         futures: list[Future[AppendResult] | KafkaException] = []
         for (tp, payload, _, _), item in zip(batches, prepared, strict=True):
             if isinstance(item, KafkaException):
@@ -228,17 +245,17 @@ class Sender:
                     self._retries,
                     self._logger,
                     verification if transactional else None,
-                    ready if transactional else None,
+                    added if transactional else ready,
                 )
             )
-        added = _add_error(add, futures)
+        failed_add = _add_error(add, futures)
         offsets = []
         for (tp, payload, messages, _), item, future in zip(batches, prepared, futures, strict=True):
             error: KafkaError | None = None
             base_offset = -1
             try:
-                if added is not None:
-                    raise added  # no batch of a transaction that did not get the partition (S4.4)
+                if failed_add is not None:
+                    raise failed_add  # no batch of a transaction that did not get the partition (S4.4)
                 if isinstance(future, KafkaException):
                     raise future
                 landed = future.result()
