@@ -230,6 +230,7 @@ class PartitionLog:
         expected_offset: int | None = None,
         timeout_s: float = APPEND_TIMEOUT_S,
         backoff: Backoff | None = None,
+        ready: Callable[[], object] | None = None,
     ) -> AppendResult:
         """Write the COMMIT/ABORT marker of `producer_id`'s transaction as one control row (S4.5, S4.6).
 
@@ -241,8 +242,8 @@ class PartitionLog:
         appended (`duplicate=True`, offsets -1). Never refused for a missing
         expected offset: markers are not the producer's batches. Lost races wait as in `append`.
         With `expected_offset` the marker lands only at that log end offset, else OffsetMismatch
-        (decided on the snapshot the caller checked: KIP-664's admin abort, S4.8).
-        """
+        (decided on the snapshot the caller checked: KIP-664's admin abort, S4.8). `ready`: the decision the
+        marker closes, still being committed: the file goes out first, the commit's put waits for it (`append`)."""
         if not isinstance(control, ControlType):
             raise InvalidRequest(f"control must be a ControlType, not {control!r}")
         # Validates the identity's types and ranges; a control row's own sequence is -1 (stamp).
@@ -268,11 +269,13 @@ class PartitionLog:
                     raise
                 continue
             if entry is not None and entry.producer_epoch >= producer_epoch:
+                _wait_for(ready)
                 return AppendResult(-1, -1, self.version, duplicate=True)
             now_ms = self._clock()
             leo = self.log_end_offset()
             rows = stamp(payload, leo, header, now_ms * 1000, control)
-            version = self._commit(payload, rows, leo, header, control, {LOG_END_OFFSET_APP_ID: leo + 1}, backoff, now_ms)
+            version = self._commit(payload, rows, leo, header, control, {LOG_END_OFFSET_APP_ID: leo + 1}, backoff, now_ms, ready)
+            ready = None
             if version is None:
                 continue
             return AppendResult(leo, leo, version)
@@ -287,7 +290,7 @@ class PartitionLog:
         versions: Mapping[str, int],
         backoff: Backoff,
         now_ms: int,
-        before_put: Callable[[], None] | None = None,
+        before_put: Callable[[], object] | None = None,
     ) -> int | None:
         """Commit `rows` (`stamp` of `payload` at `base_offset` with `header` and `control`) as exactly the next
         version, then maintain the table; returns the version. `before_put`: see `Table.append`.

@@ -337,7 +337,7 @@ class Table(StrictCommit):
         modification_time_ms: int | None = None,
         statistics: str | None = None,
         tags: Mapping[str, str] | None = None,
-        before_put: Callable[[], None] | None = None,
+        before_put: Callable[[], object] | None = None,
     ) -> int:
         """Commit `data` as one new file in version `self.version + 1`, or raise `CommitConflict`.
 

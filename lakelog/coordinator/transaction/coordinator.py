@@ -41,6 +41,7 @@ from lakelog.coordinator.transaction import (
     TxnState,
 )
 from lakelog.coordinator.transaction.handlers import TxnOutcome
+from lakelog.coordinator.transaction.staged_markers import StagedMarkers
 from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout, ProducerFenced
 from lakelog.log import PartitionLog, allocate_producer_id, open_partition
 from lakelog.log.partition import APPEND_TIMEOUT_S, Clock, wall_clock_ms
@@ -228,20 +229,27 @@ class TransactionCoordinator:
         """
         # One backoff for the decision, the markers and the completion.
         backoff = self.retry.start(APPEND_TIMEOUT_S)
-        outcome, _ = self._run_allocating(
-            transactional_id,
-            lambda current, new_producer_id: txn.end_transaction(
+
+        def decide(current: TransactionMetadata | None, new_producer_id: int | None) -> TxnOutcome[Any]:
+            return txn.end_transaction(
                 current, transactional_id, producer_id, producer_epoch, commit, self._clock(), new_producer_id
-            ),
-            backoff,
-        )
-        if outcome.error is not None:
-            raise outcome.error
-        result = cast(EndTransactionResult, outcome.response)  # what end_transaction answers when it goes through
-        self._hit(FAULT_AFTER_DECISION, transactional_id=transactional_id)
-        # The state the decision was made on (or verified on the latest) is in hand: no reload to finish it.
-        self._finish(self._log_of(transactional_id).state.get(transactional_id), backoff, complete)
-        return result
+            )
+
+        # The markers the decision will need, as the state in hand says: their files go out beside it.
+        staged = self._stage_markers(decide(self._log_of(transactional_id).state.get(transactional_id), None), backoff)
+        needed = None
+        try:
+            outcome, _ = self._run_allocating(transactional_id, decide, backoff)
+            if outcome.error is not None:
+                raise outcome.error
+            self._hit(FAULT_AFTER_DECISION, transactional_id=transactional_id)
+            # The state the decision was made on (or verified on the latest) is in hand: no reload to finish it.
+            current = self._log_of(transactional_id).state.get(transactional_id)
+            needed = txn.markers_for(current)
+        finally:
+            written = staged is not None and staged.decided(needed)
+        self._finish(current, backoff, complete, written)
+        return cast(EndTransactionResult, outcome.response)  # what end_transaction answers when it goes through
 
     def finish(
         self, transactional_id: str, *, backoff: Backoff | None = None, complete: bool = True
@@ -253,16 +261,20 @@ class TransactionCoordinator:
         current = self._log_of(transactional_id).catch_up().get(transactional_id)
         return self._finish(current, self.retry.start(APPEND_TIMEOUT_S) if backoff is None else backoff, complete)
 
-    def _finish(self, current: TransactionMetadata | None, backoff: Backoff, complete: bool) -> TransactionMetadata | None:
+    def _finish(
+        self, current: TransactionMetadata | None, backoff: Backoff, complete: bool, written: bool = False
+    ) -> TransactionMetadata | None:
         """`finish` on `current`, the id's state as last read or decided on (markers are idempotent, and
-        `Complete*` is decided on the latest state, so a state that moved on meanwhile is harmless)."""
+        `Complete*` is decided on the latest state, so a state that moved on meanwhile is harmless).
+        `written`: its markers are in already (StagedMarkers)."""
         markers = txn.markers_for(current)
         if current is not None:
             self._markers_written.pop(current.transactional_id, None)
         if markers is None:
             return current
         transactional_id = markers.transactional_id
-        self._write_markers(markers, backoff)
+        if not written:
+            self._write_markers(markers, backoff)
         self._hit(FAULT_BEFORE_COMPLETE, transactional_id=transactional_id)
         if not complete:
             self._markers_written[transactional_id] = markers
@@ -273,6 +285,22 @@ class TransactionCoordinator:
             )
         )
         return outcome.response
+
+    def _stage_markers(self, peek: TxnOutcome[Any], backoff: Backoff) -> StagedMarkers | None:
+        """Begin the markers a decision about to be committed will need (`peek`: it, on the state in hand)."""
+        markers = txn.markers_for(peek.records[-1]) if peek.records and peek.error is None else None
+        if markers is None or not isinstance(peek.records[-1], TransactionMetadata):
+            return None
+        # Partition handles are opened (or lent) here, in order, so no two threads open one at once.
+        targets = [(index, self._partition(topic, partition)) for index, (topic, partition) in enumerate(markers.partitions)]
+        points = (FAULT_BEFORE_MARKER, FAULT_AFTER_MARKER)
+        return StagedMarkers(markers, targets, self._marker_pool(), backoff, self._hit, *points)
+
+    def _marker_pool(self) -> ThreadPoolExecutor:
+        if self._marker_threads is None:
+            # Kept for the next end: starting threads costs milliseconds each on a busy machine.
+            self._marker_threads = ThreadPoolExecutor(MAX_MARKER_THREADS, thread_name_prefix="lakelog-marker")
+        return self._marker_threads
 
     def _write_markers(self, markers: TransactionMarkers, backoff: Backoff) -> None:
         """One marker per partition, all at once: each a commit of its own on its partition's latest snapshot.
@@ -292,10 +320,7 @@ class TransactionCoordinator:
         if len(targets) == 1:
             write(*targets[0])
             return
-        if self._marker_threads is None:
-            # Kept for the next end: starting threads costs milliseconds each on a busy machine.
-            self._marker_threads = ThreadPoolExecutor(MAX_MARKER_THREADS, thread_name_prefix="lakelog-marker")
-        futures = [self._marker_threads.submit(write, index, log) for index, log in targets]
+        futures = [self._marker_pool().submit(write, index, log) for index, log in targets]
         errors = [error for error in (future.exception() for future in futures) if error is not None]
         if errors:
             raise errors[0]
