@@ -127,6 +127,10 @@ DIFFERENCES: dict[str, tuple[str, str]] = {
         "Consumer",
         "A partition assigned before its topic exists is retried at each poll; one beyond an existing topic's count is refused at `assign`.",
     ),
+    "long-poll-wait": (
+        "Consumer",
+        "`fetch.wait.max.ms` is the longest wait between looks at an idle partition's log (no broker can wake the consumer): a commit is seen up to that long after it lands, where Kafka's long poll answers at once; `fetch.min.bytes` is ignored.",
+    ),
     "config-reaches-new-opens": (
         "AdminClient",
         "A topic config change reaches partition logs opened after it: a client holding the partition keeps its config until it opens it again.",
