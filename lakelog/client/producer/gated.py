@@ -10,6 +10,7 @@ the transaction, which then commits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
 from typing import Any
@@ -25,6 +26,7 @@ from lakelog.client.producer.sender import Logger, Outgoing, Sender
 from lakelog.client.producer.transactions import TransactionManager
 from lakelog.errors import KafkaError, KafkaException
 from lakelog.log import payload_table
+from lakelog.quality.suites import Suite
 from lakelog.typedef import TopicPartitionKey
 
 
@@ -151,12 +153,18 @@ class GatedDelivery:
         assert self._batch_gate is not None
         sender, gate = self._sender, self._batch_gate
         backoff = sender.backoff()
-        suite = sender.background(lambda: gate.suite(tp, lambda read: sender.retrying(tp, payload.num_rows, read, backoff)))
-        try:
-            sender.send(tp, payload, messages, expected_offset, partial(_ungated, suite))
-            return  # no suite: no verdict, no result row
-        except _Gated:
-            pass
+
+        def read() -> Suite | None:
+            return gate.suite(tp, lambda call: sender.retrying(tp, payload.num_rows, call, backoff))
+
+        # On a local root a read costs microseconds and a hand-off to a thread more: read first, then decide.
+        suite = _done(read) if gate.local else sender.background(read)
+        if not gate.local:
+            try:
+                sender.send(tp, payload, messages, expected_offset, partial(_ungated, suite))
+                return  # no suite: no verdict, no result row
+            except _Gated:
+                pass
         decision = gate.decide(tp, payload, expected_offset, lambda _: suite.result())
         identity = self._transactions
         if decision.error is not None:
@@ -235,3 +243,13 @@ def _ungated(suite: Future[Any]) -> None:
         raise _Gated() from error
     if found is not None:
         raise _Gated()
+
+
+def _done(call: Callable[[], Any]) -> Future[Any]:
+    """`call()` on this thread, as a done Future (its error kept for `result()`)."""
+    future: Future[Any] = Future()
+    try:
+        future.set_result(call())
+    except KafkaException as error:
+        future.set_exception(error)
+    return future

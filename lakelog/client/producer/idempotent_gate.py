@@ -61,6 +61,8 @@ class IdempotentGate:
     def __init__(self, root: Location, partition_count: Callable[[str], int | None]) -> None:
         self._root = root
         self._partition_count = partition_count
+        # A local root: a suite read costs microseconds, not a round trip (nothing to overlap it with).
+        self.local = root.is_local
 
     def decide(
         self,
