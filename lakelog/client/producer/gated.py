@@ -154,18 +154,19 @@ class GatedDelivery:
         sender, gate = self._sender, self._batch_gate
         backoff = sender.backoff()
 
-        def read() -> Suite | None:
-            return gate.suite(tp, lambda call: sender.retrying(tp, payload.num_rows, call, backoff))
-
+        # How the suite's read is retried (as the append is); once read beside the file, its answer or its error.
+        retrying: Callable[[Callable[[], Suite | None]], Suite | None] = lambda call: sender.retrying(  # noqa: E731
+            tp, payload.num_rows, call, backoff
+        )
         # On a local root a read costs microseconds and a hand-off to a thread more: read first, then decide.
-        suite = _done(read) if gate.local else sender.background(read)
         if not gate.local:
+            suite = sender.background(partial(gate.suite, tp, retrying))
             try:
                 sender.send(tp, payload, messages, expected_offset, partial(_ungated, suite))
                 return  # no suite: no verdict, no result row
             except _Gated:
-                pass
-        decision = gate.decide(tp, payload, expected_offset, lambda _: suite.result())
+                retrying = lambda _: suite.result()  # noqa: E731
+        decision = gate.decide(tp, payload, expected_offset, retrying)
         identity = self._transactions
         if decision.error is not None:
             gate.record(decision, identity.producer_id, identity.producer_epoch)
@@ -243,13 +244,3 @@ def _ungated(suite: Future[Any]) -> None:
         raise _Gated() from error
     if found is not None:
         raise _Gated()
-
-
-def _done(call: Callable[[], Any]) -> Future[Any]:
-    """`call()` on this thread, as a done Future (its error kept for `result()`)."""
-    future: Future[Any] = Future()
-    try:
-        future.set_result(call())
-    except KafkaException as error:
-        future.set_exception(error)
-    return future
