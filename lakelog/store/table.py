@@ -360,7 +360,8 @@ class Table(StrictCommit):
         if before_put is not None:
             try:
                 before_put()
-            except BaseException:
+            except BaseException as error:
+                logger.debug("%s: %s deleted, its commit not put: %s", self.uri, name, one_line(error))
                 _remove_quietly(self.io, self.uri, path)
                 raise
         modified_ms = _now_ms() if modification_time_ms is None else modification_time_ms

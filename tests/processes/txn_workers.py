@@ -96,6 +96,17 @@ def produce_transaction(conn, producer: Producer, topic: str, name: str, partiti
 # -- crashes (the crash matrix) ----------------------------------------------------------------------
 
 
+def after_a_commit(conn, root, topic, transactional_id, partitions, records, fault) -> Producer:
+    """A transactional producer whose coordinator calls `fault` at its fault points, once it committed "t1"."""
+    producer = transactional_producer(root, transactional_id)
+    producer.init_transactions()
+    own_coordinator(producer)._fault = fault
+    producer.begin_transaction()
+    produce_transaction(conn, producer, topic, "t1", partitions, records, "commit")
+    producer.commit_transaction()
+    return producer
+
+
 @reporting
 def crash_in_end(conn, root, topic, transactional_id, partitions, records, commit, point, index) -> None:
     """Commit transaction "t1", then produce "t2" and commit or abort it, SIGKILLing this process
@@ -108,12 +119,7 @@ def crash_in_end(conn, root, topic, transactional_id, partitions, records, commi
             conn.send(("killing", name, details.get("index")))
             os.kill(os.getpid(), signal.SIGKILL)
 
-    producer = transactional_producer(root, transactional_id)
-    producer.init_transactions()
-    own_coordinator(producer)._fault = kill_at
-    producer.begin_transaction()
-    produce_transaction(conn, producer, topic, "t1", partitions, records, "commit")
-    producer.commit_transaction()
+    producer = after_a_commit(conn, root, topic, transactional_id, partitions, records, kill_at)
     producer.begin_transaction()
     outcome = "commit" if commit else "abort"
     produce_transaction(conn, producer, topic, "t2", partitions, records, outcome)
@@ -159,12 +165,7 @@ def crash_in_add(conn, root, topic, transactional_id, partitions, records) -> No
         conn.send(("staged", sorted(uri for uris in new.values() for uri in uris)))
         os.kill(os.getpid(), signal.SIGKILL)
 
-    producer = transactional_producer(root, transactional_id)
-    producer.init_transactions()
-    own_coordinator(producer)._fault = kill_at
-    producer.begin_transaction()
-    produce_transaction(conn, producer, topic, "t1", partitions, records, "commit")
-    producer.commit_transaction()
+    producer = after_a_commit(conn, root, topic, transactional_id, partitions, records, kill_at)
     before.update({p: data_files(root, topic, p) for p in partitions})
     producer.begin_transaction()
     for partition in partitions:
