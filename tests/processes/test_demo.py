@@ -13,7 +13,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.soak]
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("root_kind", ["local", "s3"])
+# The S3 run is the release tier's (`-m release`): CI runs the local one, the README's command.
+@pytest.mark.parametrize("root_kind", ["local", pytest.param("s3", marks=pytest.mark.release)])
 def test_main_job_runs_end_to_end(tmp_path, request, root_kind):
     # Locally a relative root, as `./dev demo` passes its default (demo-root); on S3 a prefix of the emulator,
     # reached through the AWS_* variables the session fixture exports (S12.1).

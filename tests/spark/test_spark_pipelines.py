@@ -148,6 +148,7 @@ def written_by_a_run(view_folder: Location) -> bool:
 # beside the main tier's workers on two cores; it runs in the soak tier, with a limit of its own.
 @pytest.mark.slow
 @pytest.mark.soak
+@pytest.mark.roots("local", "s3", release=("s3",))
 @pytest.mark.timeout(1200)
 def test_view_runs_killed_at_any_point_leave_no_duplicate_and_no_gap(spark, root, tmp_path):
     """SIGKILL a spark-submit run while Spark writes its files, then runs at every fault point (planned;

@@ -23,7 +23,7 @@ from lakelog.log import READ_COMMITTED, open_partition
 from pipelines.materialize_committed_view import materialize_committed_view
 from pipelines.partition_status import partition_status
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.roots("local", "s3")]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.roots("local", "s3", release=("s3",))]
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

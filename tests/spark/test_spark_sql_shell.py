@@ -20,7 +20,7 @@ from spark_histories import fetch_rows, random_history
 from lakelog.log import READ_COMMITTED, open_partition
 from pipelines.materialize_committed_view import materialize_committed_view
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.roots("local", "s3")]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.roots("local", "s3", release=("s3",))]
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -102,6 +102,7 @@ def assert_exactly_once(root: str) -> None:
     assert not any(message.value().startswith(b"ABORT") for message in outputs)
 
 
+@pytest.mark.roots("local", "s3", release=("s3",))  # two Spark jobs, one killed: minutes on each root
 def test_a_job_killed_with_its_output_transaction_open_restarts_from_its_checkpoint_exactly_once(root, tmp_path):
     """In: committed and aborted transactions, and one left open (committed late, after the kill). The job is
     SIGKILLed inside its first micro-batch's transaction (rows appended to `out`, not committed); restarted from
