@@ -4,7 +4,7 @@ The floor of a durable Delta append on a local root, measured in this process: p
 file (as lakelog does: to a buffer, then the file) and `fdatasync`s it, the table folder is `fsync`ed (the
 file's name), a ~1 KB commit file is created with `O_CREAT|O_EXCL` (put-if-absent) in `_delta_log` and
 `fdatasync`ed, and `_delta_log` is `fsync`ed (the commit's name): the syncs lakelog makes before it says a
-record is there (lakelog/store/local_sync.py). The same floor without its syncs is printed beside ("floor
+record is there (lakelog/store/io/local_sync.py). The same floor without its syncs is printed beside ("floor
 unsynced"; its ratio to the synced floor is what durability costs at the floor). Against the floor,
 alternating call by call so machine load hits all alike:
 
@@ -39,7 +39,7 @@ from lakelog import Producer
 from lakelog.log import BatchHeader, allocate_producer_id, create_topic, open_partition, payload_table
 from lakelog.log.records import PARTITION_SCHEMA, conform_payload, stamp
 from lakelog.store import Table
-from lakelog.store.fileio import FileIO
+from lakelog.store.io.fileio import FileIO
 
 ROUNDS = 300
 ROUNDS_QUICK = 60

@@ -4,7 +4,7 @@ Partition 0 gets single-record idempotent appends through PartitionLog.append.
 Latency is sampled over a window of commits centred on commit 100 and on commit
 10,000 (2,000 with --quick); each window is 100 commits wide, so each holds
 the same number of checkpoints (ten at the default interval of 10). The log maintains its table after each commit
-(lakelog.store.maintenance), so that cost is part of every sample. The ratio
+(lakelog.store.upkeep.maintenance), so that cost is part of every sample. The ratio
 of the medians (late/early) says whether the append path stays O(1) in the
 log's length. Target: <= 1.2.
 

@@ -27,7 +27,7 @@ from deltalake import DeltaTable, write_deltalake
 from bench import _common
 from lakelog.log import BatchHeader, allocate_producer_id, create_topic, open_partition, payload_table
 from lakelog.log.records import PARTITION_SCHEMA, conform_payload, stamp
-from lakelog.store.maintenance import is_checkpoint_version
+from lakelog.store.upkeep.maintenance import is_checkpoint_version
 
 SIZES = (1, 1_000, 10_000, 100_000)
 BATCHES = {1: 300, 1_000: 100, 10_000: 40, 100_000: 10}

@@ -24,7 +24,7 @@ from bench import _common
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.errors import CommitConflict
 from lakelog.log import READ_UNCOMMITTED, open_partition
-from lakelog.store import table as table_module
+from lakelog.store.delta import table as table_module
 
 WRITERS = 8
 BATCHES = 120

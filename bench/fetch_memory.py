@@ -1,7 +1,7 @@
 """Peak memory of a consumer reading a large partition with a small fetch budget (fetch.max.bytes = 64 KB).
 
 Two partitions of the same records (200 MB of 1 KB random values, 20 MB with --quick) in files of 50 MB:
-one written as lakelog writes data files (row groups of ROW_GROUP_BYTES, lakelog.store.fileio), one with
+one written as lakelog writes data files (row groups of ROW_GROUP_BYTES, lakelog.store.io.fileio), one with
 each file a single row group (as compaction wrote them before). A fresh process per partition reads it
 whole through a Consumer with fetch.max.bytes = 64 KB and prints its peak RSS during the read (Linux's
 VmHWM, reset before its first poll), less its RSS before it (the interpreter, its imports, and what a
@@ -22,7 +22,7 @@ import time
 
 from bench import _common
 from lakelog.log import create_topic, open_partition, payload_table
-from lakelog.store import fileio
+from lakelog.store.io import fileio
 
 TARGET = 0.25
 BUDGET = 64 << 10

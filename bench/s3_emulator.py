@@ -40,7 +40,7 @@ from lakelog.log import (
 from lakelog.log.records import PARTITION_SCHEMA, conform_payload, stamp
 from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import check_root
-from lakelog.store.maintenance import is_checkpoint_version
+from lakelog.store.upkeep.maintenance import is_checkpoint_version
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from s3emulator import S3Emulator  # noqa: E402 - the emulator is test tooling, shared with the benchmark

@@ -1,6 +1,6 @@
 """lakelog's S3 settings as Hadoop S3A properties, so Spark's own readers (Delta's among them) reach S3 roots.
 
-The settings are lakelog's own (lakelog.store.s3_settings: the `AWS_*` environment under explicit `storage.*`
+The settings are lakelog's own (lakelog.store.io.s3_settings: the `AWS_*` environment under explicit `storage.*`
 options), so one set of connection settings serves lakelog's file IO, delta-rs and Spark. `s3://` URIs, as lakelog
 names roots, go through S3A too (`fs.s3.impl`); an endpoint of its own (an S3-compatible store) is addressed
 path-style. Needs hadoop-aws on the class path (lakelog's JVM jars, lakelog.jars). Here, not in pyspark_lakelog, so the
@@ -26,7 +26,7 @@ PROPERTIES = {
 
 
 def hadoop_s3a(settings: Mapping[str, str]) -> dict[str, str]:
-    """The Hadoop properties for these S3 settings (keys of lakelog.store.s3_settings.S3_KEYS)."""
+    """The Hadoop properties for these S3 settings (keys of lakelog.store.io.s3_settings.S3_KEYS)."""
     properties = {"fs.s3.impl": S3A, "fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A"}
     for key, name in PROPERTIES.items():
         if settings.get(key):

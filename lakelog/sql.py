@@ -32,7 +32,7 @@ from lakelog import catalog
 from lakelog.errors import CorruptRecord, InvalidRequest, KafkaException
 from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
 from lakelog.store import Location, Table, open_root
-from lakelog.store.fileio import one_line
+from lakelog.store.io.fileio import one_line
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Reading (exactly one of `topic`, `view`, `status`):
 
 - `root`: the lakelog root, a local folder, `file:///...` or `s3://bucket/prefix`
   (required; it must exist). `storage.<key>` options set the store's connection
-  (keys: `lakelog.store.fileio.S3_KEYS`, such as `storage.endpoint_url`,
+  (keys: `lakelog.store.io.fileio.S3_KEYS`, such as `storage.endpoint_url`,
   `storage.region`, `storage.access_key_id`, `storage.secret_access_key`,
   `storage.allow_http`); unset keys come from the `AWS_*` environment.
 - `topic`: a topic, or several separated by commas; rows in Spark's Kafka-source
@@ -36,7 +36,7 @@ from lakelog.errors import InvalidConfig, TopicAlreadyExists, UnknownTopicOrPart
 from lakelog.log import ISOLATION_LEVELS, READ_COMMITTED, create_topic, topic_config
 from lakelog.log.scan import EARLIEST, LATEST, OffsetSpec, parse_offsets_json
 from lakelog.store import Location, check_root, open_root
-from lakelog.store.fileio import S3_KEYS, storage_key
+from lakelog.store.io.fileio import S3_KEYS, storage_key
 
 DEFAULT_PARTITION_BYTES = 128 << 20
 READ_KEYS = (
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 WRITE_KEYS = ("root", "topic", "transactional.id", "batch.id", "transaction.timeout.ms", "allow.auto.create.topics")
 AUTO_CREATE = "allow.auto.create.topics"
-# `storage.<key>`: the root's store connection (lakelog.store.fileio.S3_KEYS), as `lakelog.storage.<key>` in client configs.
+# `storage.<key>`: the root's store connection (lakelog.store.io.fileio.S3_KEYS), as `lakelog.storage.<key>` in client configs.
 STORAGE_PREFIX = "storage."
 
 

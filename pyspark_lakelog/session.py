@@ -17,7 +17,7 @@ from typing import Any
 
 from lakelog import jars
 from lakelog.catalog import SPARK_HIDE_TRACEBACK
-from lakelog.store.s3_settings import s3_settings
+from lakelog.store.io.s3_settings import s3_settings
 from pyspark_lakelog.s3a import spark_s3a
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ boundaries into pieces of about `maxPartitionBytes`). Executors read through
 `PartitionLog.fetch`, so LSO and aborted transactions are applied by the log's
 own code. Views and status tables are read file by file
 (`Table.read_data_file`). Every byte goes through lakelog's file IO
-(`lakelog.store.fileio`), so this is also how Spark reads roots its own
+(`lakelog.store.io.fileio`), so this is also how Spark reads roots its own
 Parquet reader cannot (S3 here: no hadoop-aws jars).
 
 Writes stage Parquet files under `<root>/_spark_staging/<write>/` on the
@@ -43,7 +43,7 @@ from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartitio
 from lakelog.log.records import PAYLOAD_SCHEMA
 from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
 from lakelog.store import FileEntry, FileIO, Location, PinnedSnapshot, Table
-from lakelog.store.fileio import one_line
+from lakelog.store.io.fileio import one_line
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions, WriteOptions, write_partition_count
 
 STAGING_DIR = "_spark_staging"

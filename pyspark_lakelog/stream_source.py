@@ -40,7 +40,7 @@ from lakelog.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.log import READ_COMMITTED, PartitionLog, open_partition, topic_config
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID
 from lakelog.log.scan import EARLIEST, LATEST, PartitionScan
-from lakelog.store.pinned import pin
+from lakelog.store.delta.pinned import pin
 from pyspark_lakelog.source import read_scan, scan_pieces
 from pyspark_lakelog.stream_options import StreamReadOptions
 

@@ -7,7 +7,7 @@ import logging
 import os
 
 from lakelog.store import Location
-from lakelog.store.cluster import CLUSTER_METADATA_DIR
+from lakelog.store.delta.cluster import CLUSTER_METADATA_DIR
 
 
 def table_fingerprint(path: str | os.PathLike[str]) -> list[tuple[str, int, str]]:

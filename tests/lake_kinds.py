@@ -14,7 +14,7 @@ import pyarrow as pa
 from lakelog import Consumer, Producer, TopicPartition
 from lakelog.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from lakelog.store import Location, Table
-from lakelog.store.maintenance import compact
+from lakelog.store.upkeep.maintenance import compact
 
 INTERVAL = 4
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from lakelog.log import list_topics, topic_config
 from lakelog.store import Location, check_root, initialise_root, open_root
-from lakelog.store.fileio import S3_KEYS, storage_key
+from lakelog.store.io.fileio import S3_KEYS, storage_key
 
 
 def make_root(root: Any, storage_options: Mapping[str, Any] | None = None) -> tuple[Location, str]:

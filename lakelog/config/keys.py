@@ -90,7 +90,7 @@ def parse_optional_name(name: str, raw: Any) -> str | None:
 
 
 def parse_root(name: str, raw: Any) -> Any:
-    from lakelog.store.location import Location
+    from lakelog.store.io.location import Location
 
     if isinstance(raw, Location):
         return raw

@@ -115,7 +115,7 @@ def _log_ignored(kind: str, ignored: Mapping[str, str], to: logging.Logger | log
 
 
 def _check_together(values: dict[str, Any], given: Mapping[str, Any]) -> None:
-    """Rules between keys: the backoff's max is at least its base (lakelog.store.retry).
+    """Rules between keys: the backoff's max is at least its base (lakelog.store.io.retry).
 
     A max that was not given follows a larger base given alone, so `retry.backoff.ms=2000`
     by itself waits up to 2 s every time (Kafka would warn and wait its default max, 1 s);
@@ -127,7 +127,7 @@ def _check_together(values: dict[str, Any], given: Mapping[str, Any]) -> None:
         # librdkafka's rule, for an idempotence the program asked for (a transactional producer is idempotent).
         raise InvalidConfig("`acks` must be set to `all` when `enable.idempotence` is true", key="acks")
     if "retry.backoff.ms" in values and "retry.backoff.max.ms" in values:
-        from lakelog.store.retry import check_backoff_bounds
+        from lakelog.store.io.retry import check_backoff_bounds
 
         if "retry.backoff.max.ms" not in given:
             values["retry.backoff.max.ms"] = max(values["retry.backoff.max.ms"], values["retry.backoff.ms"])
@@ -184,7 +184,7 @@ def _elsewhere(kind: str, key: str, name: str, value: Any) -> str:
     return f"a {' and '.join(kinds)} key: a {kind} does not use it"
 
 
-# Connection settings of the root's store, `lakelog.storage.<key>` (keys: lakelog.store.fileio.S3_KEYS).
+# Connection settings of the root's store, `lakelog.storage.<key>` (keys: lakelog.store.io.fileio.S3_KEYS).
 STORAGE_PREFIX = "lakelog.storage."
 
 
@@ -194,7 +194,7 @@ def storage_options(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _storage_key(name: str) -> str:
-    from lakelog.store.fileio import storage_key
+    from lakelog.store.io.fileio import storage_key
 
     return storage_key(name)
 

@@ -19,7 +19,7 @@ _SECRET_KEY = re.compile(
     r"(password|passphrase|secret|token|credential|access_key|private\.key|ssl\.key\.pem|sasl\.oauthbearer\.config)",
     re.IGNORECASE,
 )
-# The AWS environment variables holding credentials (lakelog.store.s3_settings.S3_KEYS).
+# The AWS environment variables holding credentials (lakelog.store.io.s3_settings.S3_KEYS).
 SECRET_ENVIRONMENT = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 # Credentials and signatures as request logs print them: headers (`'X-Amz-Security-Token': b'...'`,
 # `x-amz-security-token:...` in a canonical request), query parameters, and botocore's `Signature:\n<hex>`.

@@ -75,7 +75,7 @@ from lakelog.quality.batch_gate import BatchGate
 from lakelog.quality.dead_letter import dlq_topic, ensure_dlq_topic, with_dlq_header
 from lakelog.quality.results import RESULTS_LOG, open_results_log, record_result, result_payload
 from lakelog.store import Location, open_root
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)

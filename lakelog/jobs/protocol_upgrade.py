@@ -1,7 +1,7 @@
 """Upgrade the Delta protocol of tables written before lakelog declared the one it declares now.
 
 Tables lakelog creates declare `minWriterVersion` 7 with the writer features `invariants` and `lakelogStrictCommit`
-(lakelog.store.delta_actions.PROTOCOL). Older tables lack `invariants`, and Delta's Spark connector refuses to read
+(lakelog.store.delta.actions.PROTOCOL). Older tables lack `invariants`, and Delta's Spark connector refuses to read
 them (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH: their NOT NULL columns are column invariants it finds enabled in
 the metadata but not listed in the protocol). Tables older still may have a legacy writer version (below 7), whose
 features are implied by the number.
@@ -25,7 +25,7 @@ from typing import Any
 
 from lakelog.errors import CommitConflict
 from lakelog.store import Location, Table
-from lakelog.store.delta_actions import PROTOCOL
+from lakelog.store.delta.actions import PROTOCOL
 
 logger = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table
 from lakelog.log.compaction import CompactionResult, compact_partition
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 from lakelog.store import FileEntry, Location
-from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
+from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from lakelog.typedef import TopicPartitionKey
 
 logger = logging.getLogger(__name__)

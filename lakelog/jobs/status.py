@@ -8,7 +8,7 @@ read at all, and the status table changes only if some partition did. The
 status table (one row per partition, catalog.STATUS_SCHEMA) is replaced by one
 strict Delta commit decided on the snapshot it was read from; a run that loses
 that race to another run waits through the one retry policy
-(lakelog.store.retry) and decides again on the new snapshot; past the deadline
+(lakelog.store.io.retry) and decides again on the new snapshot; past the deadline
 it gives up with KafkaTimeout.
 
 This module is the job without its engine: `refresh_status` hands the

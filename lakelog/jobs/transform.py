@@ -62,7 +62,7 @@ from lakelog.jobs.transform_reader import Reader, Slice, offset_text, offsets_te
 from lakelog.log import READ_COMMITTED, open_partition, topic_config
 from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, plan_scan
 from lakelog.store import Location, open_root
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from lakelog.coordinator.group import OffsetRecord

@@ -26,7 +26,7 @@ files are in no commit; vacuum removes them, and the next run removes staging
 folders a day old), and the next run starts from the same positions; killed
 after it, the next run starts from the new ones. So no row is ever missing or
 twice. A run that loses the commit to another run deletes its files, waits
-through the one retry policy (lakelog.store.retry) and decides again on the
+through the one retry policy (lakelog.store.io.retry) and decides again on the
 new snapshot; past the deadline it gives up with KafkaTimeout. Every byte
 under the root is read, written, listed, moved and deleted through the root's
 file IO (`lakelog.store`).
@@ -62,8 +62,8 @@ from lakelog.quality.gate import Verdict, gated_suites, judge
 from lakelog.quality.results import OffsetRange, offset_ranges_of, record_result
 from lakelog.quality.suites import Suite
 from lakelog.store import Location, Table, open_root
-from lakelog.store.fileio import one_line
-from lakelog.store.maintenance import vacuum
+from lakelog.store.io.fileio import one_line
+from lakelog.store.upkeep.maintenance import vacuum
 
 logger = logging.getLogger(__name__)
 

@@ -53,8 +53,8 @@ from lakelog.errors import CommitConflict, CorruptRecord, KafkaTimeout
 from lakelog.log.compaction_keep import plan_keep
 from lakelog.log.partition import PartitionLog
 from lakelog.store import FileEntry
-from lakelog.store.maintenance import maintain, newest_modification
-from lakelog.store.retry import DEFAULT_POLICY, Backoff
+from lakelog.store.io.retry import DEFAULT_POLICY, Backoff
+from lakelog.store.upkeep.maintenance import maintain, newest_modification
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 `PartitionLog.fetch` decides the range on the snapshot in hand (the high watermark, or the LSO and the aborted
 transactions for read_committed) and `read_range` reads it: the files holding it in offset order, a few ahead
 (lakelog.log.fetch_files), within the fetch's budgets; a file larger than the byte budget row group by row group
-(lakelog.log.fetch_pieces). Every file read is checked against its add action (lakelog.store.file_check): a
+(lakelog.log.fetch_pieces). Every file read is checked against its add action (lakelog.store.delta.file_check): a
 damaged one is CorruptRecord, after the rows before it are returned.
 """
 

@@ -20,12 +20,12 @@ import pyarrow.parquet as pq
 
 from lakelog.errors import CorruptRecord
 from lakelog.store import FileEntry, Table
-from lakelog.store.file_check import offset_bounds
+from lakelog.store.delta.file_check import offset_bounds
 
 # Footers kept, of the large files read last (a footer of 100 row groups is some 100 KB).
 FOOTERS_KEPT = 16
 _footers: collections.OrderedDict[str, pq.FileMetaData] = collections.OrderedDict()
-# Row groups decoded last (ROW_GROUP_BYTES each, lakelog.store.fileio), for fetches that stop inside one.
+# Row groups decoded last (ROW_GROUP_BYTES each, lakelog.store.io.fileio), for fetches that stop inside one.
 ROWS_KEPT = 4
 _rows: collections.OrderedDict[tuple[str, tuple[int, ...] | None], pa.Table] = collections.OrderedDict()
 _lock = threading.Lock()

@@ -2,7 +2,7 @@
 
 Every append is decided on the snapshot in hand (LEO, the producer's entry, the
 topic config) and committed as exactly the next version. A lost race waits out the
-retry policy's backoff (lakelog.store.retry), reloads the snapshot and decides
+retry policy's backoff (lakelog.store.io.retry), reloads the snapshot and decides
 again; a refusal is only returned once it holds on the latest snapshot, so nothing
 is ever refused on stale state either.
 """
@@ -39,8 +39,8 @@ from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.log.verification import StagedVerification, TransactionVerification, verify_batch
 from lakelog.store import Table
-from lakelog.store.maintenance import MaintenancePolicy, MaintenanceReport, maintain, note_lost_race, refresh_if_stale
-from lakelog.store.retry import DEFAULT_POLICY, Backoff
+from lakelog.store.io.retry import DEFAULT_POLICY, Backoff
+from lakelog.store.upkeep.maintenance import MaintenancePolicy, MaintenanceReport, maintain, note_lost_race, refresh_if_stale
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ import pyarrow as pa
 
 from lakelog.errors import CommitConflict
 from lakelog.store import Location, Table, check_root
-from lakelog.store.maintenance import checkpoint_interval, cleanup_log, is_checkpoint_version, reopen
-from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+from lakelog.store.io.retry import DEFAULT_POLICY, RetryPolicy
+from lakelog.store.upkeep.maintenance import checkpoint_interval, cleanup_log, is_checkpoint_version, reopen
 
 logger = logging.getLogger(__name__)
 

@@ -38,9 +38,9 @@ from lakelog.log.compaction import CompactionResult
 from lakelog.log.partition import LOG_START_OFFSET_APP_ID, PartitionLog
 from lakelog.log.topics import list_topics, open_partition, topic_config
 from lakelog.store import FileEntry, Location
-from lakelog.store.maintenance import maintain, vacuum
-from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
-from lakelog.store.table import storage_errors
+from lakelog.store.delta.table import storage_errors
+from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
+from lakelog.store.upkeep.maintenance import maintain, vacuum
 
 logger = logging.getLogger(__name__)
 

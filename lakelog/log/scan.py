@@ -43,7 +43,7 @@ from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition
 from lakelog.log.transactions import AbortedTransaction
 from lakelog.store import FileEntry, Location, PinnedSnapshot
-from lakelog.store.pinned import pin
+from lakelog.store.delta.pinned import pin
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition, partition_path, topic_path
 from lakelog.store import Location, Table, TableNotFoundError, delete_table
-from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
+from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
 

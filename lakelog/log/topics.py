@@ -44,7 +44,7 @@ def create_topic(
     others follow and are completed by `open_partition` if a crash cut them short.
     """
     topic_config = validate_new_topic(topic, num_partitions, config)
-    ensure_initialised(root)  # the explicit admin path may make a root (lakelog.store.cluster)
+    ensure_initialised(root)  # the explicit admin path may make a root (lakelog.store.delta.cluster)
     path = topic_path(root, topic)
     _, created = Table.open_or_create(path / "0", PARTITION_SCHEMA, topic_config.table_configuration())
     if not created:

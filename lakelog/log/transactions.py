@@ -19,7 +19,7 @@ file whatever the log's length.
 A cold start would fold the whole partition (a projection read of those four
 columns). To keep it cheap on long logs, the index also writes a snapshot of its
 state every `SNAPSHOT_EVERY_OFFSETS` offsets, as a sidecar file in the table's
-folder (`_lakelog/transactions/<position>.json`, lakelog.store.sidecar), and a
+folder (`_lakelog/transactions/<position>.json`, lakelog.store.delta.sidecar), and a
 cold start loads the newest one at or below its LEO, then folds only the rows
 after it. A snapshot is a cache, not state: it is derived from the table alone
 (rows below its position never change, compaction keeps them), it names the
@@ -51,7 +51,7 @@ from lakelog.log.file_ranges import read_offset_range
 from lakelog.log.producer_state import tagged_entries
 from lakelog.log.records import ControlType
 from lakelog.store import FileEntry, Table
-from lakelog.store.sidecar import read_snapshots, write_snapshot
+from lakelog.store.delta.sidecar import read_snapshots, write_snapshot
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from chaos.history import INFO, HistoryWriter, key_of
 from lakelog.log.topics import partition_path
 from lakelog.store import Location, Table
-from lakelog.store.delta_log import DELTA_LOG, DeltaLog, commit_name
+from lakelog.store.delta.log import DELTA_LOG, DeltaLog, commit_name
 from pipelines.consume_transform_produce import Supervisor
 
 

@@ -10,7 +10,7 @@ import stat
 from lakelog import catalog
 from lakelog.log import create_topic
 from lakelog.store import Table
-from lakelog.store.delta_actions import INVARIANTS_FEATURE, LAKELOG_WRITER_FEATURE, PROTOCOL
+from lakelog.store.delta.actions import INVARIANTS_FEATURE, LAKELOG_WRITER_FEATURE, PROTOCOL
 
 
 def test_upgrade_protocol_upgrades_old_tables_once(lakelog, lake, monkeypatch):

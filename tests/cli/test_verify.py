@@ -19,7 +19,7 @@ from lakelog.log.partition import LOG_END_OFFSET_APP_ID, wall_clock_ms
 from lakelog.log.records import conform_payload, stamp
 from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import Location, Table
-from lakelog.store.delta_actions import TABLE_ID_KEY
+from lakelog.store.delta.actions import TABLE_ID_KEY
 
 TOPIC = "pay"
 

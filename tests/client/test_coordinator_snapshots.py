@@ -22,7 +22,7 @@ from lakelog.coordinator.runtime.state_log import CoordinatorLog
 from lakelog.coordinator.transaction import TransactionMetadata
 from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.log.topics import open_internal_partition
-from lakelog.store.sidecar import SIDECAR_DIR
+from lakelog.store.delta.sidecar import SIDECAR_DIR
 
 BROKER = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1}
 GROUP = "snapshots"

@@ -1,6 +1,6 @@
 """Other readers read every table lakelog writes: delta-rs, the reference reader, at every version.
 
-lakelog makes its own commits (lakelog.store.delta_actions, delta_log, checkpoint). Through the public
+lakelog makes its own commits (lakelog.store.delta.actions, delta_log, checkpoint). Through the public
 API this writes a lake with every kind of table lakelog writes: idempotent appends, transactions with
 their markers, aborts, compaction (removes and adds with dataChange false), retention (delete-records:
 removes and the log start txn), config changes (metaData), checkpoints, and the internal logs the
@@ -20,10 +20,10 @@ from deltalake import DeltaTable, write_deltalake
 from lake_kinds import lakelog_rows, sorted_rows, tables_under, write_every_kind
 
 from lakelog.store import Location, Table
-from lakelog.store.delta_actions import LAKELOG_WRITER_FEATURE
-from lakelog.store.delta_log import DeltaLog
-from lakelog.store.maintenance import cleanup_log
-from lakelog.store.snapshot import replay
+from lakelog.store.delta.actions import LAKELOG_WRITER_FEATURE
+from lakelog.store.delta.log import DeltaLog
+from lakelog.store.delta.snapshot import replay
+from lakelog.store.upkeep.maintenance import cleanup_log
 
 pytestmark = pytest.mark.roots("local", "s3")
 

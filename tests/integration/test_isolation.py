@@ -29,8 +29,8 @@ from lakelog.log import (
 from lakelog.log.transactions import TransactionIndex
 from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import Location
-from lakelog.store.maintenance import compact, vacuum
-from lakelog.store.sidecar import SIDECAR_DIR
+from lakelog.store.delta.sidecar import SIDECAR_DIR
+from lakelog.store.upkeep.maintenance import compact, vacuum
 
 pytestmark = pytest.mark.roots("local", "s3")
 

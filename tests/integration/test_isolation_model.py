@@ -30,7 +30,7 @@ from lakelog.log import (
 )
 from lakelog.log.transactions import TransactionIndex
 from lakelog.log.verification import _UNVERIFIED
-from lakelog.store.maintenance import compact
+from lakelog.store.upkeep.maintenance import compact
 
 PRODUCERS = (1, 2, 3)
 

@@ -18,7 +18,7 @@ import pytest
 from lakelog.errors import CommitConflict, KafkaStorageError
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store import Location, Table
-from lakelog.store.maintenance import cleanup_log, log_retention_seconds
+from lakelog.store.upkeep.maintenance import cleanup_log, log_retention_seconds
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -188,7 +188,7 @@ def test_S9_5_opening_a_table_whose_version_0_was_cleaned_up_puts_nothing_into_t
 
     type(table.io).put_if_absent = put_if_absent
     try:
-        with caplog.at_level("WARNING", logger="lakelog.store.table"):
+        with caplog.at_level("WARNING", logger="lakelog.store.delta.table"):
             opened, created = Table.open_or_create(table.location, table.schema, {})
         assert not created and opened.version == table.version and puts == []
         assert not [record for record in caplog.records if "hole" in record.getMessage()]
@@ -208,7 +208,7 @@ def test_S9_5_a_new_process_allocating_a_producer_id_after_cleanup_puts_nothing_
     table, _ = producer_ids._table(root)
     assert 0 not in log_versions(table), "cleanup removed version 0"
     monkeypatch.setattr(producer_ids, "_tables", {})
-    with caplog.at_level("WARNING", logger="lakelog.store.table"):
+    with caplog.at_level("WARNING", logger="lakelog.store.delta.table"):
         assert producer_ids.allocate_producer_id(root) == first[-1] + 1
     assert not [record for record in caplog.records if "hole" in record.getMessage()]
     assert 0 not in log_versions(table)

@@ -18,7 +18,7 @@ from lakelog.log import create_topic, open_partition
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.topic_changes import delete_topic
 from lakelog.store import Location, Table, delete_table
-from lakelog.store.delta_log import DeltaLog, checkpoint_name, commit_name
+from lakelog.store.delta.log import DeltaLog, checkpoint_name, commit_name
 
 pytestmark = pytest.mark.roots("local", "s3")
 

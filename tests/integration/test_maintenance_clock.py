@@ -13,7 +13,7 @@ import pytest
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location, maintenance
-from lakelog.store.maintenance import maintain, vacuum
+from lakelog.store.upkeep.maintenance import maintain, vacuum
 
 pytestmark = pytest.mark.roots("local", "s3")
 

@@ -13,7 +13,7 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog.log import create_topic, open_partition, payload_table
-from lakelog.store.maintenance import MaintenancePolicy, maintain
+from lakelog.store.upkeep.maintenance import MaintenancePolicy, maintain
 
 pytestmark = pytest.mark.roots("local", "s3")
 
@@ -28,10 +28,10 @@ def test_a_failed_compaction_logs_a_warning_naming_the_table_and_version_and_cha
     victim = table.files()[0]
     assert table.io.delete(table.child_uri(victim.path))
     before = table_fingerprint(table.uri)
-    with caplog.at_level(logging.WARNING, logger="lakelog.store.maintenance"):
+    with caplog.at_level(logging.WARNING, logger="lakelog.store.upkeep.maintenance"):
         report = maintain(table, MaintenancePolicy(segment_files=2, check_every=1, fan_in=2))
     assert report.compaction is None and len(report.errors) == 1
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "lakelog.store.maintenance"]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "lakelog.store.upkeep.maintenance"]
     assert len(warnings) == 1, caplog.text
     message = warnings[0].getMessage()
     assert table.uri in message and f"compaction after version {table.version} failed" in message
@@ -44,7 +44,7 @@ def test_maintenance_that_succeeds_logs_no_warning(root, caplog):
     log = open_partition(root, "t", 0)
     for batch in range(3):
         log.append(payload_table([f"v{batch}".encode()]))
-    with caplog.at_level(logging.WARNING, logger="lakelog.store.maintenance"):
+    with caplog.at_level(logging.WARNING, logger="lakelog.store.upkeep.maintenance"):
         report = maintain(log.table, MaintenancePolicy(segment_files=2, check_every=1, fan_in=2))
     assert report.errors == [] and report.compaction is not None
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []

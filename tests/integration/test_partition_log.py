@@ -237,7 +237,7 @@ def test_S1_4_a_handle_reads_its_own_small_last_file_as_the_store_gives_it(root,
     memory: the same schema and values, projection and filter as reading the file gives. A large file is read."""
     import pyarrow.compute as pc
 
-    from lakelog.store.table import WRITTEN_ROWS_KEPT
+    from lakelog.store.delta.table import WRITTEN_ROWS_KEPT
 
     log = open_partition(root, topic(), 0)
     producer_id = allocate_producer_id(root)

@@ -24,7 +24,7 @@ from lakelog.log.partition import LOG_END_OFFSET_APP_ID, LOG_START_OFFSET_APP_ID
 from lakelog.log.producer_state import STATE_COLUMNS, fold
 from lakelog.log.records import conform_payload, stamp
 from lakelog.log.verification import _UNVERIFIED
-from lakelog.store.maintenance import compact
+from lakelog.store.upkeep.maintenance import compact
 
 pytestmark = pytest.mark.roots("local", "s3")
 

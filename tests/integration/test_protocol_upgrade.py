@@ -16,7 +16,7 @@ from lake_kinds import lakelog_rows, sorted_rows, tables_under, write_every_kind
 from lakelog import Producer
 from lakelog.jobs.protocol_upgrade import upgrade_root, upgraded
 from lakelog.store import Location, Table
-from lakelog.store.delta_actions import INVARIANTS_FEATURE, LAKELOG_WRITER_FEATURE, PROTOCOL, decode_commit
+from lakelog.store.delta.actions import INVARIANTS_FEATURE, LAKELOG_WRITER_FEATURE, PROTOCOL, decode_commit
 
 pytestmark = pytest.mark.roots("local", "s3")
 

@@ -13,7 +13,7 @@ from lakelog.log.retention import delete_records, enforce_retention
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import TransactionIndex
 from lakelog.log.verification import _UNVERIFIED
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 
 DAY_MS = 86_400_000
 T0 = 1_700_000_000_000

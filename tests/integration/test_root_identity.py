@@ -24,7 +24,7 @@ from lakelog.cli.main import _build_parser
 from lakelog.errors import KafkaError, UnresolvedRoot
 from lakelog.jobs.load import load
 from lakelog.store import Location, initialise_root, open_root
-from lakelog.store.cluster import CLUSTER_METADATA_DIR, cluster_id
+from lakelog.store.delta.cluster import CLUSTER_METADATA_DIR, cluster_id
 
 pytestmark = pytest.mark.roots("local", "s3")
 

@@ -73,7 +73,7 @@ def test_S12_2_keys_that_may_not_write_open_the_root_unchecked_with_a_warning(au
     conditional puts were not checked, and nothing is written."""
     emulator, reader = authenticated
     before = every_object(emulator)
-    caplog.set_level(logging.INFO, logger="lakelog.store.root")
+    caplog.set_level(logging.INFO, logger="lakelog.store.io.root")
     location = check_root(f"s3://{BUCKET}/lake", options(emulator, reader))
     [warning] = [record for record in caplog.records if record.levelno >= logging.WARNING]
     assert warning.levelno == logging.WARNING

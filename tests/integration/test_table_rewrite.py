@@ -17,8 +17,8 @@ from helpers import table_fingerprint
 from lakelog.errors import CommitConflict
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store import Table
-from lakelog.store.file_stats import file_statistics
-from lakelog.store.maintenance import compact
+from lakelog.store.delta.file_stats import file_statistics
+from lakelog.store.upkeep.maintenance import compact
 
 pytestmark = pytest.mark.roots("local", "s3")
 

@@ -14,7 +14,7 @@ from lakelog.log import open_partition, payload_table
 def append_paused_before_the_put(root, topic, value, queue) -> None:
     """Append one record; its first commit stops the process after the decision, just before the commit's put.
 
-    The stop is the store's own (lakelog.store.strict_commit.STOP_BEFORE_COMMIT_PUT, set by the test in
+    The stop is the store's own (lakelog.store.delta.commit.STOP_BEFORE_COMMIT_PUT, set by the test in
     this process's environment): the Parquet file is written, the actions are built for version v+1, and
     the process SIGSTOPs itself before the put-if-absent of v+1.json. The decisions (versions decided on)
     and the WARNINGs the store logs are reported with the append's outcome.

@@ -22,8 +22,8 @@ import pytest
 
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store import Location
-from lakelog.store.maintenance import cleanup_log
-from lakelog.store.strict_commit import STOP_BEFORE_COMMIT_PUT
+from lakelog.store.delta.commit import STOP_BEFORE_COMMIT_PUT
+from lakelog.store.upkeep.maintenance import cleanup_log
 from processes.pause_workers import append_paused_before_the_put
 
 pytestmark = [pytest.mark.roots("local", "s3"), pytest.mark.slow]

@@ -172,7 +172,7 @@ def load_killed_at(root, topic, source, batch_records, point, occurrence, conn) 
     from tqdm import tqdm
 
     from lakelog.jobs.load import load
-    from lakelog.store.table import Table, checkpoint_interval, is_checkpoint_version
+    from lakelog.store.delta.table import Table, checkpoint_interval, is_checkpoint_version
 
     # The progress bar's default lock is a multiprocessing semaphore, which a SIGKILLed process would leak.
     tqdm.set_lock(threading.RLock())

@@ -19,9 +19,9 @@ from lake_kinds import lakelog_rows, tables_under, write_every_kind
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.store import Location, Table
-from lakelog.store.cleanup import vacuum
-from lakelog.store.delta_log import DeltaLog
-from lakelog.store.maintenance import cleanup_log
+from lakelog.store.delta.log import DeltaLog
+from lakelog.store.upkeep.cleanup import vacuum
+from lakelog.store.upkeep.maintenance import cleanup_log
 from pipelines.materialize_committed_view import materialize_committed_view
 from pipelines.partition_status import partition_status
 

@@ -10,7 +10,7 @@ from test_delta_spark_conformance import read_delta, rows_of
 
 from lakelog.jobs.protocol_upgrade import upgrade_root
 from lakelog.store import Table
-from lakelog.store.delta_actions import LAKELOG_WRITER_FEATURE, PROTOCOL
+from lakelog.store.delta.actions import LAKELOG_WRITER_FEATURE, PROTOCOL
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.roots("local", "s3")]
 

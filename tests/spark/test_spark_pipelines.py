@@ -23,7 +23,7 @@ from lakelog import catalog, sql
 from lakelog.errors import KafkaTimeout
 from lakelog.log import READ_COMMITTED, open_partition
 from lakelog.store import Location
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 from pipelines import materialize_committed_view as view_job
 from pipelines.materialize_committed_view import materialize_committed_view, view_position
 from pipelines.partition_status import partition_status

@@ -26,7 +26,7 @@ from spark_histories import (
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
 from lakelog.log.scan import plan_scan
 from lakelog.store import Location
-from lakelog.store.maintenance import compact
+from lakelog.store.upkeep.maintenance import compact
 from pyspark_lakelog import read_topic, reads_natively, scan_dataframe
 
 pytestmark = [pytest.mark.spark, pytest.mark.roots("local", "s3")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lakelog.errors import InvalidConfig
-from lakelog.store.delta_actions import COMMIT_ID_KEY, MalformedCommit, commit_id_of, decode_commit, remove_action
-from lakelog.store.s3_settings import s3_settings
+from lakelog.store.delta.actions import COMMIT_ID_KEY, MalformedCommit, commit_id_of, decode_commit, remove_action
+from lakelog.store.io.s3_settings import s3_settings
 
 
 def test_a_commit_files_blank_lines_are_skipped_and_a_line_that_is_no_object_is_malformed():

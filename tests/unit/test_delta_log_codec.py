@@ -21,8 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.log.records import PARTITION_SCHEMA
-from lakelog.store.checkpoint import CHECKPOINT_SCHEMA, checkpoint_table, read_last_checkpoint, snapshot_from_checkpoint
-from lakelog.store.delta_actions import (
+from lakelog.store.delta.actions import (
     COMMIT_ID_KEY,
     LAKELOG_WRITER_FEATURE,
     MalformedCommit,
@@ -36,10 +35,11 @@ from lakelog.store.delta_actions import (
     remove_action,
     txn_action,
 )
-from lakelog.store.delta_log import DeltaLog, _groups_with_live_actions
-from lakelog.store.delta_schema import UnsupportedSchema, arrow_schema, schema_string
-from lakelog.store.location import Location
-from lakelog.store.snapshot import Snapshot, SnapshotError, replay
+from lakelog.store.delta.checkpoint import CHECKPOINT_SCHEMA, checkpoint_table, read_last_checkpoint, snapshot_from_checkpoint
+from lakelog.store.delta.log import DeltaLog, _groups_with_live_actions
+from lakelog.store.delta.schema import UnsupportedSchema, arrow_schema, schema_string
+from lakelog.store.delta.snapshot import Snapshot, SnapshotError, replay
+from lakelog.store.io.location import Location
 
 SCHEMAS = [
     PARTITION_SCHEMA,

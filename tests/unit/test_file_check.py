@@ -1,4 +1,4 @@
-"""A data file's rows held to its add action's statistics (lakelog.store.file_check): dense and key-compacted files."""
+"""A data file's rows held to its add action's statistics (lakelog.store.delta.file_check): dense and key-compacted files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from lakelog.errors import CorruptRecord
 from lakelog.store import FileEntry
-from lakelog.store.file_check import FileCheck
+from lakelog.store.delta.file_check import FileCheck
 
 
 def _check(first: int, last: int, count: int) -> FileCheck:

@@ -70,7 +70,7 @@ def test_importing_a_package_leaves_the_root_logger_alone(name):
 
 
 def test_importing_every_module_but_airflows_subclasses_leaves_the_root_logger_alone():
-    assert "lakelog.store.root" in WITHOUT_AIRFLOW and "pyspark_lakelog.session" in WITHOUT_AIRFLOW
+    assert "lakelog.store.io.root" in WITHOUT_AIRFLOW and "pyspark_lakelog.session" in WITHOUT_AIRFLOW
     assert import_in_a_fresh_interpreter(*WITHOUT_AIRFLOW) == "airflow not imported"
 
 

@@ -54,7 +54,7 @@ def test_the_pom_the_package_carries_pins_delta_for_spark_4_1_and_s3a():
 
 
 def test_s3a_takes_lakelogs_s3_settings_and_s3_uris_path_style_for_an_endpoint_of_its_own():
-    from lakelog.store.s3_settings import s3_settings
+    from lakelog.store.io.s3_settings import s3_settings
     from pyspark_lakelog.s3a import spark_s3a
 
     environ = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ALLOW_HTTP": "true", "AWS_REGION": "eu-west-1"}

@@ -1,4 +1,4 @@
-"""The order of a local root's syncs (lakelog/store/local_sync.py): a file's bytes before its name, its folder after.
+"""The order of a local root's syncs (lakelog/store/io/local_sync.py): a file's bytes before its name, its folder after.
 
 A unit test of the store's ordering: the real calls run on a real folder, and each sync, link and rename is
 recorded as it happens (which inode or folder it touched). A name made before its bytes are synced can name
@@ -16,8 +16,8 @@ import sys
 import pyarrow as pa
 import pytest
 
-from lakelog.store import local_put, local_sync
-from lakelog.store.fileio import LocalFileIO
+from lakelog.store.io import local_put, local_sync
+from lakelog.store.io.fileio import LocalFileIO
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/fd to name what was synced")
 

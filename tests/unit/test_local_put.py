@@ -1,4 +1,4 @@
-"""The local put-if-absent of a commit file (lakelog/store/local_put.py): whole or absent, never twice, nothing left over.
+"""The local put-if-absent of a commit file (lakelog/store/io/local_put.py): whole or absent, never twice, nothing left over.
 
 Both ways are checked: the unnamed file linked into place (Linux's O_TMPFILE) and the named temporary file
 used where a file system refuses unnamed files.
@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from lakelog.store import local_put
+from lakelog.store.io import local_put
 
 
 @pytest.fixture(params=["unnamed", "named"])

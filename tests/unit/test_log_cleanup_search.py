@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakelog.store.cleanup import _first_false
+from lakelog.store.upkeep.cleanup import _first_false
 
 
 @given(st.integers(0, 1_000), st.integers(0, 100_000), st.integers(0, 100_000), st.booleans())

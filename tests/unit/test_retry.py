@@ -1,4 +1,4 @@
-"""The one retry policy (lakelog/store/retry.py): exponential backoff with full jitter, KIP-580's keys.
+"""The one retry policy (lakelog/store/io/retry.py): exponential backoff with full jitter, KIP-580's keys.
 
 Every wait is uniform in [0, min(retry.backoff.max.ms, retry.backoff.ms * 2^n)]; a loop's deadline cuts
 its last wait and ends its retries. A lost commit race retries at once the first time in a loop, and waits
@@ -27,8 +27,8 @@ from lakelog.coordinator.transaction.coordinator import FAULT_AFTER_DECISION, TR
 from lakelog.errors import CommitConflict, ConcurrentTransactions, InvalidConfig, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, allocate_producer_id, create_topic, open_partition, payload_table
 from lakelog.log.topics import open_internal_partition
-from lakelog.store import table as table_module
-from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
+from lakelog.store.delta import table as table_module
+from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 MAX_MS = 300_000
 
@@ -296,7 +296,7 @@ def test_S9_5_a_handle_that_lost_a_race_reloads_before_deciding_and_one_that_did
     """After a lost race, another writer shares the partition: the next appends reload first (one read of v+1)
     and land without losing to what it committed meanwhile. A handle that never lost decides on the snapshot in
     hand (within its age) with no read at all. Either way the put-if-absent decides (the one rule)."""
-    from lakelog.store import maintenance
+    from lakelog.store.upkeep import maintenance
 
     create_topic(root, "t", 1)
     log, other = open_partition(root, "t", 0), open_partition(root, "t", 0)

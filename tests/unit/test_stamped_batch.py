@@ -19,9 +19,9 @@ from lakelog.log.records import (
     stamp,
     stamped_statistics,
 )
-from lakelog.store.delta_actions import add_action
-from lakelog.store.file_stats import file_statistics
-from lakelog.store.snapshot import file_entry
+from lakelog.store.delta.actions import add_action
+from lakelog.store.delta.file_stats import file_statistics
+from lakelog.store.delta.snapshot import file_entry
 
 NOW_MS = 1_700_000_000_000
 

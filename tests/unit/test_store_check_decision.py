@@ -1,4 +1,4 @@
-"""How opening an S3 root decides whether its store can be trusted without a probe (S12.2, lakelog.store.root).
+"""How opening an S3 root decides whether its store can be trusted without a probe (S12.2, lakelog.store.io.root).
 
 The conditional-put probe signs its requests, so without static keys there is nothing to probe with: the
 decision is made on the settings alone. These tests run with no network at all (every connection attempt
@@ -16,8 +16,8 @@ import pytest
 
 from lakelog.errors import InvalidConfig
 from lakelog.store import Location, check_root
-from lakelog.store.fileio import s3_settings
-from lakelog.store.root import TRUSTED, verify_conditional_put
+from lakelog.store.io.fileio import s3_settings
+from lakelog.store.io.root import TRUSTED, verify_conditional_put
 
 
 class NetworkUsed(AssertionError):
@@ -44,7 +44,7 @@ def fresh_root() -> str:
 
 
 def test_S12_2_without_keys_or_endpoint_the_root_is_trusted_as_aws_s3_without_a_probe(no_network, caplog):
-    caplog.set_level(logging.INFO, logger="lakelog.store.root")
+    caplog.set_level(logging.INFO, logger="lakelog.store.io.root")
     root = fresh_root()
     assert verify_conditional_put(Location.of(root)) == TRUSTED
     assert check_root(root).uri == root

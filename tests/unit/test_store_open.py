@@ -1,4 +1,4 @@
-"""Opening a table while a writer's log cleanup deletes old commits (lakelog.store.delta_log.DeltaLog.load).
+"""Opening a table while a writer's log cleanup deletes old commits (lakelog.store.delta.log.DeltaLog.load).
 
 A cold open reads `_last_checkpoint`, the checkpoint it names, then the commits after it; cleanup may
 delete what it chose in between (seen once in the main job with delta-rs's opener). It deletes only
@@ -15,10 +15,10 @@ import pytest
 
 from lakelog.errors import KafkaStorageError
 from lakelog.log import create_topic, open_partition, payload_table
-from lakelog.store import delta_log as delta_log_module
-from lakelog.store.delta_log import LOAD_ATTEMPTS, DeltaLog
-from lakelog.store.maintenance import cleanup_log
-from lakelog.store.table import Table
+from lakelog.store.delta import log as delta_log_module
+from lakelog.store.delta.log import LOAD_ATTEMPTS, DeltaLog
+from lakelog.store.delta.table import Table
+from lakelog.store.upkeep.maintenance import cleanup_log
 
 INTERVAL = 5
 

@@ -68,7 +68,7 @@ from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topic_changes import create_partitions, delete_topic
 from lakelog.log.topics import validate_new_topic
 from lakelog.store import Location, check_root, open_root
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from lakelog.log import topic_config
 from lakelog.log.topic_changes import alter_topic_config
 from lakelog.log.topic_config import LIST_KEYS, TopicConfig
 from lakelog.store import Location
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from lakelog.errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, Kafk
 from lakelog.log import open_partition, topic_config
 from lakelog.log.topics import existing_internal_partitions
 from lakelog.store import Location
-from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+from lakelog.store.io.retry import DEFAULT_POLICY, RetryPolicy
 
 logger = logging.getLogger(__name__)
 

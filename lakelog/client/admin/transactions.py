@@ -28,7 +28,7 @@ from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, 
 from lakelog.log.partition import APPEND_TIMEOUT_S, wall_clock_ms
 from lakelog.log.records import MAX_EPOCH
 from lakelog.store import Location
-from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+from lakelog.store.io.retry import DEFAULT_POLICY, RetryPolicy
 
 logger = logging.getLogger(__name__)
 

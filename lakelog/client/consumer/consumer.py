@@ -62,7 +62,7 @@ from lakelog.coordinator.group import LEAVE_GROUP_EPOCH, LEAVE_GROUP_STATIC_EPOC
 from lakelog.errors import InvalidArgument, InvalidType
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.store import open_root
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 
 # The logger a consumer without confluent-kafka's `logger` config logs to: the package's, as users configure it.
 default_logger = logging.getLogger(__package__)

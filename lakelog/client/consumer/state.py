@@ -23,7 +23,7 @@ from lakelog.errors import InvalidConfig, KafkaError, KafkaException
 from lakelog.log import PartitionLog
 from lakelog.log.partition import Clock
 from lakelog.store import Location
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 from lakelog.typedef import TopicPartitionKey
 
 # A rebalance callback: (the consumer, the partitions assigned, revoked or lost).

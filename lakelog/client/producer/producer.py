@@ -56,7 +56,7 @@ from lakelog.errors import InvalidType, KafkaError, KafkaException
 from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.records import MAX_TIMESTAMP_MS
 from lakelog.store import open_root
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 from lakelog.typedef import TopicPartitionKey
 
 if TYPE_CHECKING:

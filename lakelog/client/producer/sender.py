@@ -27,7 +27,7 @@ from lakelog.log import AppendResult, BatchHeader, PartitionLog, open_partition
 from lakelog.log.partition import Clock
 from lakelog.log.verification import TransactionVerification
 from lakelog.store import Location
-from lakelog.store.retry import Backoff, RetryPolicy
+from lakelog.store.io.retry import Backoff, RetryPolicy
 from lakelog.typedef import TopicPartitionKey
 
 if TYPE_CHECKING:

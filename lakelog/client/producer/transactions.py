@@ -29,7 +29,7 @@ from lakelog.log.partition import Clock
 from lakelog.log.records import next_sequence
 from lakelog.log.verification import TransactionVerification
 from lakelog.store import Location
-from lakelog.store.retry import RetryPolicy
+from lakelog.store.io.retry import RetryPolicy
 from lakelog.typedef import TopicPartitionKey
 
 if TYPE_CHECKING:

@@ -51,7 +51,7 @@ from lakelog.log.partition import Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 from lakelog.log.verification import TransactionVerification, verify_write
 from lakelog.store import Location
-from lakelog.store.retry import DEFAULT_POLICY, RetryPolicy
+from lakelog.store.io.retry import DEFAULT_POLICY, RetryPolicy
 
 logger = logging.getLogger(__name__)
 

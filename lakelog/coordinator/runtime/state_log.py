@@ -8,7 +8,7 @@ outcome's records as one batch whose expected offset is that log end offset
 key or another one of the same partition, the append is refused with
 `OffsetMismatch`, the new records are replayed and the request is decided
 again: no decision is ever committed on a stale state. A lost commit race
-waits out the retry policy's backoff (lakelog.store.retry) first, on one backoff
+waits out the retry policy's backoff (lakelog.store.io.retry) first, on one backoff
 per request.
 
 A record is one row: key = the coordinator key (a transactional.id, a group id),
@@ -22,7 +22,7 @@ A new process would replay the partition from offset 0, so the cost of every
 cold start (each sweep, CLI command, init_transactions) would grow with the
 log's length. Given a `StateCodec`, the log writes a snapshot of its state every
 `SNAPSHOT_EVERY_RECORDS` offsets as a sidecar file of the partition's table
-(`_lakelog/coordinator/<position>.json`, lakelog.store.sidecar), and a cold
+(`_lakelog/coordinator/<position>.json`, lakelog.store.delta.sidecar), and a cold
 start loads the newest one at or below the LEO and replays only the rows after
 it. A snapshot is a cache, derived from the rows alone and naming the table it
 came from, and the format version of its `StateCodec`: one that is missing,
@@ -57,8 +57,8 @@ from lakelog.coordinator.runtime.record_codec import located
 from lakelog.errors import CorruptRecord, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, ControlType, PartitionLog, payload_table
 from lakelog.log.compaction import CleanableRows, CompactionResult, rewrite_below_lso
-from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
-from lakelog.store.sidecar import read_snapshots, write_snapshot
+from lakelog.store.delta.sidecar import read_snapshots, write_snapshot
+from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
 

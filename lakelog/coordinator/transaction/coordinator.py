@@ -47,7 +47,7 @@ from lakelog.log import PartitionLog, allocate_producer_id, open_partition
 from lakelog.log.partition import APPEND_TIMEOUT_S, Clock, wall_clock_ms
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
 from lakelog.store import Location
-from lakelog.store.retry import DEFAULT_POLICY, Backoff, RetryPolicy
+from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from lakelog.coordinator.transaction.results import TransactionMarkers
 from lakelog.log import PartitionLog
-from lakelog.store.retry import Backoff
+from lakelog.store.io.retry import Backoff
 
 # What the coordinator's fault points are called with (its `_hit`): a point's name and where it is.
 Hit = Callable[..., None]

@@ -23,11 +23,11 @@ from lakelog.jobs.verify import findings as kinds
 from lakelog.jobs.verify.findings import Finding, offsets
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID
 from lakelog.store import Location
-from lakelog.store.checkpoint import read_last_checkpoint, snapshot_from_checkpoint
-from lakelog.store.delta_actions import COMMIT_ID_KEY, ENGINE_INFO, TABLE_ID_KEY, MalformedCommit, decode_commit
-from lakelog.store.delta_log import LAST_CHECKPOINT, DeltaLog, checkpoint_name, commit_name
-from lakelog.store.snapshot import Snapshot, SnapshotError, file_entry
-from lakelog.store.strict_commit import DELETED_KEY
+from lakelog.store.delta.actions import COMMIT_ID_KEY, ENGINE_INFO, TABLE_ID_KEY, MalformedCommit, decode_commit
+from lakelog.store.delta.checkpoint import read_last_checkpoint, snapshot_from_checkpoint
+from lakelog.store.delta.commit import DELETED_KEY
+from lakelog.store.delta.log import LAST_CHECKPOINT, DeltaLog, checkpoint_name, commit_name
+from lakelog.store.delta.snapshot import Snapshot, SnapshotError, file_entry
 
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")

@@ -22,7 +22,7 @@ from lakelog.jobs.verify.findings import Finding, offsets
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, LOG_START_OFFSET_APP_ID
 from lakelog.log.transactions import HEADER_COLUMNS, fold
 from lakelog.store import FileEntry, Location
-from lakelog.store.snapshot import Snapshot
+from lakelog.store.delta.snapshot import Snapshot
 
 _COLUMNS = [*HEADER_COLUMNS, "producer_epoch"]
 

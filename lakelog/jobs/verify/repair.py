@@ -14,8 +14,8 @@ from lakelog.jobs.verify import findings as kinds
 from lakelog.jobs.verify.chain import Chain, snapshot_at
 from lakelog.jobs.verify.findings import Finding
 from lakelog.store import Location
-from lakelog.store.delta_log import LAST_CHECKPOINT, DeltaLog
-from lakelog.store.strict_commit import deleted_file_retention_ms
+from lakelog.store.delta.commit import deleted_file_retention_ms
+from lakelog.store.delta.log import LAST_CHECKPOINT, DeltaLog
 
 
 def repair_checkpoints(location: Location, chain: Chain, now_ms: int) -> list[Finding]:

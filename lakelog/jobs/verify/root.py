@@ -22,8 +22,8 @@ from lakelog.log.partition import wall_clock_ms
 from lakelog.log.producer_ids import PRODUCER_IDS_DIR
 from lakelog.log.topics import TOPICS_DIR, internal_log_path, topic_path
 from lakelog.store import Location, Table, TableNotFoundError, open_root
-from lakelog.store.delta_actions import MalformedCommit
-from lakelog.store.snapshot import SnapshotError
+from lakelog.store.delta.actions import MalformedCommit
+from lakelog.store.delta.snapshot import SnapshotError
 from lakelog.typedef import TopicPartitionKey
 
 # The internal logs whose partitions are partition tables, as lakelog.log.topics lays them out.

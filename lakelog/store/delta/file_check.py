@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakelog.errors import CorruptRecord
-from lakelog.store.snapshot import FileEntry
+from lakelog.store.delta.snapshot import FileEntry
 
 OFFSET = "offset"
 

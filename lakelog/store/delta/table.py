@@ -1,11 +1,11 @@
 """Delta table access with the strict commit: exactly version v+1, or `CommitConflict`.
 
 A `Table` holds a `Snapshot` at a known version, replayed by lakelog from the
-table's log (lakelog.store.delta_log). Callers decide on that snapshot, then
+table's log (lakelog.store.delta.log). Callers decide on that snapshot, then
 `append` commits version `version + 1` with no retry: if another writer took
 that version first, `CommitConflict` is raised, the snapshot is brought up to
 date, and the caller decides again. Nothing here calls delta-rs: lakelog builds
-the commit's actions (lakelog.store.delta_actions) and writes
+the commit's actions (lakelog.store.delta.actions) and writes
 `_delta_log/<v+1>.json` itself, put-if-absent through the file IO.
 
 After every put the commit is proven to be the log's version v+1 and not a
@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.errors import CorruptRecord, InvalidArgument, KafkaStorageError, UnknownTopicOrPartition
-from lakelog.store.delta_actions import (
+from lakelog.store.delta.actions import (
     COMMIT_ID_KEY,
     MalformedCommit,
     add_action,
@@ -39,14 +39,7 @@ from lakelog.store.delta_actions import (
     protocol_action,
     remove_action,
 )
-from lakelog.store.delta_log import LAST_CHECKPOINT, DeltaLog, TableNotFoundError, commit_name
-from lakelog.store.delta_schema import UnsupportedSchema, schema_string
-from lakelog.store.file_check import FileCheck, row_groups_of, span_of
-from lakelog.store.file_stats import file_statistics, footer_statistics
-from lakelog.store.fileio import one_line
-from lakelog.store.location import Location
-from lakelog.store.snapshot import FileEntry, Snapshot, SnapshotError, replay
-from lakelog.store.strict_commit import (
+from lakelog.store.delta.commit import (
     DELETED_KEY,
     StrictCommit,
     _now_ms,
@@ -55,7 +48,14 @@ from lakelog.store.strict_commit import (
     deleted_file_retention_ms,
     is_checkpoint_version,
 )
-from lakelog.store.table_errors import is_decoding_error, storage_errors
+from lakelog.store.delta.file_check import FileCheck, row_groups_of, span_of
+from lakelog.store.delta.file_stats import file_statistics, footer_statistics
+from lakelog.store.delta.log import LAST_CHECKPOINT, DeltaLog, TableNotFoundError, commit_name
+from lakelog.store.delta.schema import UnsupportedSchema, schema_string
+from lakelog.store.delta.snapshot import FileEntry, Snapshot, SnapshotError, replay
+from lakelog.store.delta.table_errors import is_decoding_error, storage_errors
+from lakelog.store.io.fileio import one_line
+from lakelog.store.io.location import Location
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ class Table(StrictCommit):
         """Read one data file of the snapshot (only `row_groups`, if given; `metadata`: its footer, if read already).
 
         A missing or unreadable file is `CorruptRecord`, and so is one whose footer or rows disagree with its
-        add action's statistics (lakelog.store.file_check): no row of it leaves here.
+        add action's statistics (lakelog.store.delta.file_check): no row of it leaves here.
         """
         where = f"data file {entry.path} of {self.uri} (offsets {entry.min_offset}-{entry.max_offset})"
         return self._read(entry.path, where, columns, predicate, entry, row_groups, metadata)
@@ -315,7 +315,7 @@ class Table(StrictCommit):
         """Commit the table's last version, which marks it deleted, strictly as `set_configuration` (a no-op if marked).
 
         A writer that decided on an earlier snapshot loses its race to this version and then sees the mark
-        (UnknownTopicOrPartition); only after it may the table's files go (lakelog.store.deletion).
+        (UnknownTopicOrPartition); only after it may the table's files go (lakelog.store.upkeep.deletion).
         """
         if self.deleted:
             return self.version

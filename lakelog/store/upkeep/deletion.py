@@ -3,7 +3,7 @@
 The table's last commit is a mark (`Table.mark_deleted`): a writer that decided on an earlier snapshot loses its
 race to it and then sees the mark. Then its commit files go in ascending version order, as log cleanup deletes
 them (S9.5): a writer whose put lands in the emptied folder finds its predecessor gone, and its commit check finds
-no table (or one of another id) and withdraws the commit (lakelog.store.strict_commit). Only then do the data
+no table (or one of another id) and withdraws the commit (lakelog.store.delta.commit). Only then do the data
 files and the folder go.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import re
 
-from lakelog.store.delta_log import DeltaLog
-from lakelog.store.location import Location
+from lakelog.store.delta.log import DeltaLog
+from lakelog.store.io.location import Location
 
 logger = logging.getLogger(__name__)
 

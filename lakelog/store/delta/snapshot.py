@@ -23,8 +23,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakelog.store.delta_actions import COMMIT_ID_KEY, LAKELOG_WRITER_FEATURE, TABLE_ID_KEY
-from lakelog.store.delta_schema import arrow_schema
+from lakelog.store.delta.actions import COMMIT_ID_KEY, LAKELOG_WRITER_FEATURE, TABLE_ID_KEY
+from lakelog.store.delta.schema import arrow_schema
 
 logger = logging.getLogger(__name__)
 

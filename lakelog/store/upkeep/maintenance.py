@@ -1,6 +1,6 @@
 """Table maintenance that keeps the append path O(1) in the log's length.
 
-lakelog makes its own commits (lakelog.store.table, lakelog.store.delta_log):
+lakelog makes its own commits (lakelog.store.delta.table, lakelog.store.delta.log):
 an append reads no listing, and a snapshot reads only the commits it has not
 seen, so neither the number of commit files kept nor a snapshot's age costs an
 append anything. What maintenance still bounds:
@@ -54,16 +54,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import CommitConflict, KafkaStorageError
-from lakelog.store import table as table_module
-from lakelog.store.cleanup import (
+from lakelog.store.delta import table as table_module
+from lakelog.store.delta.actions import add_action, remove_action
+from lakelog.store.delta.file_stats import file_statistics
+from lakelog.store.delta.table import FileEntry, Table, is_checkpoint_version
+from lakelog.store.io.fileio import one_line
+from lakelog.store.upkeep.cleanup import (
     cleanup_log,
     log_retention_seconds,
     vacuum,
 )
-from lakelog.store.delta_actions import add_action, remove_action
-from lakelog.store.file_stats import file_statistics
-from lakelog.store.fileio import one_line
-from lakelog.store.table import FileEntry, Table, is_checkpoint_version
 
 logger = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakelog.errors import KafkaStorageError
-from lakelog.store import local_put, local_sync
-from lakelog.store.s3_settings import S3_KEYS, SECRET_KEYS, parse_duration_s, s3_settings, storage_key
+from lakelog.store.io import local_put, local_sync
+from lakelog.store.io.s3_settings import S3_KEYS, SECRET_KEYS, parse_duration_s, s3_settings, storage_key
 
 logger = logging.getLogger(__name__)
 
@@ -325,7 +325,7 @@ def _page_errors(uri: str) -> Iterator[None]:
 class LocalFileIO(FileIO):
     """A folder on this machine's disk. Writes go to a temporary name first, then are renamed.
 
-    Every write, put and folder made here is durable when the call returns (lakelog.store.local_sync): the
+    Every write, put and folder made here is durable when the call returns (lakelog.store.io.local_sync): the
     file's bytes are synced before its name is made, and the folder that holds the name after.
     """
 
@@ -344,7 +344,7 @@ class LocalFileIO(FileIO):
                 os.remove(temporary)
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
-        """The file appears whole under `uri`, or not at all if `uri` exists (lakelog.store.local_put)."""
+        """The file appears whole under `uri`, or not at all if `uri` exists (lakelog.store.io.local_put)."""
         with self._errors("writing", uri):
             return local_put.put_if_absent(uri, data)
 

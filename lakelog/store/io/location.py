@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakelog.errors import InvalidArgument, InvalidConfig
-from lakelog.store.fileio import LOCAL, S3, SCHEMES, FileIO, FileStatus, LocalFileIO
-from lakelog.store.s3_fileio import S3FileIO
-from lakelog.store.s3_settings import s3_settings
+from lakelog.store.io.fileio import LOCAL, S3, SCHEMES, FileIO, FileStatus, LocalFileIO
+from lakelog.store.io.s3_fileio import S3FileIO
+from lakelog.store.io.s3_settings import s3_settings
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$", re.DOTALL)
 

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from lakelog.errors import CorruptRecord, KafkaException, KafkaStorageError
-from lakelog.store.delta_actions import MalformedCommit
-from lakelog.store.delta_log import TableNotFoundError
-from lakelog.store.fileio import one_line
-from lakelog.store.snapshot import DamagedLog, SnapshotError
+from lakelog.store.delta.actions import MalformedCommit
+from lakelog.store.delta.log import TableNotFoundError
+from lakelog.store.delta.snapshot import DamagedLog, SnapshotError
+from lakelog.store.io.fileio import one_line
 
 
 def is_decoding_error(error: BaseException | None) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from lakelog.errors import KafkaStorageError
-from lakelog.store.table import Table
+from lakelog.store.delta.table import Table
 
 logger = logging.getLogger(__name__)
 

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lakelog.errors import KafkaStorageError
-from lakelog.store.checkpoint import read_last_checkpoint
-from lakelog.store.delta_log import LAST_CHECKPOINT, DeltaLog, checkpoint_name, commit_name
-from lakelog.store.interval import interval_seconds
-from lakelog.store.strict_commit import checkpoint_interval, is_checkpoint_version
+from lakelog.store.delta.checkpoint import read_last_checkpoint
+from lakelog.store.delta.commit import checkpoint_interval, is_checkpoint_version
+from lakelog.store.delta.interval import interval_seconds
+from lakelog.store.delta.log import LAST_CHECKPOINT, DeltaLog, checkpoint_name, commit_name
 
 if TYPE_CHECKING:
-    from lakelog.store.table import Table
+    from lakelog.store.delta.table import Table
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Bytes go through pyarrow's S3 filesystem; the requests it cannot make (the
 conditional PUT of a commit, a bare GET, a bare HEAD) through botocore
-(lakelog.store.s3_requests), built from the same settings.
+(lakelog.store.io.s3_requests), built from the same settings.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakelog.errors import KafkaStorageError
-from lakelog.store.fileio import S3, FileIO
-from lakelog.store.s3_requests import S3Requests
-from lakelog.store.s3_settings import S3_KEYS, parse_duration_s
+from lakelog.store.io.fileio import S3, FileIO
+from lakelog.store.io.s3_requests import S3Requests
+from lakelog.store.io.s3_settings import S3_KEYS, parse_duration_s
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class S3FileIO(FileIO):
         return bucket, key
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
-        """One PUT with `If-None-Match: *` (lakelog.store.s3_requests)."""
+        """One PUT with `If-None-Match: *` (lakelog.store.io.s3_requests)."""
         bucket, key = self._bucket_key(uri)
         return self._requests().put_if_absent(bucket, key, data, uri)
 

@@ -24,7 +24,7 @@ import botocore.session
 from botocore.awsrequest import AWSRequest
 
 from lakelog.errors import KafkaStorageError
-from lakelog.store.s3_settings import parse_duration_s
+from lakelog.store.io.s3_settings import parse_duration_s
 
 logger = logging.getLogger(__name__)
 

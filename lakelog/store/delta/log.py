@@ -32,11 +32,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakelog.errors import KafkaStorageError
-from lakelog.store.checkpoint import checkpoint_table, last_checkpoint, read_last_checkpoint, snapshot_from_checkpoint
-from lakelog.store.delta_actions import decode_commit
-from lakelog.store.fileio import one_line
-from lakelog.store.location import Location
-from lakelog.store.snapshot import DamagedLog, Snapshot
+from lakelog.store.delta.actions import decode_commit
+from lakelog.store.delta.checkpoint import checkpoint_table, last_checkpoint, read_last_checkpoint, snapshot_from_checkpoint
+from lakelog.store.delta.snapshot import DamagedLog, Snapshot
+from lakelog.store.io.fileio import one_line
+from lakelog.store.io.location import Location
 
 logger = logging.getLogger(__name__)
 

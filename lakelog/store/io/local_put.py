@@ -6,7 +6,7 @@ remove, and a writer that dies midway leaves nothing behind. Elsewhere, or on a 
 `O_TMPFILE` (or without /proc to link the unnamed file from): a named temporary file, hard-linked to the
 target (the link fails if it exists), then removed.
 
-Durable when it returns True (lakelog.store.local_sync): the bytes are synced before the link, so the name
+Durable when it returns True (lakelog.store.io.local_sync): the bytes are synced before the link, so the name
 never names a short file, and the folder after it, so the name survives a power loss.
 """
 
@@ -17,7 +17,7 @@ import logging
 import os
 import uuid
 
-from lakelog.store import local_sync
+from lakelog.store.io import local_sync
 
 logger = logging.getLogger(__name__)
 

@@ -27,21 +27,21 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakelog.errors import CommitConflict, KafkaStorageError, UnknownTopicOrPartition
-from lakelog.store.delta_actions import TABLE_ID_KEY, MalformedCommit, commit_info, encode_commit, txn_action
-from lakelog.store.delta_log import TableNotFoundError, commit_name
-from lakelog.store.fileio import one_line
-from lakelog.store.interval import interval_seconds
-from lakelog.store.snapshot import SnapshotError
+from lakelog.store.delta.actions import TABLE_ID_KEY, MalformedCommit, commit_info, encode_commit, txn_action
+from lakelog.store.delta.interval import interval_seconds
+from lakelog.store.delta.log import TableNotFoundError, commit_name
+from lakelog.store.delta.snapshot import SnapshotError
+from lakelog.store.io.fileio import one_line
 
 if TYPE_CHECKING:
-    from lakelog.store.delta_log import DeltaLog
-    from lakelog.store.fileio import FileIO
-    from lakelog.store.snapshot import Snapshot
+    from lakelog.store.delta.log import DeltaLog
+    from lakelog.store.delta.snapshot import Snapshot
+    from lakelog.store.io.fileio import FileIO
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHECKPOINT_INTERVAL = 100
-# Table property set by a table's last commit before it is deleted (lakelog.store.deletion): no writer commits after it.
+# Table property set by a table's last commit before it is deleted (lakelog.store.upkeep.deletion): no writer commits after it.
 DELETED_KEY = "lakelog.deleted"
 DEFAULT_DELETED_FILE_RETENTION_MS = 7 * 86_400_000
 # Test hook (the S9.5 paused-writer test): a process whose environment names a substring of a table's URI

@@ -9,8 +9,8 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog.errors import InvalidConfig
-from lakelog.store.location import Location
-from lakelog.store.table import FileEntry, Table
+from lakelog.store.delta.table import FileEntry, Table
+from lakelog.store.io.location import Location
 
 logger = logging.getLogger(__name__)
 

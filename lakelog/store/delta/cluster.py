@@ -33,10 +33,10 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog.errors import CommitConflict, UnresolvedRoot
-from lakelog.store.fileio import FileIO
-from lakelog.store.location import Location
-from lakelog.store.root import check_root
-from lakelog.store.table import Table
+from lakelog.store.delta.table import Table
+from lakelog.store.io.fileio import FileIO
+from lakelog.store.io.location import Location
+from lakelog.store.io.root import check_root
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakelog.store.snapshot import Snapshot, SnapshotError
+from lakelog.store.delta.snapshot import Snapshot, SnapshotError
 
 logger = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakelog.errors import InvalidConfig, KafkaException, KafkaStorageError, SaslAuthenticationFailed
-from lakelog.store.fileio import one_line, parse_duration_s
-from lakelog.store.location import Location
+from lakelog.store.io.fileio import one_line, parse_duration_s
+from lakelog.store.io.location import Location
 
 logger = logging.getLogger(__name__)
 
