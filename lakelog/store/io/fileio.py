@@ -196,6 +196,10 @@ class FileIO:
         except FileNotFoundError:
             return False
 
+    def discard(self, uri: str) -> None:
+        """Delete one file if it is there, without telling whether it was (a scratch file of this process)."""
+        self.delete(uri)
+
     def delete_tree(self, uri: str) -> None:
         """Delete a folder and everything under it; nothing if it is absent."""
         with self._errors("deleting", uri):

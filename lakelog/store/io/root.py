@@ -20,22 +20,17 @@ prefix. A refusal is never kept: the next open checks again.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import http.client
 import logging
-import re
 import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from lakelog.errors import InvalidConfig, KafkaException, KafkaStorageError, SaslAuthenticationFailed
-from lakelog.store.io.fileio import one_line, parse_duration_s
+from lakelog.store.io.fileio import one_line
 from lakelog.store.io.location import Location
+from lakelog.store.io.s3_requests import AccessDenied, ConditionalWriteConflict
 
 logger = logging.getLogger(__name__)
 
@@ -84,11 +79,10 @@ def verify_conditional_put(location: Location) -> str:
     Returns CHECKED, TRUSTED (no keys, AWS S3 itself) or UNCHECKED (the keys may
     not write under the root); raises for a store that must not be used.
 
-    This is the request delta-rs commits with. The probe speaks S3's REST API
-    itself (SigV4, stdlib only), because neither delta-rs nor pyarrow exposes a
-    conditional put. Without static keys (an instance role) the probe cannot
-    sign: then the endpoint must be AWS S3 itself, which has honoured
-    conditional writes since August 2024.
+    This is the request every commit is made with, sent by the same client
+    (the root's FileIO, `lakelog.store.io.s3_requests`). Without static keys
+    (an instance role) nothing is probed: then the endpoint must be AWS S3
+    itself, which has honoured conditional writes since August 2024.
     """
     settings = location.io.settings
     if settings.get("s3_allow_unsafe_rename", "false").lower() == "true":
@@ -97,8 +91,7 @@ def verify_conditional_put(location: Location) -> str:
             f"can both win; lakelog needs the store's conditional put",
             key="lakelog.storage.s3_allow_unsafe_rename",
         )
-    client = S3Client.of(location)
-    if client is None:
+    if not (settings.get("access_key_id") and settings.get("secret_access_key")):
         if settings.get("endpoint_url"):
             raise InvalidConfig(
                 f"lakelog.root {location.uri}: without access keys lakelog cannot check that "
@@ -107,121 +100,40 @@ def verify_conditional_put(location: Location) -> str:
             )
         logger.info("no static keys for %s: trusting AWS S3's conditional writes", location.uri)
         return TRUSTED
-    prefix = location.uri.split("://", 1)[1].partition("/")[2]
-    key = f"{prefix}/{PROBES_DIR}/{uuid.uuid4().hex}".lstrip("/")
+    probe = f"{location.uri.rstrip('/')}/{PROBES_DIR}/{uuid.uuid4().hex}"
+    io = location.io
     try:
-        first = client.request("PUT", key, b"lakelog probe", {"If-None-Match": "*"})
-        if first.status == 403 and first.code == "AccessDenied":
-            # Valid keys that may not write here: a reader (a Spark job, lakelog sql) needs no commit.
-            logger.warning(
-                "%s: the credentials may not write under the root, so its conditional puts were not checked; "
-                "any commit there will fail",
-                location.uri,
-            )
-            return UNCHECKED
-        if first.status not in (200, 201):
-            raise root_error(location, RuntimeError(first.describe()))
-        try:
-            second = client.request("PUT", key, b"lakelog probe again", {"If-None-Match": "*"})
-        finally:
-            try:
-                client.request("DELETE", key, b"", {})
-            except OSError as error:
-                logger.warning("could not delete the store probe s3://%s/%s: %s", location.bucket, key, error)
-    except OSError as error:
+        # True, or False if a retry after a lost answer found this very object: it is there either way.
+        io.put_if_absent(probe, b"lakelog probe")
+    except AccessDenied:
+        # Valid keys that may not write here: a reader (a Spark job, lakelog sql) needs no commit.
+        logger.warning(
+            "%s: the credentials may not write under the root, so its conditional puts were not checked; "
+            "any commit there will fail",
+            location.uri,
+        )
+        return UNCHECKED
+    except KafkaStorageError as error:
         raise root_error(location, error) from None
-    if second.status in (412, 409):
+    try:
+        try:
+            overwritten = io.put_if_absent(probe, b"lakelog probe again")
+        except ConditionalWriteConflict:
+            overwritten = False  # 409: refused as racing a write of the same key, which is a refusal too
+        except KafkaStorageError as error:
+            raise root_error(location, error) from None
+    finally:
+        try:
+            io.discard(probe)
+        except KafkaStorageError as error:
+            logger.warning("could not delete the store probe %s: %s", probe, one_line(error))
+    if not overwritten:
         return CHECKED
     raise InvalidConfig(
         f"lakelog.root {location.uri}: the store overwrote an object that a conditional put (If-None-Match) "
-        f"should have refused (HTTP {second.status}); two writers could both commit one Delta version there",
+        f"should have refused; two writers could both commit one Delta version there",
         key="lakelog.root",
     )
-
-
-@dataclass(frozen=True)
-class Response:
-    status: int
-    reason: str
-    body: bytes
-
-    @property
-    def code(self) -> str | None:
-        """The S3 error code in the body (`NoSuchBucket`, `AccessDenied`, ...), if any."""
-        found = re.search(rb"<Code>([^<]+)</Code>", self.body)
-        return found.group(1).decode() if found else None
-
-    def describe(self) -> str:
-        return f"HTTP {self.status} {self.reason}" + (f" {self.code}" if self.code else "")
-
-
-@dataclass(frozen=True)
-class S3Client:
-    """Just enough of S3's REST API for the probe: signed path-style requests on one bucket (AWS SigV4)."""
-
-    scheme: str
-    host: str
-    bucket: str
-    region: str
-    access_key_id: str
-    secret_access_key: str
-    session_token: str | None
-    timeout_s: float
-
-    @classmethod
-    def of(cls, location: Location) -> S3Client | None:
-        settings = location.io.settings
-        if not (settings.get("access_key_id") and settings.get("secret_access_key")):
-            return None
-        region = settings.get("region") or "us-east-1"
-        endpoint = settings.get("endpoint_url") or f"https://s3.{region}.amazonaws.com"
-        parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-        timeout = parse_duration_s("timeout", settings["timeout"]) if settings.get("timeout") else 30.0
-        return cls(
-            parsed.scheme,
-            parsed.netloc,
-            location.bucket or "",
-            region,
-            settings["access_key_id"],
-            settings["secret_access_key"],
-            settings.get("session_token"),
-            timeout,
-        )
-
-    def request(self, method: str, key: str, body: bytes, headers: Mapping[str, str]) -> Response:
-        path = "/" + urllib.parse.quote(f"{self.bucket}/{key}", safe="/-_.~")
-        now = time.gmtime()
-        amz_date = time.strftime("%Y%m%dT%H%M%SZ", now)
-        day = amz_date[:8]
-        payload_hash = hashlib.sha256(body).hexdigest()
-        signed = {"host": self.host, "x-amz-content-sha256": payload_hash, "x-amz-date": amz_date}
-        if self.session_token:
-            signed["x-amz-security-token"] = self.session_token
-        names = ";".join(sorted(signed))
-        canonical = "\n".join(
-            [method, path, "", "".join(f"{name}:{signed[name]}\n" for name in sorted(signed)), names, payload_hash]
-        )
-        scope = f"{day}/{self.region}/s3/aws4_request"
-        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-        signing_key = f"AWS4{self.secret_access_key}".encode()
-        for part in (day, self.region, "s3", "aws4_request"):
-            signing_key = hmac.new(signing_key, part.encode(), hashlib.sha256).digest()
-        signature = hmac.new(signing_key, to_sign.encode(), hashlib.sha256).hexdigest()
-        sent = {
-            **{name: value for name, value in signed.items() if name != "host"},
-            **headers,
-            "Authorization": f"AWS4-HMAC-SHA256 Credential={self.access_key_id}/{scope}, SignedHeaders={names}, "
-            f"Signature={signature}",
-            "Content-Length": str(len(body)),
-        }
-        kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        connection = kind(self.host, timeout=self.timeout_s)
-        try:
-            connection.request(method, path, body=body, headers=sent)
-            response = connection.getresponse()
-            return Response(response.status, response.reason, response.read())
-        finally:
-            connection.close()
 
 
 def root_error(location: Location, error: BaseException) -> KafkaException:

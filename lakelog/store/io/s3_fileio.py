@@ -117,6 +117,11 @@ class S3FileIO(FileIO):
         bucket, key = self._bucket_key(uri)
         return self._requests().head(bucket, key, uri)
 
+    def discard(self, uri: str) -> None:
+        """One DELETE, there or not: no folder marker is left for an emptied prefix (pyarrow's delete leaves one)."""
+        bucket, key = self._bucket_key(uri)
+        self._requests().delete(bucket, key, uri)
+
     def make_dirs(self, uri: str) -> None:
         # Object stores have no folders; pyarrow would write empty marker objects.
         return None

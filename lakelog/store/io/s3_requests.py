@@ -42,6 +42,10 @@ class ConditionalWriteConflict(KafkaStorageError):
     """A conditional PUT the store refused as racing another one: its outcome is the log's to tell."""
 
 
+class AccessDenied(KafkaStorageError):
+    """The store answered 403 AccessDenied: valid keys that may not make this request under this prefix."""
+
+
 class S3Requests:
     """One botocore S3 client per process for a set of settings (clients are thread-safe; a fork makes its own)."""
 
@@ -109,6 +113,8 @@ class S3Requests:
                 raise ConditionalWriteConflict(
                     f"writing {uri} raced another conditional write ({'/'.join(sorted(code))})", uri=uri
                 ) from error
+            if "AccessDenied" in code:
+                raise AccessDenied(f"writing {uri} was refused: {' '.join(str(error).split())}", uri=uri) from error
             raise _storage_error("writing", uri, error) from error
         except botocore.exceptions.BotoCoreError as error:
             raise _storage_error("writing", uri, error) from error
@@ -145,6 +151,15 @@ class S3Requests:
             raise _storage_error("looking up", uri, error) from error
         except botocore.exceptions.BotoCoreError as error:
             raise _storage_error("looking up", uri, error) from error
+
+    def delete(self, bucket: str, key: str, uri: str) -> None:
+        """One DELETE of the object, there or not (S3 answers 204 either way)."""
+        try:
+            self.client().delete_object(Bucket=bucket, Key=key)
+        except botocore.exceptions.ClientError as error:
+            raise _storage_error("deleting", uri, error) from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise _storage_error("deleting", uri, error) from error
 
     def _plain(self, method: str, operation: str, bucket: str, key: str, doing: str, uri: str) -> tuple[int, bytes] | None:
         """A GET or HEAD answered plainly (200, or 404: absent): its status and body, else None.
@@ -202,7 +217,10 @@ def _code(error: botocore.exceptions.ClientError) -> set[str]:
 
 def _storage_error(doing: str, uri: str, error: Exception) -> KafkaStorageError:
     text = " ".join(str(error).split())
+    cause = getattr(error, "kwargs", {}).get("error")  # a connection error's own (e.g. "Connection refused")
+    if cause is not None:
+        text += f" ({' '.join(str(cause).split())})"
     return KafkaStorageError(f"{doing} {uri} failed: {text}", uri=uri)
 
 
-__all__ = ["ConditionalWriteConflict", "S3Requests"]
+__all__ = ["AccessDenied", "ConditionalWriteConflict", "S3Requests"]
