@@ -18,6 +18,8 @@ import pytest
 from lakelog.errors import CommitConflict, KafkaStorageError
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store import Location, Table
+from lakelog.store.delta.commit import Commit, Conflict, Unknown
+from lakelog.store.delta.table_create import created_in_the_log
 from lakelog.store.upkeep.maintenance import cleanup_log, log_retention_seconds
 
 pytestmark = pytest.mark.roots("local", "s3")
@@ -122,6 +124,13 @@ def stray_commit(table: Table, version: int, commit_id: str) -> None:
     table.io.write(path, (f'{{"commitInfo":{{"lakelog.commit":"{commit_id}"}}}}\n').encode())
 
 
+def check_after_put(table: Table, version: int, commit_id: str, added: list[str], owned: list[str]):
+    """The check a commit of `version` (its id, the files it added and wrote) makes after its put (S9.5)."""
+    commit = Commit(table, [], schema=table.schema, mode="append", decided_on=version - 1, owned=owned)
+    commit.commit_id, commit.added = commit_id, added
+    return commit._check_not_in_the_past()
+
+
 def test_S9_5_a_commit_file_that_refilled_a_hole_is_a_lost_race_and_is_removed(partition):
     table = partition.table
     stale = Table.open(table.location)
@@ -133,15 +142,19 @@ def test_S9_5_a_commit_file_that_refilled_a_hole_is_a_lost_race_and_is_removed(p
     stale.io.write_parquet(pa.table({"offset": pa.array([0], pa.int64())}), stale.child_uri(name))
     commit_id = uuid.uuid4().hex
     stray_commit(stale, 1, commit_id)
+    outcome = check_after_put(stale, 1, commit_id, [name], [stale.child_uri(name)])
+    assert isinstance(outcome, Conflict) and outcome.long_ago
     with pytest.raises(CommitConflict):
-        stale._check_not_in_the_past(1, commit_id, [name], [stale.child_uri(name)])
+        outcome.result()
     assert 1 not in log_versions(table), "the stray commit file is removed"
     assert not stale.io.exists(stale.child_uri(name)), "and the writer's file"
     assert stale.version == 3 * INTERVAL
     # A commit of no file in a hole cannot be told from one long committed: unknown outcome (S12.3).
     stray_commit(stale, 1, commit_id)
+    outcome = check_after_put(stale, 1, commit_id, [], [])
+    assert isinstance(outcome, Unknown)
     with pytest.raises(KafkaStorageError, match="unknown"):
-        stale._check_not_in_the_past(1, commit_id, [], [])
+        outcome.result()
 
 
 def test_S9_5_a_commit_whose_predecessor_is_gone_is_found_by_its_files(partition):
@@ -149,9 +162,9 @@ def test_S9_5_a_commit_whose_predecessor_is_gone_is_found_by_its_files(partition
     append(partition, 3 * INTERVAL)
     first = table.files()[0]  # committed as version 1
     cleanup_log(table, keep_checkpoints=2, retention_s=0)
-    assert table._check_not_in_the_past(1, "any", [first.path], []) is None
+    assert check_after_put(table, 1, "any", [first.path], []) is None
     # The fast path: (N-1).json is there, so N.json was never deleted before the put.
-    assert table._check_not_in_the_past(table.version, "any", [], []) is None
+    assert check_after_put(table, table.version, "any", [], []) is None
 
 
 def test_S9_5_a_create_that_refilled_version_0_is_not_a_create(partition, root):
@@ -164,11 +177,11 @@ def test_S9_5_a_create_that_refilled_version_0_is_not_a_create(partition, root):
     zero = f"_delta_log/{0:020d}.json"
     table.io.write(table.child_uri(zero), elsewhere.io.read(elsewhere.child_uri(zero)))
     creator = Table(table.location, elsewhere._snapshot)
-    assert not creator._created_in_the_log()
+    assert not created_in_the_log(creator._log, creator.table_id)
     assert 0 not in log_versions(table), "the stray 0.json is removed"
     assert Table.open(table.location).version == 3 * INTERVAL
     # A real create is one.
-    assert elsewhere._created_in_the_log()
+    assert created_in_the_log(elsewhere._log, elsewhere.table_id)
 
 
 def test_S9_5_opening_a_table_whose_version_0_was_cleaned_up_puts_nothing_into_the_hole(partition, root, caplog):

@@ -12,7 +12,8 @@ import pytest
 
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
-from lakelog.store import Location, maintenance
+from lakelog.store import Location
+from lakelog.store.upkeep import maintenance
 from lakelog.store.upkeep.maintenance import maintain, vacuum
 
 pytestmark = pytest.mark.roots("local", "s3")

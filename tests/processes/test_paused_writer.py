@@ -4,7 +4,7 @@ Log cleanup deletes commit files behind the kept checkpoints once they are older
 writer that decided on version v and is then stopped (SIGSTOP, at the store's own stop point between the
 last read and the put of v+1.json, for as long as the test likes) may find v+1.json deleted when it
 resumes, and its put-if-absent of v+1.json succeeds into the hole. Nothing between the decision and the
-put reads the log, so the one guard is the check after the put (`Table._check_not_in_the_past`): a HEAD
+put reads the log, so the one guard is the check after the put (`Commit._check_not_in_the_past`): a HEAD
 of v.json, which cleanup deleted first, then the latest snapshot. The resumed writer must see a lost
 race: the refill WARNING is logged, its stray commit file and its Parquet file are removed, and it
 decides again on the latest snapshot (or its append is refused); no checkpoint is built from its stale

@@ -172,6 +172,7 @@ def load_killed_at(root, topic, source, batch_records, point, occurrence, conn) 
     from tqdm import tqdm
 
     from lakelog.jobs.load import load
+    from lakelog.store.delta.commit import Commit
     from lakelog.store.delta.table import Table, checkpoint_interval, is_checkpoint_version
 
     # The progress bar's default lock is a multiprocessing semaphore, which a SIGKILLed process would leak.
@@ -185,7 +186,7 @@ def load_killed_at(root, topic, source, batch_records, point, occurrence, conn) 
             conn.send(("killing", name, occurrence))  # a pipe's send is written before it returns
             os.kill(os.getpid(), signal.SIGKILL)
 
-    append, commit, checkpoint_if_due = Table.append, Table._commit, Table._checkpoint_if_due
+    append, commit, checkpoint_if_due = Table.append, Table._commit, Commit._checkpoint_if_due
 
     def append_with_points(self, *args, **kwargs):
         appending[0] = True
@@ -202,11 +203,12 @@ def load_killed_at(root, topic, source, batch_records, point, occurrence, conn) 
             reach(LOAD_COMMITTED)
         return version
 
-    def checkpoint_with_points(self, version):
-        if is_checkpoint_version(version, checkpoint_interval(self.configuration)):
+    def checkpoint_with_points(self):
+        if is_checkpoint_version(self.version, checkpoint_interval(self.table.configuration)):
             reach(LOAD_CHECKPOINT_DUE)
-        return checkpoint_if_due(self, version)
+        return checkpoint_if_due(self)
 
-    Table.append, Table._commit, Table._checkpoint_if_due = append_with_points, commit_with_points, checkpoint_with_points
+    Table.append, Table._commit = append_with_points, commit_with_points
+    Commit._checkpoint_if_due = checkpoint_with_points
     result = load(root, topic, source, batch_records=batch_records, progress=False)
     conn.send(("finished", result.appended_by_this_run))

@@ -31,28 +31,25 @@ import pyarrow.parquet as pq
 from lakelog.errors import CorruptRecord, InvalidArgument, KafkaStorageError, UnknownTopicOrPartition
 from lakelog.store.delta.actions import (
     COMMIT_ID_KEY,
-    MalformedCommit,
     add_action,
-    commit_info,
-    encode_commit,
     metadata_action,
-    protocol_action,
     remove_action,
 )
 from lakelog.store.delta.commit import (
     DELETED_KEY,
-    StrictCommit,
+    Commit,
     _now_ms,
     _remove_quietly,
     checkpoint_interval,
     deleted_file_retention_ms,
     is_checkpoint_version,
+    table_gone_or_replaced,
 )
 from lakelog.store.delta.file_check import FileCheck, row_groups_of, span_of
 from lakelog.store.delta.file_stats import file_statistics, footer_statistics
-from lakelog.store.delta.log import LAST_CHECKPOINT, DeltaLog, TableNotFoundError, commit_name
-from lakelog.store.delta.schema import UnsupportedSchema, schema_string
-from lakelog.store.delta.snapshot import FileEntry, Snapshot, SnapshotError, replay
+from lakelog.store.delta.log import DeltaLog, TableNotFoundError
+from lakelog.store.delta.snapshot import FileEntry, Snapshot, replay
+from lakelog.store.delta.table_create import created_in_the_log, put_version_zero
 from lakelog.store.delta.table_errors import is_decoding_error, storage_errors
 from lakelog.store.io.fileio import one_line
 from lakelog.store.io.location import Location
@@ -63,7 +60,7 @@ logger = logging.getLogger(__name__)
 WRITTEN_ROWS_KEPT = 64
 
 
-class Table(StrictCommit):
+class Table:
     """One Delta table and a snapshot of it at a known version. Every pyarrow or OS failure leaves here as
     `KafkaStorageError` (retriable) or `CorruptRecord` (not), naming the table and version."""
 
@@ -103,60 +100,14 @@ class Table(StrictCommit):
     def create(cls, location: Location | str, schema: pa.Schema, configuration: Mapping[str, str]) -> tuple[Table, bool]:
         """Create the table as version 0 (put-if-absent); returns (table, created by this call)."""
         location = Location.of(location, what="table")
-        now_ms = _now_ms()
-        try:
-            text = schema_string(schema)
-        except UnsupportedSchema as error:
-            raise KafkaStorageError(f"creating {location.uri} failed: {error}", uri=location.uri) from error
-        table_id = str(uuid.uuid4())
-        actions = [
-            commit_info(now_ms, "CREATE TABLE", uuid.uuid4().hex, {"mode": "ErrorIfExists"}, None, table_id),
-            protocol_action(),
-            metadata_action(table_id, text, configuration, now_ms),
-        ]
-        delta_log = DeltaLog(location)
-        try:
-            with storage_errors(location.uri, "creating"):
-                location.io.make_dirs(location.uri)
-                created = delta_log.put_commit(0, encode_commit(actions))
-        except KafkaStorageError:
-            if not cls.exists(location):
-                raise
-            created = False
+        actions, created = put_version_zero(location, schema, configuration)
         if not created:
             return cls.open(location), False
         table = cls(location, replay([(0, actions)]))
-        if not table._created_in_the_log():
+        if not created_in_the_log(table._log, table.table_id):
             return cls.open(location), False
         logger.info("created table %s", location.uri)
         return table, True
-
-    def _created_in_the_log(self) -> bool:
-        """After a successful put of 0.json: is it the log's version 0, or a refill of one log cleanup deleted (S9.5)?
-
-        Cleanup deletes only behind checkpoints, so a table whose 0.json is gone
-        has a `_last_checkpoint`; if there is one, the latest snapshot decides: a
-        creator paused between its look for the table and its put finds another
-        table id there. The stray 0.json is removed (logged) and the creator
-        opens the table.
-        """
-        try:
-            if not self.io.file_exists(self._log.file_uri(LAST_CHECKPOINT)):
-                return True
-            if self._log.load().table_id == self.table_id:
-                return True
-        except (KafkaStorageError, SnapshotError, MalformedCommit, OSError) as error:
-            raise KafkaStorageError(
-                f"creating {self.uri}: version 0 was written but the log cannot be read: {one_line(error)}", uri=self.uri
-            ) from error
-        stray = self._log.file_uri(commit_name(0))
-        logger.warning("%s: the create put version 0 into a hole of an existing table's log; removing it", self.uri)
-        try:
-            if self.table_id in self.io.read(stray).decode("utf-8", "replace"):
-                self.io.delete(stray)
-        except (FileNotFoundError, KafkaStorageError) as error:
-            logger.warning("%s: could not remove the stray commit file %s: %s", self.uri, stray, one_line(error))
-        return False
 
     @staticmethod
     def exists(location: Location | str) -> bool:
@@ -298,7 +249,7 @@ class Table(StrictCommit):
         except CorruptRecord:
             # A commit of another table after this handle's version: this table was deleted and made again?
             with storage_errors(self.uri, "reloading", self.version):
-                replaced = self._table_gone_or_replaced()
+                replaced = table_gone_or_replaced(self._log, self.table_id, self.uri)
             if replaced:
                 raise UnknownTopicOrPartition(f"{self.uri} was deleted after this handle read it", uri=self.uri) from None
             raise
@@ -326,6 +277,30 @@ class Table(StrictCommit):
         return self._commit([action], self.schema, "mark_deleted", decided_on, None, None, [])
 
     # -- the strict commit ----------------------------------------------------
+
+    def _commit(
+        self,
+        actions: list[dict[str, Any]],
+        schema: pa.Schema,
+        mode: str,
+        decided_on: int,
+        app_versions: Mapping[str, int] | None,
+        metadata: Mapping[str, str] | None,
+        owned: list[str],
+    ) -> int:
+        """`actions` as exactly version `decided_on + 1` (a `Commit`): its version, or its outcome raised
+        (`Conflict` as CommitConflict, `Unknown` as KafkaStorageError)."""
+        commit = Commit(
+            self,
+            actions,
+            schema=schema,
+            mode=mode,
+            decided_on=decided_on,
+            app_versions=app_versions,
+            metadata=metadata,
+            owned=owned,
+        )
+        return commit.attempt().result()
 
     def append(
         self,
