@@ -31,9 +31,9 @@ from lakelog import catalog
 from lakelog.client.retry import DEFAULT_POLICY, Backoff
 from lakelog.client.roots import partition_count
 from lakelog.errors import CommitConflict
-from lakelog.jobs.lost_commit import wait_after_lost_commit
 from lakelog.log import open_partition
 from lakelog.store import Location, Table, open_root
+from lakelog.store.delta.lost_race import after_lost_race
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def refresh_status(root: str | Location, topic: str, map_tasks: MapTasks, *, bac
             version = table.commit_files([name], catalog.STATUS_SCHEMA, overwrite=True)
         except CommitConflict:
             table.io.delete(table.child_uri(name))
-            wait_after_lost_commit(backoff, logger, f"status of {topic}")
+            after_lost_race(backoff, f"status of {topic}", logger)
             continue
         return StatusReport(version, num_partitions, sorted(changed))
 

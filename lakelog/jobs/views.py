@@ -55,13 +55,13 @@ from lakelog import catalog
 from lakelog.client.retry import DEFAULT_POLICY, Backoff
 from lakelog.client.roots import partition_count
 from lakelog.errors import CommitConflict
-from lakelog.jobs.lost_commit import wait_after_lost_commit
 from lakelog.log import READ_COMMITTED
 from lakelog.log.scan import LATEST, PartitionScan, plan_scan
 from lakelog.quality.gate import Verdict, gated_suites, judge
 from lakelog.quality.results import OffsetRange, offset_ranges_of, record_result
 from lakelog.quality.suites import Suite
 from lakelog.store import Location, Table, open_root
+from lakelog.store.delta.lost_race import after_lost_race
 from lakelog.store.io.fileio import one_line
 from lakelog.store.upkeep.maintenance import vacuum
 
@@ -160,7 +160,7 @@ def refresh_view(
             for name in names:
                 view.io.delete(view.child_uri(name))
             _delete_quietly(staging)
-            wait_after_lost_commit(backoff, logger, f"view of {topic}")
+            after_lost_race(backoff, f"view of {topic}", logger)
             continue
         hit(FAULT_COMMITTED)
         if verdict is not None:

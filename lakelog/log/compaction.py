@@ -49,10 +49,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import CommitConflict, CorruptRecord, KafkaTimeout
+from lakelog.errors import CommitConflict, CorruptRecord
 from lakelog.log.compaction_keep import plan_keep
 from lakelog.log.partition import PartitionLog
 from lakelog.store import FileEntry
+from lakelog.store.delta.lost_race import after_lost_race
 from lakelog.store.io.retry import DEFAULT_POLICY, Backoff
 from lakelog.store.upkeep.maintenance import maintain, newest_modification
 
@@ -171,15 +172,7 @@ def rewrite_below_lso(
                 compression=log_.config.compression_type,
             )
         except CommitConflict:
-            if not backoff.lost_race():
-                message = (
-                    f"{log_.topic}-{log_.partition}: compaction lost its race past the deadline, after {backoff.retries} retries"
-                )
-                logger.warning("%s; giving up", message)
-                raise KafkaTimeout(message) from None
-            logger.debug(
-                "%s-%d: compaction lost its commit race; deciding again on the latest snapshot", log_.topic, log_.partition
-            )
+            after_lost_race(backoff, f"{log_.topic}-{log_.partition}: compaction", logger)
             continue
         # A checkpoint may be due at this version: reopen from it and clean the log, as after an append.
         log_.last_maintenance = maintain(log_.table, log_.maintenance)

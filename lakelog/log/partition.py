@@ -21,7 +21,6 @@ from lakelog.errors import (
     CorruptRecord,
     InvalidRequest,
     KafkaException,
-    KafkaTimeout,
     OffsetMismatch,
     PolicyViolation,
 )
@@ -39,6 +38,7 @@ from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 from lakelog.log.verification import StagedVerification, TransactionVerification, verify_batch
 from lakelog.store import Table
+from lakelog.store.delta.lost_race import after_lost_race
 from lakelog.store.io.retry import DEFAULT_POLICY, Backoff
 from lakelog.store.upkeep.maintenance import MaintenancePolicy, MaintenanceReport, maintain, note_lost_race, refresh_if_stale
 
@@ -318,14 +318,7 @@ class PartitionLog:
         except CommitConflict as conflict:
             taken = getattr(conflict, "decided_on", self.version) + 1
             note_lost_race(self.table)  # its next decisions reload first (refresh_if_stale)
-            if not backoff.lost_race():
-                message = (
-                    f"{self.topic}-{self.partition}: lost version {taken} past the deadline, after {backoff.retries} retries"
-                )
-                logger.warning("%s; giving up", message)
-                raise KafkaTimeout(message) from None
-            where = f"{self.topic}-{self.partition}"
-            logger.debug("%s: lost version %d to another writer; retry %d decides again", where, taken, backoff.retries)
+            after_lost_race(backoff, f"{self.topic}-{self.partition}: the append of version {taken}", logger)
             # Others committed (while this writer waited, if it did): decide on what they left, not on what it lost to.
             self.refresh()
             return None

@@ -29,7 +29,6 @@ from lakelog.errors import (
     CorruptRecord,
     InvalidRequest,
     KafkaException,
-    KafkaTimeout,
     OffsetOutOfRange,
     PolicyViolation,
 )
@@ -38,6 +37,7 @@ from lakelog.log.compaction import CompactionResult
 from lakelog.log.partition import LOG_START_OFFSET_APP_ID, PartitionLog
 from lakelog.log.topics import list_topics, open_partition, topic_config
 from lakelog.store import FileEntry, Location
+from lakelog.store.delta.lost_race import after_lost_race
 from lakelog.store.delta.table import storage_errors
 from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from lakelog.store.upkeep.maintenance import maintain, vacuum
@@ -259,11 +259,7 @@ def _commit_trim(
             metadata={"lakelog.operation": operation},
         )
     except CommitConflict:
-        if not backoff.lost_race():
-            message = f"{log_.topic}-{log_.partition}: {operation} lost its commit race past the deadline, after {backoff.retries} retries"
-            logger.warning("%s; giving up", message)
-            raise KafkaTimeout(message) from None
-        logger.debug("%s-%d: %s lost a commit race; deciding again on the latest snapshot", log_.topic, log_.partition, operation)
+        after_lost_race(backoff, f"{log_.topic}-{log_.partition}: {operation}", logger)
         return None
     maintain(log_.table, log_.maintenance)
     return Trim(version, log_start, len(removed), sum(entry.size_bytes for entry in removed))

@@ -24,7 +24,6 @@ from lakelog.errors import (
     InvalidConfig,
     InvalidPartitions,
     InvalidTopic,
-    KafkaTimeout,
     UnknownTopicOrPartition,
 )
 from lakelog.log.partition import APPEND_TIMEOUT_S, PartitionLog
@@ -32,6 +31,7 @@ from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition, partition_path, topic_path
 from lakelog.store import Location, Table, TableNotFoundError, delete_table
+from lakelog.store.delta.lost_race import after_lost_race
 from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -193,8 +193,7 @@ def _check_partition_count(topic: str, current: int, new: int, may_grow: bool) -
 
 
 def _wait(backoff: Backoff, topic: str, partition: int) -> None:
-    if not backoff.lost_race():
-        raise KafkaTimeout(f"{topic}-{partition}: the config change lost every commit race until its deadline")
+    after_lost_race(backoff, f"{topic}-{partition}: the config change", logger)
 
 
 def _difference(before: TopicConfig, after: TopicConfig) -> str:

@@ -127,7 +127,7 @@ def test_a_run_that_loses_its_commit_decides_again(spark, root, timeout_s):
         report = materialize_committed_view(spark, root, "race", fault=overtake, backoff=backoff)
         assert report.version is None and backoff.retries == 1 and len(waits) <= 1
     else:
-        with pytest.raises(KafkaTimeout, match="lost its commit past the deadline"):
+        with pytest.raises(KafkaTimeout, match="lost its commit race past the deadline"):
             materialize_committed_view(spark, root, "race", fault=overtake, backoff=backoff)
         assert waits == []
     assert inner[0].version == 1

@@ -274,7 +274,7 @@ def test_S1_1_S9_5_a_lost_race_decides_again_on_the_latest_snapshot_at_once_then
     assert result.base_offset == 3
     values = open_partition(root, "t", 0).fetch(0).rows.column("value").to_pylist()
     assert values == [b"other-1", b"other-2", b"other-3", b"mine"]
-    lost = [record for record in caplog.records if "to another writer" in record.getMessage()]
+    lost = [record for record in caplog.records if "lost its commit race" in record.getMessage()]
     assert len(lost) == 3 and all(record.levelno == logging.DEBUG for record in lost)
 
 
