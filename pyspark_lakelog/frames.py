@@ -22,7 +22,7 @@ roots, with the same filter: Delta's data skipping on the offset range does
 the plan's file pruning. Without it, local roots (`reads_natively`) are read
 by Spark's Parquet reader from the plan's file list, and other roots by Spark
 tasks through lakelog's file IO, with the data source's own reader code
-(`read_scan`, `read_files`: one task per piece of about `maxPartitionBytes`,
+(`read_scans`, `read_files`: one task per piece of about `maxPartitionBytes`, small partitions sharing one,
 Arrow batches out, as `mapInArrow` returns them). The DataFrame is the same
 every way.
 
@@ -55,7 +55,7 @@ from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, TIMESTAMP_TYPE_CREA
 from lakelog.store import Location, Table
 from pyspark_lakelog.delta_reads import read_delta, reads_through_delta
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions
-from pyspark_lakelog.source import file_groups, pin_files, read_files, read_scan, scan_pieces
+from pyspark_lakelog.source import file_groups, pin_files, read_files, read_scans, scan_tasks
 
 # Up to this many aborted transactions per partition become an inline filter; more become a broadcast anti-join.
 MAX_INLINE_ABORTED = 64
@@ -139,7 +139,7 @@ def scan_dataframe(
     if through_delta is None:
         through_delta = all(reads_through_delta(spark, scan.snapshot.location) for scan in scans)
     if not through_delta and not all(reads_natively(scan.snapshot.location) for scan in scans):
-        return arrow_tasks_frame(spark, scan_pieces(scans, max_partition_bytes), read_scan, KAFKA_SCHEMA)
+        return arrow_tasks_frame(spark, scan_tasks(scans, max_partition_bytes), read_scans, KAFKA_SCHEMA)
     frames = [_partition_frame(spark, scan, max_inline_aborted, through_delta) for scan in scans]
     return functools.reduce(DataFrame.unionAll, frames)
 

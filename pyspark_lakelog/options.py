@@ -15,7 +15,11 @@ Reading (exactly one of `topic`, `view`, `status`):
 - `view`: the materialized read_committed view of a topic (`<root>/views/<topic>`).
 - `status`: the partition-status table of a topic (`<root>/status/<topic>`).
 - `maxPartitionBytes`: data files per input partition (default 128 MiB); a
-  topic-partition larger than that is read by several tasks.
+  topic-partition larger than that is read by several tasks, and smaller ones
+  share a task, each counted at its size plus 4 MiB to open (Spark's
+  `spark.sql.files.openCostInBytes`).
+- `minPartitions` (topic reads; Spark's Kafka-source option): the fewest tasks a
+  read is packed into, wherever it has that many pieces (default 2).
 
 Writing: `root` and its `storage.<key>` options, `topic` (or a `topic`
 column), `transactional.id` (required), `batch.id` (optional: a non-negative
@@ -49,6 +53,7 @@ READ_KEYS = (
     "startingoffsets",
     "endingoffsets",
     "maxpartitionbytes",
+    "minpartitions",
 )
 logger = logging.getLogger(__name__)
 
@@ -69,6 +74,7 @@ class ReadOptions:
     starting_offsets: Mapping[str, OffsetSpec] | None = None
     ending_offsets: Mapping[str, OffsetSpec] | None = None
     max_partition_bytes: int = DEFAULT_PARTITION_BYTES
+    min_partitions: int | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -92,7 +98,7 @@ class ReadOptions:
             # The name becomes `<root>/views/<name>`: a topic's name, or nothing (no `../x` outside the root).
             config.validate_name(names[0], what=kind)
         if kind != "topic":
-            for key in ("isolation.level", "startingoffsets", "endingoffsets"):
+            for key in ("isolation.level", "startingoffsets", "endingoffsets", "minpartitions"):
                 if key in values:
                     raise InvalidConfig(f"option {key} applies to topic reads, not to a {kind}", key=key)
         isolation_level = values.get("isolation.level", READ_COMMITTED)
@@ -109,7 +115,8 @@ class ReadOptions:
             starting = parse_offsets_json("startingOffsets", values.get("startingoffsets", "earliest"), list(names))
             ending = parse_offsets_json("endingOffsets", values.get("endingoffsets", "latest"), list(names))
         max_bytes = _positive_int(values, "maxpartitionbytes", DEFAULT_PARTITION_BYTES)
-        return cls(root, kind, names, isolation_level, starting, ending, max_bytes)
+        min_partitions = _positive_int(values, "minpartitions", 0) or None
+        return cls(root, kind, names, isolation_level, starting, ending, max_bytes, min_partitions)
 
 
 @dataclass(frozen=True)

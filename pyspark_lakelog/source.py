@@ -47,6 +47,11 @@ from lakelog.store.io.fileio import one_line
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions, WriteOptions, write_partition_count
 
 STAGING_DIR = "_spark_staging"
+# What opening a piece of a partition costs a task, in bytes of reading: Spark's spark.sql.files.openCostInBytes.
+OPEN_COST_BYTES = 4 << 20
+# Tasks a read is packed into at least, wherever it has that many pieces (Spark's minimum is its default
+# parallelism, which the data source cannot see): `minPartitions` sets it.
+MIN_TASKS = 2
 # Rows per lakelog batch (one Parquet file, one commit) when the driver appends staged rows.
 WRITE_BATCH_RECORDS = 500_000
 # Columns a write takes (Spark's Kafka sink's, plus a record timestamp); value is required. Any other column is
@@ -105,17 +110,27 @@ class LakelogDataSource(DataSource):
 
 @dataclass(frozen=True)
 class ScanPartition(InputPartition):
-    """One input partition: a range of one topic-partition's pinned snapshot."""
+    """One input partition: ranges of one or more topic-partitions' pinned snapshots, read in turn by one task."""
 
-    scan: PartitionScan
+    scans: tuple[PartitionScan, ...]
 
 
 class TopicReader(DataSourceReader):
-    """Topic rows in the Kafka source's columns, read_committed or read_uncommitted."""
+    """Topic rows in the Kafka source's columns, read_committed or read_uncommitted.
+
+    The plan is made in `partitions()`, not here: Spark pickles the reader into every task before it asks for
+    the partitions, so a reader holding every partition's pinned snapshot would ship all of them to each task
+    (a cost of partitions x tasks); each task gets only its own scans, in its input partition.
+    """
 
     def __init__(self, options: ReadOptions) -> None:
         assert options.starting_offsets is not None and options.ending_offsets is not None
-        self.scans = [
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        options = self.options
+        assert options.starting_offsets is not None and options.ending_offsets is not None
+        scans = [
             scan
             for topic in options.names
             for scan in plan_scan(
@@ -126,21 +141,51 @@ class TopicReader(DataSourceReader):
                 options.ending_offsets[topic],
             )
         ]
-        self.max_partition_bytes = options.max_partition_bytes
-
-    def partitions(self) -> list[InputPartition]:
-        return [ScanPartition(piece) for piece in scan_pieces(self.scans, self.max_partition_bytes)]
+        tasks = scan_tasks(scans, options.max_partition_bytes, options.min_partitions)
+        return [ScanPartition(task) for task in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ScanPartition)
-        yield from read_scan(partition.scan)
+        yield from read_scans(partition.scans)
 
 
-def scan_pieces(scans: list[PartitionScan], max_partition_bytes: int) -> list[PartitionScan]:
-    """The scans cut at file boundaries into pieces of about `max_partition_bytes`; at least one (Spark wants one)."""
+def scan_tasks(
+    scans: list[PartitionScan], max_partition_bytes: int, min_partitions: int | None = None
+) -> list[tuple[PartitionScan, ...]]:
+    """The scans cut at file boundaries into pieces of about `max_partition_bytes`, and the pieces packed into
+    tasks as Spark packs files into its read tasks (FilePartition): each piece costs its bytes plus
+    `OPEN_COST_BYTES`, and a task takes pieces in order up to `min(max_partition_bytes, max(OPEN_COST_BYTES,
+    total / min_partitions))`. So small partitions share a task, while pieces of like size make at least
+    `min_partitions` tasks (Kafka's source option, default MIN_TASKS) wherever there are that many. At least one
+    task (Spark wants one): nothing to read is one task reading an empty range.
+    """
     pieces = [piece for scan in scans if scan.end_offset > scan.start_offset for piece in scan.split(max_partition_bytes)]
-    # Nothing to read: one piece that reads an empty range.
-    return pieces or scans[:1]
+    if not pieces:
+        return [tuple(scans[:1])]
+    tasks = pack([piece.size_bytes + OPEN_COST_BYTES for piece in pieces], max_partition_bytes, min_partitions or MIN_TASKS)
+    return [tuple(pieces[i] for i in task) for task in tasks]
+
+
+def pack(costs: list[int], max_bytes: int, wanted: int) -> list[range]:
+    """Pieces of these costs packed in order into tasks (ranges of their indexes): a task takes pieces while it stays
+    within `min(max_bytes, max(OPEN_COST_BYTES, sum(costs) / wanted))`, and always takes at least one."""
+    limit = min(max_bytes, max(OPEN_COST_BYTES, sum(costs) // max(wanted, 1)))
+    tasks: list[range] = []
+    start, size = 0, 0
+    for index, cost in enumerate(costs):
+        if index > start and size + cost > limit:
+            tasks.append(range(start, index))
+            start, size = index, 0
+        size += cost
+    if costs:
+        tasks.append(range(start, len(costs)))
+    return tasks
+
+
+def read_scans(scans: tuple[PartitionScan, ...]) -> Iterator[pa.RecordBatch]:
+    """Planned scans' rows, one after another, in the Kafka source's columns (runs in Spark tasks)."""
+    for scan in scans:
+        yield from read_scan(scan)
 
 
 def read_scan(scan: PartitionScan) -> Iterator[pa.RecordBatch]:
@@ -397,5 +442,7 @@ __all__ = [
     "pin_files",
     "read_files",
     "read_scan",
-    "scan_pieces",
+    "pack",
+    "read_scans",
+    "scan_tasks",
 ]

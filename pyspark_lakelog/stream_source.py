@@ -41,7 +41,7 @@ from lakelog.log import READ_COMMITTED, PartitionLog, open_partition, topic_conf
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID
 from lakelog.log.scan import EARLIEST, LATEST, PartitionScan
 from lakelog.store.delta.pinned import pin
-from pyspark_lakelog.source import read_scan, scan_pieces
+from pyspark_lakelog.source import read_scans, scan_tasks
 from pyspark_lakelog.stream_options import StreamReadOptions
 
 logger = logging.getLogger(__name__)
@@ -52,9 +52,9 @@ Offsets = dict[str, dict[str, int]]
 
 @dataclass(frozen=True)
 class StreamPartition(InputPartition):
-    """One input partition of a micro-batch: a range of one topic-partition, or nothing (a batch with no rows)."""
+    """One input partition of a micro-batch: ranges of one or more topic-partitions, or none (a batch with no rows)."""
 
-    scan: PartitionScan | None
+    scans: tuple[PartitionScan, ...]
     include_headers: bool
 
 
@@ -128,19 +128,15 @@ class TopicStreamReader(DataSourceStreamReader):
                 first = self._checked_start(log, at)
                 if first < stop:
                     scans.append(_scan(log, self.options.isolation_level, first, stop))
-        pieces = scan_pieces(scans, self.options.max_partition_bytes) if scans else []
-        if not pieces:
-            return [StreamPartition(None, self.options.include_headers)]
-        return [StreamPartition(piece, self.options.include_headers) for piece in pieces]
+        tasks = scan_tasks(scans, self.options.max_partition_bytes) if scans else [()]
+        return [StreamPartition(task, self.options.include_headers) for task in tasks]
 
     def commit(self, end: Offsets) -> None:
         self._advance(end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, StreamPartition)
-        if partition.scan is None:
-            return
-        for batch in read_scan(partition.scan):
+        for batch in read_scans(partition.scans):
             yield batch if partition.include_headers else batch.drop_columns(["headers"])
 
     # -- internals -----------------------------------------------------------------------

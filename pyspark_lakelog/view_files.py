@@ -24,7 +24,7 @@ from lakelog.store import Location
 from pyspark_lakelog.delta_reads import reads_through_delta
 from pyspark_lakelog.frames import reads_natively, scan_dataframe
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES
-from pyspark_lakelog.source import scan_pieces
+from pyspark_lakelog.source import scan_tasks
 
 
 class SparkViewFiles:
@@ -66,25 +66,29 @@ class SparkViewFiles:
         return {row["name"]: row["rows"] for row in results if row["rows"]}
 
     def _write_through_file_io(self, view: Location, scans: list[PartitionScan], run: str) -> dict[str, int]:
-        """Spark tasks read the plan's pieces through the file IO and write one file each into the table: {name: rows}."""
-        pieces = scan_pieces([scan for scan in scans if scan.end_offset > scan.start_offset], DEFAULT_PARTITION_BYTES)
+        """Spark tasks read the plan's pieces through the file IO and write one file each into the table: {name: rows}.
+
+        Small partitions share a task (source.scan_tasks), so they share a file too."""
+        pieces = scan_tasks([scan for scan in scans if scan.end_offset > scan.start_offset], DEFAULT_PARTITION_BYTES)
         tasks = [(view, f"part-{run}-{index:05d}.parquet", piece) for index, piece in enumerate(pieces)]
         results = self.spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(_write_piece).collect()
         return {name: rows for name, rows in results if rows}
 
 
-def _write_piece(task: tuple[Location, str, PartitionScan]) -> tuple[str, int]:
-    """One piece's read_committed rows as one Parquet file `name` in the view folder (runs in a Spark task)."""
+def _write_piece(task: tuple[Location, str, tuple[PartitionScan, ...]]) -> tuple[str, int]:
+    """One task's read_committed rows (its pieces in turn) as one Parquet file `name` in the view folder (runs in a
+    Spark task)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    view, name, piece = task
+    view, name, pieces = task
     sink = pa.BufferOutputStream()
     rows = 0
     with pq.ParquetWriter(sink, catalog.VIEW_SCHEMA, compression="snappy") as writer:
-        for table in piece.read_kafka_rows():
-            writer.write_table(table.cast(catalog.VIEW_SCHEMA))
-            rows += table.num_rows
+        for piece in pieces:
+            for table in piece.read_kafka_rows():
+                writer.write_table(table.cast(catalog.VIEW_SCHEMA))
+                rows += table.num_rows
     if rows:
         # One PUT of the whole file: a task killed midway leaves nothing, or a whole file in no commit.
         view.io.write((view / name).uri, sink.getvalue())

@@ -165,3 +165,38 @@ def test_S5_3_a_topic_created_again_under_its_name_is_planned_from_its_own_rows(
         log.append(payload_table([value]))
     [scan] = plan_scan(root, "again")
     assert (scan.end_offset, aborted_of(scan), values(scan)) == (3, [], [b"x", b"y", b"z"])
+
+
+def test_small_partitions_share_read_tasks_and_every_record_is_read_once(root):
+    from pyspark_lakelog.source import read_scans, scan_tasks
+
+    create_topic(root, "wide", 12)
+    for partition in range(12):
+        open_partition(root, "wide", partition).append(payload_table([f"{partition}-{i}".encode() for i in range(3)]))
+    scans = plan_scan(root, "wide")
+    tasks = scan_tasks(scans, 128 << 20)
+    # 12 tiny partitions: about Spark's minimum of tasks (greedy packing of files of a few bytes' difference), not
+    # one task each; minPartitions asks for more.
+    assert 2 <= len(tasks) <= 3 and len(tasks[0]) >= 5
+    assert 6 <= len(scan_tasks(scans, 128 << 20, min_partitions=6)) <= 7
+    read = [value for task in tasks for batch in read_scans(task) for value in batch.column("value").to_pylist()]
+    assert sorted(read) == sorted(f"{p}-{i}".encode() for p in range(12) for i in range(3))
+    # Nothing to read is one task that reads an empty range.
+    create_topic(root, "empty", 3)
+    [empty] = scan_tasks(plan_scan(root, "empty"), 128 << 20)
+    assert len(empty) == 1 and list(read_scans(empty)) == []
+
+
+def test_min_partitions_is_a_positive_topic_read_option(root):
+    import pytest
+
+    from lakelog.errors import InvalidConfig
+    from pyspark_lakelog.options import ReadOptions
+
+    create_topic(root, "t", 1)
+    assert ReadOptions.parse({"root": str(root), "topic": "t", "minPartitions": "8"}).min_partitions == 8
+    assert ReadOptions.parse({"root": str(root), "topic": "t"}).min_partitions is None
+    with pytest.raises(InvalidConfig, match="minpartitions must be positive"):
+        ReadOptions.parse({"root": str(root), "topic": "t", "minPartitions": "0"})
+    with pytest.raises(InvalidConfig, match="applies to topic reads"):
+        ReadOptions.parse({"root": str(root), "view": "t", "minPartitions": "8"})
