@@ -22,6 +22,7 @@ BENCHMARKS = (
     "delta_read",
     "delta_read_s3",
     "view_refresh",
+    "spark_partitions",
     "view_materialize",
     "stream_throughput",
     "s3_emulator",
