@@ -128,7 +128,7 @@ class TopicStreamReader(DataSourceStreamReader):
                 first = self._checked_start(log, at)
                 if first < stop:
                     scans.append(_scan(log, self.options.isolation_level, first, stop))
-        tasks = scan_tasks(scans, self.options.max_partition_bytes) if scans else [()]
+        tasks = scan_tasks(scans, self.options.max_partition_bytes)  # [()] when there is nothing to read
         return [StreamPartition(task, self.options.include_headers) for task in tasks]
 
     def commit(self, end: Offsets) -> None:

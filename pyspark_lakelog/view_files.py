@@ -69,7 +69,7 @@ class SparkViewFiles:
         """Spark tasks read the plan's pieces through the file IO and write one file each into the table: {name: rows}.
 
         Small partitions share a task (source.scan_tasks), so they share a file too."""
-        pieces = scan_tasks([scan for scan in scans if scan.end_offset > scan.start_offset], DEFAULT_PARTITION_BYTES)
+        pieces = scan_tasks(scans, DEFAULT_PARTITION_BYTES)  # empty ranges dropped; none left: one task, no file
         tasks = [(view, f"part-{run}-{index:05d}.parquet", piece) for index, piece in enumerate(pieces)]
         results = self.spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(_write_piece).collect()
         return {name: rows for name, rows in results if rows}
