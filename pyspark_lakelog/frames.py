@@ -55,8 +55,14 @@ from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, TIMESTAMP_TYPE_CREA
 from lakelog.store import Location, Table
 from pyspark_lakelog.delta_reads import read_delta, reads_through_delta
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions
-from pyspark_lakelog.source import file_groups, pin_files, read_files, read_scans, scan_tasks
+from pyspark_lakelog.source import OPEN_COST_BYTES, file_groups, pin_files, read_files, read_scans, scan_tasks
 
+# Past this many partitions in one read, the small ones (below SMALL_SCAN_BYTES of files) share tasks read through
+# lakelog's file IO instead of one Delta read each: a Delta read costs a file index, a plan and a task per partition
+# (a view refresh of 100 partitions of 5 records took 58 s that way, 14x its figure at 10; bench/spark_partitions.py).
+MAX_SEPARATE_READS = 8
+# A partition this small costs less to read than a task of its own costs to open (Spark's open cost, as packed).
+SMALL_SCAN_BYTES = OPEN_COST_BYTES
 # Up to this many aborted transactions per partition become an inline filter; more become a broadcast anti-join.
 MAX_INLINE_ABORTED = 64
 # Spark lists more than 32 paths with a Spark job of its own (one task per path): seconds for nothing here.
@@ -131,7 +137,8 @@ def scan_dataframe(
 
     Through Delta's reader at each scan's snapshot version where the session has it (`through_delta`: None asks the
     session, False forces the paths without it), else through Spark's Parquet reader where it reads the root
-    natively, else by Spark tasks through lakelog's file IO (pieces of about `max_partition_bytes`).
+    natively, else by Spark tasks through lakelog's file IO (pieces of about `max_partition_bytes`). A read of more
+    than MAX_SEPARATE_READS partitions reads its small ones by file IO tasks whatever the session, packed together.
     """
     scans = [scan for scan in scans if scan.end_offset > scan.start_offset]
     if not scans:
@@ -140,8 +147,15 @@ def scan_dataframe(
         through_delta = all(reads_through_delta(spark, scan.snapshot.location) for scan in scans)
     if not through_delta and not all(reads_natively(scan.snapshot.location) for scan in scans):
         return arrow_tasks_frame(spark, scan_tasks(scans, max_partition_bytes), read_scans, KAFKA_SCHEMA)
-    frames = [_partition_frame(spark, scan, max_inline_aborted, through_delta) for scan in scans]
-    return functools.reduce(DataFrame.unionAll, frames)
+    frames: list[DataFrame] = []
+    if len(scans) > MAX_SEPARATE_READS:
+        small = [scan for scan in scans if scan.size_bytes < SMALL_SCAN_BYTES]
+        if len(small) > 1:
+            # The same plan, the same rows: read_scans applies the offset range and the aborted transactions (S5.2, S5.3).
+            frames.append(arrow_tasks_frame(spark, scan_tasks(small, max_partition_bytes), read_scans, KAFKA_SCHEMA))
+            scans = [scan for scan in scans if scan.size_bytes >= SMALL_SCAN_BYTES]
+    frames += [_partition_frame(spark, scan, max_inline_aborted, through_delta) for scan in scans]
+    return functools.reduce(DataFrame.unionByName, frames)
 
 
 def read_table(

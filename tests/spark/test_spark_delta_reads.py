@@ -13,7 +13,7 @@ import pytest
 from spark_histories import fetch_rows, random_history, spark_rows
 
 from lakelog import AdminClient, TopicPartition
-from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, open_partition
+from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, open_partition, payload_table
 from lakelog.log.scan import plan_scan
 from lakelog.store import Location
 from pipelines.materialize_committed_view import materialize_committed_view
@@ -117,3 +117,29 @@ def test_jobs_and_read_give_views_and_status_tables_through_delta(spark, root):
 
     table = catalog.open_view(root, "jobs")
     assert table_rows(read_table(spark, table, through_delta=False)) == table_rows(read_table(spark, table))
+
+
+def test_S5_2_S5_3_many_small_partitions_share_tasks_and_a_large_one_stays_a_delta_read(spark, root, root_kind):
+    """Past MAX_SEPARATE_READS partitions, the small ones are read together by packed tasks (one MapInArrow, a few
+    tasks, not one Delta read each), a partition above SMALL_SCAN_BYTES by Delta's reader; the rows are the ones
+    PartitionLog.fetch gives at both isolation levels: the LSO cut and the aborted transactions hold on both paths."""
+    from pyspark_lakelog.frames import MAX_SEPARATE_READS, SMALL_SCAN_BYTES
+
+    partitions = 2 * MAX_SEPARATE_READS
+    writer = random_history(root, "many", random.Random(11), partitions=partitions, steps=40 if root_kind == "local" else 24)
+    for partition in range(partitions):
+        writer.plain_batch(partition)  # every partition has rows to read
+    assert writer.open and any(scan.aborted for scan in plan_scan(root, "many"))
+    big = random.Random(1).randbytes(SMALL_SCAN_BYTES // 4)
+    # Incompressible, to a partition no open transaction cuts: its files pass SMALL_SCAN_BYTES below the LSO too.
+    large = next(p for p in range(partitions) if not any(p in written for written in writer.open.values()))
+    writer.logs[large].append(payload_table([big] * 5))
+    for isolation_level in (READ_COMMITTED, READ_UNCOMMITTED):
+        scans = plan_scan(root, "many", isolation_level)
+        assert sum(scan.end_offset > scan.start_offset for scan in scans) > MAX_SEPARATE_READS  # past the threshold
+        assert [scan.partition for scan in scans if scan.size_bytes >= SMALL_SCAN_BYTES] == [large]
+        frame = read_topic(spark, root, "many", isolation_level)
+        plan = plan_of(frame)
+        assert plan.count("MapInArrow") == 1 and "DeltaFileIndex" in plan, plan
+        assert frame.rdd.getNumPartitions() < partitions, "small partitions were read one task each"
+        assert spark_rows(frame) == fetch_rows(root, "many", isolation_level), isolation_level
