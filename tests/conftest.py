@@ -113,6 +113,26 @@ def name_groups_in_node_id(item: pytest.Item) -> None:
     item._id = NodeId.parse(item.nodeid + suffix)
 
 
+# Seconds spent per worker group (the `@group` suffix of node ids; tests of no group as "(none)"), printed after the
+# slowest tests: a group runs on one worker, so the largest one is the least time the run can take.
+GROUP_SECONDS: dict[str, list[float]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    group = report.nodeid.rsplit("@", 1)[1] if "@" in report.nodeid.rsplit("::", 1)[-1] else "(none)"
+    tally = GROUP_SECONDS.setdefault(group, [0, 0.0])
+    tally[0] += report.when == "call"
+    tally[1] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not GROUP_SECONDS:
+        return
+    terminalreporter.write_sep("=", "seconds per worker group (a group runs on one worker)")
+    for group, (tests, seconds) in sorted(GROUP_SECONDS.items(), key=lambda item: -item[1][1]):
+        terminalreporter.write_line(f"{seconds:9.1f}s {tests:5d} tests  {group}")
+
+
 def pytest_generate_tests(metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("roots")
     if "root_kind" in metafunc.fixturenames and marker is not None:
