@@ -28,6 +28,7 @@ BENCHMARKS = (
     "s3_emulator",
     "s3_commit",
     "round_trips",
+    "scale",
     "airflow_load",
     "short_lived_producers",
     "producer_ids",

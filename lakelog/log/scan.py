@@ -13,7 +13,9 @@ Partitions are planned side by side (threads: on S3 each waits on a few small
 reads), and the LSO and the aborted transactions come from the partition's
 transaction index kept between the plans of the process
 (lakelog.log.scan_state), so a plan folds only the rows appended since the
-last one, not the whole partition's headers.
+last one, not the whole partition's headers. The partition handles are kept
+too (lakelog.log.plan_handles): a plan made again refreshes each partition (a
+GET and a HEAD when nothing is new) instead of opening it cold.
 
 `PartitionScan.read` reads through `PartitionLog.fetch` on the pinned snapshot:
 the LSO, the aborted-transaction index and the row filter are the log's own,
@@ -35,12 +37,13 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
+from lakelog.log import plan_handles
 from lakelog.log.fetch import ISOLATION_LEVELS, READ_COMMITTED
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, PartitionLog
 from lakelog.log.records import HEADER_TYPE
 from lakelog.log.scan_state import transaction_state
 from lakelog.log.topic_config import TopicConfig
-from lakelog.log.topics import open_partition
+from lakelog.log.topics import open_partition, partition_path
 from lakelog.log.transactions import AbortedTransaction
 from lakelog.store import FileEntry, Location, PinnedSnapshot
 from lakelog.store.delta.pinned import pin
@@ -176,7 +179,9 @@ def plan_scan(
     """
     if isolation_level not in ISOLATION_LEVELS:
         raise InvalidRequest(f"isolation level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}")
-    first = open_partition(root, topic, 0)  # UnknownTopicOrPartition for a topic that does not exist
+    root = Location.of(root)
+    # UnknownTopicOrPartition for a topic that does not exist. Handles are kept between plans (plan_handles).
+    first = _take(root, topic, 0)
     num_partitions = first.config.num_partitions
     starts = _per_partition("startingOffsets", topic, starting_offsets, num_partitions)
     ends = _per_partition("endingOffsets", topic, ending_offsets, num_partitions)
@@ -186,9 +191,11 @@ def plan_scan(
         raise OffsetOutOfRange(f"endingOffsets for {topic}: earliest (-2) is not allowed in a batch read")
 
     def plan(partition: int) -> PartitionScan:
-        # A handle just opened holds the latest snapshot: no refresh before deciding on it.
-        log = first if partition == 0 else open_partition(root, topic, partition)
-        return _plan_partition(log, isolation_level, starts[partition], ends[partition])
+        # A handle taken holds the latest snapshot (a kept one is refreshed): no refresh before planning on it.
+        log = first if partition == 0 else _take(root, topic, partition)
+        scan = _plan_partition(log, isolation_level, starts[partition], ends[partition])
+        plan_handles.give_back(partition_path(root, topic, partition), log)
+        return scan
 
     if num_partitions == 1:
         return [plan(0)]
@@ -196,6 +203,10 @@ def plan_scan(
     # on the store, so partitions are planned side by side. `map` gives them (and the first error) in partition order.
     with ThreadPoolExecutor(min(num_partitions, PLAN_THREADS), thread_name_prefix="lakelog-plan") as pool:
         return list(pool.map(plan, range(num_partitions)))
+
+
+def _take(root: Location, topic: str, partition: int) -> PartitionLog:
+    return plan_handles.take(partition_path(root, topic, partition), lambda: open_partition(root, topic, partition))
 
 
 def _plan_partition(log: PartitionLog, isolation_level: str, start: int, end: int) -> PartitionScan:

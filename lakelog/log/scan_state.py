@@ -27,12 +27,14 @@ from collections import OrderedDict
 
 from lakelog.errors import CorruptRecord
 from lakelog.log.partition import PartitionLog
+from lakelog.log.plan_handles import KEPT_HANDLES
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 
 logger = logging.getLogger(__name__)
 
-# Partition tables whose index is kept; the least recently planned one is dropped past this.
-KEPT_INDEXES = 256
+# Partition tables whose index is kept; the least recently planned one is dropped past this (as many as the plans'
+# kept handles: a topic of more partitions than indexes kept would fold every partition afresh at every plan).
+KEPT_INDEXES = KEPT_HANDLES
 
 
 class _Kept:

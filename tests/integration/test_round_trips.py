@@ -126,3 +126,25 @@ def test_an_idle_read_committed_consumer_looks_at_each_partition_once_per_long_p
     assert message is not None and message.value() == b"late"
     consumer.close()
     producer.close()
+
+
+def test_S5_2_a_plan_made_again_costs_a_get_and_a_head_per_partition(delayed, s3_root):
+    """A scan plan opens each partition cold once per process (its log, the listing that proves its end, its
+    transaction index); made again, it refreshes the kept handles: one GET of the next commit, one HEAD of the one
+    in hand, per partition, and nothing of what it read before."""
+    from lakelog.log import plan_handles
+    from lakelog.log.scan import plan_scan
+
+    config = settings(delayed, s3_root)
+    AdminClient(config).create_topics([NewTopic("planned", 3)])["planned"].result()
+    producer = Producer(config)
+    for partition in range(3):
+        producer.produce("planned", value=b"v", partition=partition)
+    producer.flush()
+    delayed.set_delay(0.0)  # counts only: no need to wait
+    plan_handles.forget()
+    with delayed.exported():  # the root's settings from the environment: the proxy's
+        cold = traced(delayed, lambda: plan_scan(s3_root, "planned"))
+        again = traced(delayed, lambda: plan_scan(s3_root, "planned"))
+    assert cold.count >= 3 * 5, cold.show()
+    assert again.count == 3 * 2 and again.mix == {"GET": 3, "HEAD": 3}, again.show()

@@ -200,3 +200,25 @@ def test_min_partitions_is_a_positive_topic_read_option(root):
         ReadOptions.parse({"root": str(root), "topic": "t", "minPartitions": "0"})
     with pytest.raises(InvalidConfig, match="applies to topic reads"):
         ReadOptions.parse({"root": str(root), "view": "t", "minPartitions": "8"})
+
+
+def test_S5_2_a_plan_made_again_refreshes_its_kept_handles_to_the_latest_rows_and_partitions(root):
+    """Handles kept between plans (lakelog.log.plan_handles) are refreshed before a plan pins them: rows appended
+    since the last plan are read, a partition added since is planned, and a deleted topic is unknown, as to a
+    process that never planned it."""
+    from lakelog.log import plan_handles
+    from lakelog.log.topic_changes import create_partitions, delete_topic
+
+    create_topic(root, "kept", 2)
+    for partition in range(2):
+        open_partition(root, "kept", partition).append(payload_table([b"first"]))
+    assert [values(scan) for scan in plan_scan(root, "kept")] == [[b"first"], [b"first"]]
+    open_partition(root, "kept", 1).append(payload_table([b"second"]))
+    create_partitions(root, "kept", 3)
+    open_partition(root, "kept", 2).append(payload_table([b"third"]))
+    assert [values(scan) for scan in plan_scan(root, "kept")] == [[b"first"], [b"first", b"second"], [b"third"]]
+    plan_handles.forget()
+    assert [values(scan) for scan in plan_scan(root, "kept")] == [[b"first"], [b"first", b"second"], [b"third"]]
+    delete_topic(root, "kept")
+    with pytest.raises(UnknownTopicOrPartition):
+        plan_scan(root, "kept")

@@ -17,8 +17,8 @@ import functools
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pyspark.sql import functions as F
 from lake_kinds import lakelog_rows, tables_under, write_every_kind
+from pyspark.sql import functions as F
 
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.store import Location, Table
@@ -69,9 +69,7 @@ def read_delta(spark, location: Location, version: int) -> pa.Table:
 def assert_same_at(spark, location: Location, versions: list[int]) -> None:
     """delta-spark's rows at each of `versions` are lakelog's: one Spark job reads them all (each version's frame
     tagged with its number, unioned), since a job per version costs a second or more of scheduling alone."""
-    frames = [
-        spark.read.format("delta").option("versionAsOf", version).load(spark_uri(location)) for version in versions
-    ]
+    frames = [spark.read.format("delta").option("versionAsOf", version).load(spark_uri(location)) for version in versions]
     tagged = [frame.withColumn(VERSION_TAG, F.lit(version)) for frame, version in zip(frames, versions, strict=True)]
     theirs = functools.reduce(lambda one, other: one.unionByName(other, allowMissingColumns=True), tagged).toArrow()
     tags = theirs.column(VERSION_TAG)
