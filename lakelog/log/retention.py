@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
@@ -32,10 +33,10 @@ from lakelog.errors import (
     OffsetOutOfRange,
     PolicyViolation,
 )
-from lakelog.log import compaction
+from lakelog.log import compaction, plan_handles
 from lakelog.log.compaction import CompactionResult
 from lakelog.log.partition import LOG_START_OFFSET_APP_ID, PartitionLog
-from lakelog.log.topics import list_topics, open_partition, topic_config
+from lakelog.log.topics import list_topics, open_partition, partition_path, topic_config
 from lakelog.store import FileEntry, Location
 from lakelog.store.delta.lost_race import after_lost_race
 from lakelog.store.delta.table import storage_errors
@@ -46,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 # How long a trim keeps retrying lost commit races by default.
 TRIM_TIMEOUT_S = 60.0
+# Partitions the log cleaner cleans at once: each waits on the store for a few small reads (and a commit if it changes).
+CLEAN_THREADS = 8
 # The operation a trim's commit names in its metadata (Delta's commitInfo).
 RETENTION_OPERATION = "lakelog.retention"
 DELETE_RECORDS_OPERATION = "lakelog.delete_records"
@@ -214,25 +217,40 @@ def clean_topics(root: str | Location, now_ms: int, *, policy: RetryPolicy = DEF
     retention (S9.1) on the clock `now_ms`; then vacuum deletes files removed
     longer ago than the table's grace, on the same clock. Idempotent and safe beside clients and
     other sweeps (S8.2); an error on one partition is reported (and logged) and
-    the sweep carries on with the next.
+    the sweep carries on with the next. Partitions are cleaned CLEAN_THREADS at a time (each waits on the store,
+    and each change is its own table's strict commit), through the handles the process keeps
+    (lakelog.log.plan_handles): a pass after the first refreshes each partition instead of opening it cold.
     """
-    report = []
+    slots: list[PartitionCleaning | tuple[str, int]] = []
     for topic in list_topics(root):
         try:
             count = topic_config(root, topic).num_partitions
         except KafkaException as error:
             logger.warning("log cleaner: topic %s skipped: %s", topic, error)
-            report.append(PartitionCleaning(topic, -1, error=str(error)))
+            slots.append(PartitionCleaning(topic, -1, error=str(error)))
             continue
-        for partition in range(count):
-            try:
-                done = _clean_partition(open_partition(root, topic, partition), now_ms, policy)
-            except KafkaException as error:
-                logger.warning("log cleaner: %s-%d skipped: %s", topic, partition, error)
-                done = PartitionCleaning(topic, partition, error=str(error))
-            if done.retention or done.compaction or done.files_vacuumed or done.error:
-                report.append(done)
+        slots.extend((topic, partition) for partition in range(count))
+    work = [slot for slot in slots if isinstance(slot, tuple)]
+    with ThreadPoolExecutor(max(1, min(len(work), CLEAN_THREADS)), thread_name_prefix="lakelog-cleaner") as pool:
+        cleaned = iter(list(pool.map(lambda item: _clean_kept(root, item[0], item[1], now_ms, policy), work)))
+    report = []
+    for slot in slots:
+        done = next(cleaned) if isinstance(slot, tuple) else slot
+        if done.retention or done.compaction or done.files_vacuumed or done.error:
+            report.append(done)
     return report
+
+
+def _clean_kept(root: str | Location, topic: str, partition: int, now_ms: int, policy: RetryPolicy) -> PartitionCleaning:
+    location = partition_path(root, topic, partition)
+    try:
+        log_ = plan_handles.take(location, lambda: open_partition(root, topic, partition))
+        done = _clean_partition(log_, now_ms, policy)
+    except KafkaException as error:
+        logger.warning("log cleaner: %s-%d skipped: %s", topic, partition, error)
+        return PartitionCleaning(topic, partition, error=str(error))
+    plan_handles.give_back(location, log_)
+    return done
 
 
 def _clean_partition(log_: PartitionLog, now_ms: int, policy: RetryPolicy) -> PartitionCleaning:
