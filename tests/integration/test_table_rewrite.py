@@ -42,7 +42,7 @@ def test_S9_1_S9_3_a_rewrite_removes_and_adds_files_as_the_next_version_and_a_ne
     kept = rows.filter(pc.is_in(rows.column("offset"), pa.array([2, 3, 4, 5], pa.int64())))
     version = table.rewrite(
         [first, second],
-        [(kept, (first.min_offset, second.max_offset))],
+        [(kept, {"offset": (first.min_offset, second.max_offset)})],
         app_versions={"lakelog.test": 7},
         metadata={"lakelog.operation": "test"},
     )
