@@ -1,11 +1,15 @@
 """A Delta table's state at one version, replayed from its log (Delta's PROTOCOL.md, "Action Reconciliation").
 
 `Snapshot` holds what lakelog reads of a table: the active files (their add
-actions, and each file's statistics as a `DataFile`, parsed once), the tombstones (remove actions, kept until the
-table's `delta.deletedFileRetentionDuration` has passed since their deletion
+actions, and each file's statistics as a `DataFile`, parsed once), the
+tombstones (remove actions, kept until the table's
+`delta.deletedFileRetentionDuration` has passed since their deletion
 timestamp, for vacuum and for telling a commit in the past, S9.5), the
 metadata, the protocol and the app transactions (`txn`). `apply` moves it one
 version on with a commit's actions; a checkpoint is this state written out.
+What a layer above derives from the files (the log's offset-ordered index) is
+kept here per version (`derived`) and moved across each commit as it is
+applied, so it is never stale and never made twice for a version.
 
 Reconciliation as the spec gives it: the last `add` or `remove` of a path wins
 (an add takes the path's tombstone away, a remove its add); the last `txn` of
@@ -152,7 +156,7 @@ class Snapshot:
             return
         carried: dict[object, tuple[int, Any, Step | None]] = {}
         change: FileChange | None = None
-        for key, (at, value, step) in self._derived.items():
+        for key, (at, value, step) in list(self._derived.items()):  # a reader may add one meanwhile
             if step is None or at != version - 1:
                 continue
             if change is None:
