@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from lakelog import AdminClient, NewTopic, Producer
 from lakelog.client.admin.groups import ConsumerGroupState, group_state
 from lakelog.log import PartitionLog
+from lakelog.log.partition_file import partition_files
 from lakelog.store import Location, initialise_root
 
 
@@ -172,7 +173,7 @@ class MaintenanceTally:
 def table_line(log: PartitionLog) -> str:
     """The partition table's size now: version, active data files, files in _delta_log."""
     log_files = log.table.io.list(log.table.child_uri("_delta_log"))
-    return f"version {log.version:,}, {len(log.table.files()):,} active files, {len(log_files):,} files in _delta_log"
+    return f"version {log.version:,}, {len(partition_files(log.table)):,} active files, {len(log_files):,} files in _delta_log"
 
 
 # -- shared workloads -------------------------------------------------------------

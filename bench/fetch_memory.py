@@ -95,7 +95,7 @@ def _status(field):
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
 log = open_partition(root, topic, 0)
-files = log.table.files()
+files = partition_files(log.table)
 groups = sum(log.table.io.parquet_metadata(log.table.file_path(entry)).num_row_groups for entry in files)
 end = log.log_end_offset()
 config = {"lakelog.root": root, "fetch.max.bytes": budget, "max.partition.fetch.bytes": budget}

@@ -24,6 +24,7 @@ from lakelog.coordinator.compaction.internal_compaction import compact_internal_
 from lakelog.coordinator.group import CurrentRecord, MemberRecord, OffsetRecord
 from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.coordinator.runtime import state_log
+from lakelog.log.partition_file import partition_files
 
 TARGET = 2.0
 GROUPS = 5
@@ -71,7 +72,7 @@ def write_churn(root: str, records: int) -> None:
 def rows_of(root: str) -> int:
     log = GroupCoordinator(root, broker_config=BROKER)._log(0).log
     log.refresh()
-    return sum(entry.num_records for entry in log.table.files())
+    return sum(entry.num_records for entry in partition_files(log.table))
 
 
 def cold_list(root: str) -> float:

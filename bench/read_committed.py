@@ -34,6 +34,7 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
+from lakelog.log.partition_file import partition_files
 from lakelog.log.verification import _UNVERIFIED
 
 SCAN_TARGET = 1.2
@@ -110,11 +111,11 @@ def _fetch_all(log: PartitionLog, isolation_level: str) -> int:
 
 
 def _raw_scan(log: PartitionLog) -> int:
-    return pq.read_table([log.table.file_path(entry) for entry in log.table.files()]).num_rows
+    return pq.read_table([log.table.file_path(entry) for entry in partition_files(log.table)]).num_rows
 
 
 def _describe(log: PartitionLog) -> str:
-    return f"version {log.version:,}, {len(log.table.files()):,} active files, {log.high_watermark():,} rows"
+    return f"version {log.version:,}, {len(partition_files(log.table)):,} active files, {log.high_watermark():,} rows"
 
 
 def _timed(call) -> tuple[float, int]:

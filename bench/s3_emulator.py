@@ -37,6 +37,7 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
+from lakelog.log.partition_file import partition_files
 from lakelog.log.records import PARTITION_SCHEMA, conform_payload, stamp
 from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import check_root
@@ -167,7 +168,7 @@ def _scan(root: str, transactions: int, result: _common.Result) -> None:
     reader = open_partition(root, "scan", 0)
     reader.last_stable_offset()  # the transaction index caught up, as a consumer's would be
     table = reader.table
-    paths = [table.io.path(table.file_path(entry)) for entry in table.files()]
+    paths = [table.io.path(table.file_path(entry)) for entry in partition_files(table)]
     filesystem = table.io.filesystem
     fetch_times, raw_times = [], []
     for _ in range(SCAN_ROUNDS):

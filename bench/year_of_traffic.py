@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from bench import _common
 from lakelog import AdminClient, NewTopic
 from lakelog.log import BatchHeader, allocate_producer_id, open_partition, payload_table
+from lakelog.log.partition_file import partition_files
 from lakelog.log.records import next_sequence
 from lakelog.store import Location
 
@@ -128,7 +129,7 @@ class _Partition:
     def month(self, day: int, largest_file_span_ms: int) -> Month:
         log = open_partition(self.uri, TOPIC, 0, self.clock)
         start, end = log.log_start_offset(), log.log_end_offset()
-        files = log.table.files()
+        files = partition_files(log.table)
         oldest_ms = self.clock()
         if start < end:
             first = log.fetch(start, max_records=1).rows
@@ -151,7 +152,7 @@ class _Partition:
         """How much simulated time the oldest active file's records span (whole files go, so this is slack)."""
         # The writer's handle may be behind the sweep's commits, whose removed files vacuum may have deleted.
         self.log.refresh()
-        files = self.log.table.files()
+        files = partition_files(self.log.table)
         if not files:
             return 0
         stamps = self.log.table.read_file(files[0], ["timestamp"]).column("timestamp").cast("int64").to_pylist()

@@ -50,6 +50,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakelog import catalog
 from lakelog.log import READ_COMMITTED
+from lakelog.log.partition_file import partition_files
 from lakelog.log.records import PARTITION_SCHEMA
 from lakelog.log.scan import EARLIEST, KAFKA_SCHEMA, LATEST, TIMESTAMP_TYPE_CREATE_TIME, OffsetSpec, PartitionScan, plan_scan
 from lakelog.store import Location, Table
@@ -247,7 +248,7 @@ def _offset_range(scan: PartitionScan) -> Column:
     transaction is open) then has no offset predicate, which Delta's reader would otherwise check against each
     file's statistics and Spark against each row.
     """
-    files = scan.snapshot.files()
+    files = partition_files(scan.snapshot)
     offset = F.col("offset")
     bounds = F.lit(True)
     if any(entry.min_offset < scan.start_offset for entry in files):

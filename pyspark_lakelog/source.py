@@ -42,7 +42,7 @@ from lakelog import catalog
 from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
 from lakelog.log.records import PAYLOAD_SCHEMA
 from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
-from lakelog.store import FileEntry, FileIO, Location, PinnedSnapshot, Table
+from lakelog.store import DataFile, FileIO, Location, PinnedSnapshot, Table
 from lakelog.store.io.fileio import one_line
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions, WriteOptions, write_partition_count
 
@@ -196,7 +196,7 @@ def read_scan(scan: PartitionScan) -> Iterator[pa.RecordBatch]:
 
 @dataclass(frozen=True)
 class FilesPartition(InputPartition):
-    entries: tuple[FileEntry, ...]
+    entries: tuple[DataFile, ...]
 
 
 def pin_files(table: Table) -> PinnedSnapshot:
@@ -212,9 +212,9 @@ def pin_files(table: Table) -> PinnedSnapshot:
     )
 
 
-def file_groups(entries: list[FileEntry], max_bytes: int) -> list[tuple[FileEntry, ...]]:
+def file_groups(entries: list[DataFile], max_bytes: int) -> list[tuple[DataFile, ...]]:
     """Data files in order, grouped into runs of about `max_bytes` (by their sizes in the Delta log); at least one group."""
-    groups: list[list[FileEntry]] = [[]]
+    groups: list[list[DataFile]] = [[]]
     size = 0
     for entry in entries:
         if groups[-1] and size >= max_bytes:
@@ -225,7 +225,7 @@ def file_groups(entries: list[FileEntry], max_bytes: int) -> list[tuple[FileEntr
     return [tuple(group) for group in groups]
 
 
-def read_files(snapshot: PinnedSnapshot, entries: tuple[FileEntry, ...]) -> Iterator[pa.RecordBatch]:
+def read_files(snapshot: PinnedSnapshot, entries: tuple[DataFile, ...]) -> Iterator[pa.RecordBatch]:
     """Data files of a pinned snapshot in its schema, through the root's file IO (runs in Spark tasks)."""
     for entry in entries:
         yield from snapshot.read_data_file(entry).to_batches()

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from lakelog import Consumer, Producer, TopicPartition
 from lakelog.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from lakelog.log.partition_file import PARTITION_ORDER
 from lakelog.store import Location, Table
 from lakelog.store.upkeep.maintenance import compact
 
@@ -79,4 +80,4 @@ def write_every_kind(root: str) -> None:
         future.result()
     # Compaction: merges with removes and adds of dataChange false.
     partition = Table.open(Location.of(root) / "topics" / "events" / "0")
-    assert compact(partition, fan_in=2) is not None
+    assert compact(partition, PARTITION_ORDER, fan_in=2) is not None

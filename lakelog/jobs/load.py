@@ -46,6 +46,7 @@ from tqdm import tqdm
 
 from lakelog.errors import InvalidRequest, OffsetMismatch
 from lakelog.log import BatchHeader, PartitionLog, open_partition
+from lakelog.log.partition_file import partition_files
 from lakelog.log.records import NO_PRODUCER_ID, PAYLOAD_SCHEMA
 from lakelog.quality.dead_letter import dlq_topic
 from lakelog.quality.gate import gated_suites
@@ -115,7 +116,7 @@ def load_record(log: PartitionLog, load_id: str) -> LoadRecord | None:
     table with no such row, the `txn` ids older loaders wrote.
     """
     log_start = log.log_start_offset()
-    for entry in reversed(log.table.files()):
+    for entry in reversed(partition_files(log.table)):
         if entry.max_offset < log_start:
             break
         if entry.min_producer_id is not None and entry.min_producer_id > NO_PRODUCER_ID:

@@ -48,8 +48,9 @@ from lakelog.errors import (
 )
 from lakelog.log import BatchHeader, PartitionLog, open_partition, payload_table
 from lakelog.log.compaction import CompactionResult, compact_partition
+from lakelog.log.partition_file import PartitionFile, partition_files
 from lakelog.log.topics import existing_internal_partitions, open_internal_partition
-from lakelog.store import FileEntry, Location
+from lakelog.store import Location
 from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from lakelog.typedef import TopicPartitionKey
 
@@ -276,7 +277,7 @@ def _log_start(root: str | Location, tp: TopicPartitionKey, starts: dict[TopicPa
 def _keyed_rows(log: PartitionLog) -> Iterator[tuple[int, bytes, int, bytes | None]]:
     """(offset, key, producer id, value) of every keyed data row at or above the log start, in offset order."""
     start = log.log_start_offset()
-    for entry in log.table.files():
+    for entry in partition_files(log.table):
         if entry.max_offset < start or entry.null_keys == entry.num_records:
             continue
         rows = _data_rows(log, entry, pc.field("key").is_valid(), start)
@@ -289,7 +290,7 @@ def _newest_first(log: PartitionLog, key: bytes) -> Iterator[tuple[int, int, byt
     Files holding markers only (their statistics count every key null) are not read.
     """
     start = log.log_start_offset()
-    for entry in reversed(log.table.files()):
+    for entry in reversed(partition_files(log.table)):
         if entry.max_offset < start:
             break
         if entry.null_keys == entry.num_records:
@@ -299,7 +300,7 @@ def _newest_first(log: PartitionLog, key: bytes) -> Iterator[tuple[int, int, byt
         yield from reversed(found)
 
 
-def _data_rows(log: PartitionLog, entry: FileEntry, predicate: pc.Expression, start: int) -> pa.Table:
+def _data_rows(log: PartitionLog, entry: PartitionFile, predicate: pc.Expression, start: int) -> pa.Table:
     rows = log.table.read_file(entry, _COLUMNS, predicate)
     rows = rows.filter(pc.and_(rows.column("control").is_null(), pc.greater_equal(rows.column("offset"), start)))
     return rows.sort_by("offset")

@@ -21,7 +21,7 @@ starting at the log start offset. Among their rows it keeps:
 
 Kept rows keep their offsets (S1.1). A run of consecutive files that loses rows
 is replaced by one file that claims the run's whole offset range in its
-statistics (`Table.rewrite`'s `offset_range`), so the log start stays put and a
+statistics (`Table.rewrite`'s claimed range of `offset`), so the log start stays put and a
 fetch from any offset in the range still finds a file (S5.4: readers follow
 `next_offset`). Files that lose nothing are not rewritten. The rewrite is one
 strict commit decided on the snapshot it follows (ARCHITECTURE.md): a lost race
@@ -52,10 +52,11 @@ import pyarrow.compute as pc
 from lakelog.errors import CommitConflict, CorruptRecord
 from lakelog.log.compaction_keep import plan_keep
 from lakelog.log.partition import PartitionLog
-from lakelog.store import FileEntry
+from lakelog.log.partition_file import OFFSET, PartitionFile, partition_files
 from lakelog.store.delta.lost_race import after_lost_race
 from lakelog.store.io.retry import DEFAULT_POLICY, Backoff
-from lakelog.store.upkeep.maintenance import maintain, newest_modification
+from lakelog.store.upkeep.maintenance import maintain
+from lakelog.store.upkeep.merge import newest_modification
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class CleanableRows:
     """The rows of the files wholly below the LSO, in offset order; `file_index[i]` is row i's file in `files`."""
 
     log: PartitionLog
-    files: tuple[FileEntry, ...]
+    files: tuple[PartitionFile, ...]
     rows: pa.Table
     file_index: np.ndarray
     # The LSO of the snapshot the rows were read on.
@@ -100,10 +101,10 @@ class CompactionResult:
 # -- the engine ------------------------------------------------------------------------
 
 
-def cleanable_files(log_: PartitionLog, horizon: int) -> list[FileEntry]:
+def cleanable_files(log_: PartitionLog, horizon: int) -> list[PartitionFile]:
     """The active files of the snapshot in hand wholly below `horizon` (the LSO), from the log start (Kafka's clean section)."""
     start = log_.log_start_offset()
-    return [entry for entry in log_.table.files() if entry.max_offset < horizon and entry.max_offset >= start]
+    return [entry for entry in partition_files(log_.table) if entry.max_offset < horizon and entry.max_offset >= start]
 
 
 def read_cleanable(log_: PartitionLog, horizon: int | None = None) -> CleanableRows:
@@ -205,14 +206,14 @@ def rewrite_below_lso(
 
 def _runs(
     cleanable: CleanableRows, keep: np.ndarray
-) -> tuple[list[FileEntry], list[tuple[pa.Table, tuple[int, int], int | None]]]:
+) -> tuple[list[PartitionFile], list[tuple[pa.Table, dict[str, tuple[int, int]], int | None]]]:
     """The files that lose rows, and per run of consecutive such files the kept rows, the run's range and its newest time."""
     files = cleanable.files
     losing = np.zeros(len(files), dtype=bool)
     losing[np.unique(cleanable.file_index[~keep])] = True
     _anchor_empty_runs(losing, cleanable.file_index, keep)
-    removed: list[FileEntry] = []
-    added: list[tuple[pa.Table, tuple[int, int], int | None]] = []
+    removed: list[PartitionFile] = []
+    added: list[tuple[pa.Table, dict[str, tuple[int, int]], int | None]] = []
     start = None
     for position in range(len(files) + 1):
         if position < len(files) and losing[position]:
@@ -223,7 +224,11 @@ def _runs(
             run = files[start:position]
             in_run = (cleanable.file_index >= start) & (cleanable.file_index < position) & keep
             added.append(
-                (cleanable.rows.filter(pa.array(in_run)), (run[0].min_offset, run[-1].max_offset), newest_modification(run))
+                (
+                    cleanable.rows.filter(pa.array(in_run)),
+                    {OFFSET: (run[0].min_offset, run[-1].max_offset)},
+                    newest_modification(run),
+                )
             )
             removed.extend(run)
             start = None
@@ -323,7 +328,7 @@ def last_rows_by_producer(cleanable: CleanableRows) -> tuple[dict[int, int], dic
     """
     pieces = [cleanable.rows.select(["offset", "producer_id", "control"])]
     end = cleanable.files[-1].max_offset if cleanable.files else -1
-    for entry in cleanable.log.table.files():
+    for entry in partition_files(cleanable.log.table):
         if entry.min_offset > end:
             pieces.append(cleanable.log.table.read_file(entry, ["offset", "producer_id", "control"]))
     headers = pa.concat_tables(pieces)

@@ -3,7 +3,7 @@
 `PartitionLog.fetch` decides the range on the snapshot in hand (the high watermark, or the LSO and the aborted
 transactions for read_committed) and `read_range` reads it: the files holding it in offset order, a few ahead
 (lakelog.log.fetch_files), within the fetch's budgets; a file larger than the byte budget row group by row group
-(lakelog.log.fetch_pieces). Every file read is checked against its add action (lakelog.store.delta.file_check): a
+(lakelog.log.fetch_pieces). Every file read is checked against its add action (lakelog.log.file_check): a
 damaged one is CorruptRecord, after the rows before it are returned.
 """
 
@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from lakelog.errors import CorruptRecord, InvalidRequest, OffsetOutOfRange
 from lakelog.log.fetch_files import AbortedRows, contiguous, read_ahead
 from lakelog.log.fetch_pieces import Piece, pieces, read_piece
+from lakelog.log.partition_file import partition_files
 from lakelog.store import Table
 
 READ_UNCOMMITTED = "read_uncommitted"
@@ -75,7 +76,7 @@ def read_range(
     chunks: list[pa.Table] = []
     records = size = 0
     next_offset = start_offset
-    files = table.files()
+    files = partition_files(table)
     # Offsets are dense and files do not overlap, so max offsets are sorted too.
     first = bisect.bisect_left(files, start_offset, key=lambda entry: entry.max_offset)
     in_range = (pc.field("offset") >= start_offset) & (pc.field("offset") < end_offset)

@@ -13,8 +13,8 @@ from typing import Protocol, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from lakelog.log.partition_file import PartitionFile
 from lakelog.log.transactions import AbortedTransaction
-from lakelog.store import FileEntry
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ READ_THREADS = 2
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
-def contiguous(files: list[FileEntry], start_offset: int, end_offset: int) -> Iterator[FileEntry]:
+def contiguous(files: list[PartitionFile], start_offset: int, end_offset: int) -> Iterator[PartitionFile]:
     """The files holding [start_offset, end_offset) in order, up to the first gap (the fetch fails there)."""
     expected = start_offset
     for entry in files:
@@ -116,7 +116,7 @@ class AbortedRows:
             for producer_id, txns in by_producer.items()
         }
 
-    def filter(self, rows: pa.Table, entry: FileEntry) -> pa.Table:
+    def filter(self, rows: pa.Table, entry: PartitionFile) -> pa.Table:
         """The rows of `entry` (all of them, or a range) that read_committed returns."""
         control = rows.column("control")
         keep = control.is_null().to_numpy() if control.null_count < rows.num_rows else None

@@ -19,8 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakelog.errors import CorruptRecord
-from lakelog.store import FileEntry, Table
-from lakelog.store.delta.file_check import offset_bounds
+from lakelog.log.file_check import offset_bounds
+from lakelog.log.partition_file import PartitionFile
+from lakelog.store import Table
 
 # Footers kept, of the large files read last (a footer of 100 row groups is some 100 KB).
 FOOTERS_KEPT = 16
@@ -35,7 +36,7 @@ _lock = threading.Lock()
 class Piece:
     """Offsets first..last of `entry` (all of it if `row_groups` is None), with its size on disk and rows."""
 
-    entry: FileEntry
+    entry: PartitionFile
     first: int
     last: int
     size_bytes: int
@@ -44,7 +45,7 @@ class Piece:
     metadata: pq.FileMetaData | None = None
 
 
-def pieces(table: Table, files: Iterator[FileEntry], start: int, end: int, max_bytes: int) -> Iterator[Piece]:
+def pieces(table: Table, files: Iterator[PartitionFile], start: int, end: int, max_bytes: int) -> Iterator[Piece]:
     """The pieces holding [start, end) of `files` in order: files up to `max_bytes` whole, larger ones by row group."""
     for entry in files:
         if entry.size_bytes <= max_bytes:
@@ -86,7 +87,7 @@ def read_piece(table: Table, piece: Piece) -> pa.Table:
     return rows
 
 
-def footer(table: Table, entry: FileEntry) -> pq.FileMetaData:
+def footer(table: Table, entry: PartitionFile) -> pq.FileMetaData:
     """The footer of `entry`'s file (kept for the last FOOTERS_KEPT large files); CorruptRecord if unreadable."""
     path = table.file_path(entry)
     with _lock:

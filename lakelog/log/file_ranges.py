@@ -18,27 +18,28 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import CorruptRecord
-from lakelog.store import FileEntry, Table
+from lakelog.log.partition_file import PartitionFile
+from lakelog.store import Table
 
 logger = logging.getLogger(__name__)
 
 
 def read_offset_range(
     table: Table,
-    files: list[FileEntry],
+    files: list[PartitionFile],
     start: int,
     end_offset: int,
     columns: list[str],
     *,
     none_held_message: bool = False,
-    known: Callable[[FileEntry], bool] | None = None,
-) -> list[tuple[FileEntry, pa.Table | None]]:
+    known: Callable[[PartitionFile], bool] | None = None,
+) -> list[tuple[PartitionFile, pa.Table | None]]:
     """Each file holding offsets of [start, end_offset) with its `columns` rows in that range, in offset order.
 
     `known` is called on each file in order; a file wholly in the range for which it is True is not read: its rows are None (the caller
     knows what it needs of them from the file's add action).
 
-    `files` are the snapshot's active files (table.files()), ordered by first
+    `files` are the snapshot's active files (partition_files(table)), ordered by first
     offset; `start` is at or above the first one's and below `end_offset`. The
     first file is read from `start` and the last one's rows at or past
     `end_offset` are dropped. CorruptRecord if a file is missing or unreadable, or
@@ -47,7 +48,7 @@ def read_offset_range(
     """
     # Files tile the offsets in order, so their max offsets are sorted too.
     first = bisect.bisect_left(files, start, key=lambda entry: entry.max_offset)
-    chunks: list[tuple[FileEntry, pa.Table | None]] = []
+    chunks: list[tuple[PartitionFile, pa.Table | None]] = []
     covered = start
     for entry in files[first:]:
         if entry.min_offset >= end_offset or entry.min_offset > covered:

@@ -30,6 +30,7 @@ from lakelog.log import producer_state
 from lakelog.log.fetch import ISOLATION_LEVELS as ISOLATION_LEVELS
 from lakelog.log.fetch import READ_COMMITTED, READ_UNCOMMITTED, FetchResult, check_fetch, check_in_range, read_range
 from lakelog.log.fetch_files import AbortedRows
+from lakelog.log.partition_file import PARTITION_ORDER, partition_files
 from lakelog.log.producer_index import ProducerIndex, find_batch
 from lakelog.log.producer_state import ProducerEntry, Verdict
 from lakelog.log.records import AppendResult as AppendResult
@@ -77,7 +78,9 @@ class PartitionLog:
         self._recorded_start: tuple[int, int | None] | None = None
         # Producer entries derived from the rows (S9.4): a cache, as the transaction index.
         self._producer_index = ProducerIndex()
-        self.maintenance = MaintenancePolicy(segment_files=config.segment_files, compression=config.compression_type)
+        self.maintenance = MaintenancePolicy(
+            merge_order=PARTITION_ORDER, segment_files=config.segment_files, compression=config.compression_type
+        )
         # What the maintenance after the last commit of this handle did (its errors are not raised).
         self.last_maintenance: MaintenanceReport | None = None
         self._transactions = TransactionIndex()
@@ -93,7 +96,7 @@ class PartitionLog:
         version = self.table.version
         if self._leo is None or self._leo[0] != version:
             leo = self.table.app_version(LOG_END_OFFSET_APP_ID) or 0
-            files = self.table.files()
+            files = partition_files(self.table)
             if files and files[-1].max_offset >= leo:
                 # A commit added rows without moving its LEO: not lakelog's, and an append would reuse their offsets.
                 raise CorruptRecord(
@@ -112,7 +115,7 @@ class PartitionLog:
         Retention removes whole files, so the first active file starts the log; `delete_records`
         may move it into a file, recorded as a `txn` action. Never above the LEO.
         """
-        files = self.table.files()
+        files = partition_files(self.table)
         leo = self.log_end_offset()
         start = files[0].min_offset if files else leo
         version = self.table.version

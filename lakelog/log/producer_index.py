@@ -37,9 +37,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.log.file_ranges import read_offset_range
+from lakelog.log.partition_file import PartitionFile, partition_files
 from lakelog.log.producer_state import STATE_COLUMNS, ProducerEntry, fold, tagged_entries
 from lakelog.log.records import BatchHeader, last_sequence
-from lakelog.store import FileEntry, Table
+from lakelog.store import Table
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class ProducerIndex:
         """Fold the rows [position, end_offset) of the table's snapshot in hand; CorruptRecord if a file is missing."""
         if self.position is None or end_offset < self.position:
             # A first use, or a table that went back (recreated): start again at its LEO, knowing nothing below.
-            files = table.files()
+            files = partition_files(table)
             self.position = self.start = end_offset
             self._entries = {}
             self._complete = not any(entry.min_offset < end_offset for entry in files)
@@ -115,7 +116,7 @@ class ProducerIndex:
             return
         if end_offset == self.position:
             return
-        files = table.files()
+        files = partition_files(table)
         # Rows that retention removed since the position are gone, and so are the entries they left (S9.4).
         start = max(self.position, files[0].min_offset if files else end_offset)
         if start >= end_offset:
@@ -125,7 +126,7 @@ class ProducerIndex:
         # A file of one batch says in its add action what its rows leave (tagged_entries): it is not read.
         tagged: dict[str, dict[int, ProducerEntry]] = {}
 
-        def known(file: FileEntry) -> bool:
+        def known(file: PartitionFile) -> bool:
             entries = tagged_entries(file)
             if entries is not None:
                 tagged[file.path] = entries
@@ -134,7 +135,7 @@ class ProducerIndex:
         self._fold(read_offset_range(table, files, start, end_offset, STATE_COLUMNS, known=known), tagged, end_offset)
 
     def _fold(
-        self, chunks: list[tuple[FileEntry, pa.Table | None]], tagged: dict[str, dict[int, ProducerEntry]], end_offset: int
+        self, chunks: list[tuple[PartitionFile, pa.Table | None]], tagged: dict[str, dict[int, ProducerEntry]], end_offset: int
     ) -> None:
         """Fold each file's rows in offset order, with the file's append time (producer_state.fold), or take what
         its add action says they leave (`tagged`, by path, for the files not read)."""
@@ -169,13 +170,13 @@ class ProducerIndex:
     def _max_producer_id_of(self, table: Table) -> int:
         version = table.version
         if self._max_producer_id is None or self._max_producer_id[0] != version:
-            files = table.files()
+            files = partition_files(table)
             self._max_producer_id = (version, max((entry.max_producer_id for entry in files), default=-1))
         return self._max_producer_id[1]
 
     def _scan(self, table: Table, producer_id: int, end_offset: int, log_start: int) -> ProducerEntry | None:
         """Read the entry of `producer_id` from the files, newest first, and hold it (a cold lookup)."""
-        for entry in reversed(table.files()):
+        for entry in reversed(partition_files(table)):
             if entry.max_offset < log_start:
                 return None
             if entry.min_offset >= end_offset or not entry.min_producer_id <= producer_id <= entry.max_producer_id:
@@ -211,7 +212,7 @@ def find_batch(table: Table, header: BatchHeader, count: int) -> int | None:
         in_range = (pc.field("sequence") >= first) | (pc.field("sequence") <= last)
     predicate = (pc.field("producer_id") == header.producer_id) & (pc.field("producer_epoch") == header.producer_epoch) & in_range
     found = []
-    for entry in table.files():
+    for entry in partition_files(table):
         if not entry.min_producer_id <= header.producer_id <= entry.max_producer_id:
             continue
         rows = table.read_file(entry, ["offset", "sequence", "producer_id", "producer_epoch"], predicate)

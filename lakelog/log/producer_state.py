@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, ProducerFenced, UnknownProducerId
+from lakelog.log.partition_file import PartitionFile
 from lakelog.log.records import NO_SEQUENCE, BatchHeader, last_sequence, next_sequence
-from lakelog.store import FileEntry
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def entry_tag(entry: ProducerEntry) -> str:
     )
 
 
-def tagged_entries(file: FileEntry) -> dict[int, ProducerEntry] | None:
+def tagged_entries(file: PartitionFile) -> dict[int, ProducerEntry] | None:
     """What `fold` gives for all of `file`'s rows (with its append time), from its add action alone; None when
     only its rows can tell.
 

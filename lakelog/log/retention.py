@@ -36,8 +36,9 @@ from lakelog.errors import (
 from lakelog.log import compaction, plan_handles
 from lakelog.log.compaction import CompactionResult
 from lakelog.log.partition import LOG_START_OFFSET_APP_ID, PartitionLog
+from lakelog.log.partition_file import PartitionFile, partition_files
 from lakelog.log.topics import list_topics, open_partition, partition_path, topic_config
-from lakelog.store import FileEntry, Location
+from lakelog.store import Location
 from lakelog.store.delta.lost_race import after_lost_race
 from lakelog.store.delta.table import storage_errors
 from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
@@ -67,8 +68,8 @@ class Trim:
 
 
 def files_past_retention(
-    files: Sequence[FileEntry],
-    max_timestamp_ms: Callable[[FileEntry], int],
+    files: Sequence[PartitionFile],
+    max_timestamp_ms: Callable[[PartitionFile], int],
     *,
     now_ms: int,
     retention_ms: int,
@@ -113,7 +114,7 @@ def enforce_retention(log_: PartitionLog, now_ms: int, *, backoff: Backoff | Non
     backoff = DEFAULT_POLICY.start(TRIM_TIMEOUT_S) if backoff is None else backoff
     while True:
         log_.refresh()
-        files = log_.table.files()
+        files = partition_files(log_.table)
         try:
             count = files_past_retention(
                 files,
@@ -184,7 +185,7 @@ def delete_records(log_: PartitionLog, offset: int, *, backoff: Backoff | None =
             )
         if target <= log_start:
             return log_start
-        removed = [entry for entry in log_.table.files() if entry.max_offset < target]
+        removed = [entry for entry in partition_files(log_.table) if entry.max_offset < target]
         trim = _commit_trim(log_, removed, target, DELETE_RECORDS_OPERATION, backoff)
         if trim is not None:
             logger.info(
@@ -264,7 +265,7 @@ def _clean_partition(log_: PartitionLog, now_ms: int, policy: RetryPolicy) -> Pa
 
 
 def _commit_trim(
-    log_: PartitionLog, removed: Sequence[FileEntry], log_start: int, operation: str, backoff: Backoff
+    log_: PartitionLog, removed: Sequence[PartitionFile], log_start: int, operation: str, backoff: Backoff
 ) -> Trim | None:
     """Commit the removal of `removed` and the log start `log_start` as exactly the next version.
 
@@ -283,7 +284,7 @@ def _commit_trim(
     return Trim(version, log_start, len(removed), sum(entry.size_bytes for entry in removed))
 
 
-def _max_timestamp_ms(log_: PartitionLog, entry: FileEntry) -> int:
+def _max_timestamp_ms(log_: PartitionLog, entry: PartitionFile) -> int:
     """The newest record timestamp of a file, in ms (a file holds no statistics of it)."""
     timestamps = log_.table.read_file(entry, ["timestamp"]).column("timestamp")
     newest = pc.max(timestamps.cast("int64")).as_py()

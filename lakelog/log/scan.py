@@ -40,12 +40,13 @@ from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrParti
 from lakelog.log import plan_handles
 from lakelog.log.fetch import ISOLATION_LEVELS, READ_COMMITTED
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, PartitionLog
+from lakelog.log.partition_file import PartitionFile, partition_files
 from lakelog.log.records import HEADER_TYPE
 from lakelog.log.scan_state import transaction_state
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.topics import open_partition, partition_path
 from lakelog.log.transactions import AbortedTransaction
-from lakelog.store import FileEntry, Location, PinnedSnapshot
+from lakelog.store import Location, PinnedSnapshot
 from lakelog.store.delta.pinned import pin
 
 logger = logging.getLogger(__name__)
@@ -114,10 +115,10 @@ class PartitionScan:
     aborted: tuple[AbortedTransaction, ...]
 
     @property
-    def files(self) -> list[FileEntry]:
+    def files(self) -> list[PartitionFile]:
         return [
             entry
-            for entry in self.snapshot.files()
+            for entry in partition_files(self.snapshot)
             if entry.max_offset >= self.start_offset and entry.min_offset < self.end_offset
         ]
 

@@ -27,6 +27,7 @@ from collections import OrderedDict
 
 from lakelog.errors import CorruptRecord
 from lakelog.log.partition import PartitionLog
+from lakelog.log.partition_file import partition_files
 from lakelog.log.plan_handles import KEPT_HANDLES
 from lakelog.log.transactions import AbortedTransaction, TransactionIndex
 
@@ -71,7 +72,7 @@ def transaction_state(log: PartitionLog) -> tuple[int, list[AbortedTransaction]]
         kept = _kept(log)
         with kept.lock:
             index = kept.index
-            files = log.table.files()
+            files = partition_files(log.table)
             floor = files[0].min_offset if files else log.log_end_offset()
             if index.position > log.log_end_offset() or index.floor > floor:
                 index = TransactionIndex()  # the kept one is ahead of this snapshot: fold afresh, keep the kept

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from lakelog.log.fetch_files import read_ahead
 from lakelog.log.partition import PartitionLog
-from lakelog.store import FileEntry
+from lakelog.log.partition_file import PartitionFile, partition_files
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +31,11 @@ def offset_for_timestamp(log: PartitionLog, timestamp_ms: int, end_offset: int) 
     target_us = timestamp_ms * 1000
     in_range = (pc.field("offset") >= start) & (pc.field("offset") < end_offset)
 
-    def read(entry: FileEntry) -> pa.Table:
+    def read(entry: PartitionFile) -> pa.Table:
         whole = entry.min_offset >= start and entry.max_offset < end_offset
         return log.table.read_file(entry, ["offset", "timestamp"], None if whole else in_range)
 
-    wanted = (entry for entry in log.table.files() if entry.max_offset >= start and entry.min_offset < end_offset)
+    wanted = (entry for entry in partition_files(log.table) if entry.max_offset >= start and entry.min_offset < end_offset)
     # The files are read a few ahead, as a fetch reads them; the first holding a match ends the search.
     for _, rows in read_ahead(read, wanted, max_bytes=1 << 62, max_records=1 << 62):
         late = pc.greater_equal(rows.column("timestamp").cast(pa.int64()), target_us).fill_null(False)

@@ -48,9 +48,10 @@ import pyarrow as pa
 
 from lakelog.errors import CorruptRecord
 from lakelog.log.file_ranges import read_offset_range
+from lakelog.log.partition_file import PartitionFile, partition_files
 from lakelog.log.producer_state import tagged_entries
 from lakelog.log.records import ControlType
-from lakelog.store import FileEntry, Table
+from lakelog.store import Table
 from lakelog.store.delta.sidecar import read_snapshots, write_snapshot
 
 logger = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class _ChangesNothing:
         self._open = set(opened)
         self._ranges: list[tuple[int, int]] = []
 
-    def __call__(self, file: FileEntry) -> bool:
+    def __call__(self, file: PartitionFile) -> bool:
         tagged = tagged_entries(file)
         if tagged == {}:
             return True
@@ -204,7 +205,7 @@ class TransactionIndex:
         snapshot). A missing or unreadable file, or rows that are not dense,
         raise CorruptRecord; the index keeps the state of a position it reached.
         """
-        files = table.files()
+        files = partition_files(table)
         floor = files[0].min_offset if files else end_offset
         if floor > self.floor:
             self.trim(floor)
@@ -244,7 +245,7 @@ class TransactionIndex:
     def _fold_files(self, table: Table, end_offset: int) -> None:
         if end_offset <= self.position:
             return  # a loaded snapshot may already be at the end
-        files = table.files()
+        files = partition_files(table)
         start = self.position
         # The files' offset ranges must tile [start, end_offset); a compacted file holds fewer rows than its range.
         known = _ChangesNothing(self._open)

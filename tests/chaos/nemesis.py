@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.history import INFO, HistoryWriter, key_of
+from lakelog.log.partition_file import partition_files
 from lakelog.log.topics import partition_path
 from lakelog.store import Location, Table
 from lakelog.store.delta.log import DELTA_LOG, DeltaLog, commit_name
@@ -161,7 +162,7 @@ class StorageNemesis:
 
     def data_files(self, partition: int) -> list[str]:
         """The active data files of the partition's latest snapshot, by first offset."""
-        return [entry.path for entry in Table.open(self.table(partition)).files()]
+        return [entry.path for entry in partition_files(Table.open(self.table(partition)))]
 
     def strike(self, kind: str, partition: int) -> StorageFault | None:
         """Inject `kind` (a key of STORAGE_FAULTS) into `partition`; None if it has no file to take it."""

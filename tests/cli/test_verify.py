@@ -16,6 +16,7 @@ from lakelog.cli.main import main
 from lakelog.jobs.verify import verify_root
 from lakelog.log import BatchHeader, create_topic, open_partition, payload_table
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, wall_clock_ms
+from lakelog.log.partition_file import partition_files
 from lakelog.log.records import conform_payload, stamp
 from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import Location, Table
@@ -91,7 +92,9 @@ def commit_uri(lake: Location, version: int, partition: int = 0) -> str:
 
 def data_files(lake: Location, partition: int = 0) -> list[tuple[str, int, int]]:
     """(file name, first offset, last offset) of the partition's active files, in offset order."""
-    return [(entry.path, entry.min_offset, entry.max_offset) for entry in Table.open(partition_log(lake, partition)).files()]
+    return [
+        (entry.path, entry.min_offset, entry.max_offset) for entry in partition_files(Table.open(partition_log(lake, partition)))
+    ]
 
 
 def test_clean_root_exits_0(lake, capsys):
@@ -188,7 +191,7 @@ def test_truncated_checkpoint_is_named_and_repaired(lake, capsys):
     assert re.search(r"topics/pay/0\tcheckpoint 2\trepaired\trebuilt from the commits", out)
     assert {version: lake.io.read(commit_uri(lake, version)) for version in range(4)} == commits_before
     assert verify(lake, capsys=capsys)[0] == 0
-    assert len(Table.open(partition_log(lake)).files()) == 3
+    assert len(partition_files(Table.open(partition_log(lake)))) == 3
 
 
 def test_commit_without_commit_info_is_foreign(lake, capsys):

@@ -24,6 +24,7 @@ from lakelog.errors import (
     OffsetOutOfRange,
 )
 from lakelog.log import open_partition
+from lakelog.log.partition_file import partition_files
 from tests.client.clients import NEVER_LINGER_MS, consumer, producer, read_all
 
 
@@ -269,7 +270,7 @@ def test_a_corrupt_data_file_fails_the_consumer_and_the_cli_with_one_line_naming
         p.produce(topic, f"v{n}", partition=0)
         p.flush()
     table = open_partition(lake, topic, 0).table
-    middle = [entry for entry in table.files() if entry.min_offset == 1][0]
+    middle = [entry for entry in partition_files(table) if entry.min_offset == 1][0]
     Path(table.file_path(middle)).write_bytes(b"not parquet")
     with consumer(lake, **{"auto.offset.reset": "earliest"}) as c:
         c.assign([TopicPartition(topic, 0, 1)])

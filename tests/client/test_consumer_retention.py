@@ -8,6 +8,7 @@ from lakelog import Consumer
 from lakelog.client.types import OFFSET_BEGINNING, TopicPartition
 from lakelog.errors import KafkaError
 from lakelog.log import open_partition, payload_table
+from lakelog.log.partition_file import partition_files
 from lakelog.log.retention import delete_records, enforce_retention
 
 
@@ -51,7 +52,7 @@ def sitting(root, topic):
         if vacuumed:
             # The consumer's snapshot still lists the removed files: once vacuum deleted them, it must look again.
             log.refresh()
-            active = {entry.path for entry in log.table.files()}
+            active = {entry.path for entry in partition_files(log.table)}
             for entry in log.table.io.list(log.table.uri):
                 if entry.name.endswith(".parquet") and entry.name not in active:
                     log.table.io.delete(entry.uri)

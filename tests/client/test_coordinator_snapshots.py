@@ -21,6 +21,7 @@ from lakelog.coordinator.runtime import state_log
 from lakelog.coordinator.runtime.state_log import CoordinatorLog
 from lakelog.coordinator.transaction import TransactionMetadata
 from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
+from lakelog.log.partition_file import partition_files
 from lakelog.log.topics import open_internal_partition
 from lakelog.store.delta.sidecar import SIDECAR_DIR
 
@@ -110,7 +111,7 @@ def test_S8_2_a_cold_coordinator_starts_from_the_newest_snapshot_and_reads_only_
     assert cold.state == full
     # The records below the snapshot are no longer read: make every file wholly below it unreadable.
     table = cold.log.table
-    spoiled = [entry for entry in table.files() if entry.max_offset < cold.snapshot_position]
+    spoiled = [entry for entry in partition_files(table) if entry.max_offset < cold.snapshot_position]
     assert spoiled, "the test needs files below the snapshot"
     for entry in spoiled:
         Path(table.file_path(entry)).write_bytes(b"not parquet")

@@ -32,6 +32,7 @@ from lakelog.errors import (
     OutOfOrderSequence,
 )
 from lakelog.log import BatchHeader, open_partition, payload_table
+from lakelog.log.partition_file import partition_files
 from lakelog.store import Table
 from tests.client.clients import NEVER_LINGER_MS, leo, producer, read_all, version
 
@@ -200,7 +201,7 @@ def test_batch_num_messages_bounds_a_batch_one_commit_each(lake, make_topic, cou
     p.flush()
     log = open_partition(lake, topic, 0)
     assert log.version == math.ceil(count / per_batch)
-    assert len(log.table.files()) == math.ceil(count / per_batch)
+    assert len(partition_files(log.table)) == math.ceil(count / per_batch)
     assert [m.offset() for m in read_all(lake, topic)] == list(range(count))
 
 

@@ -29,6 +29,7 @@ from lakelog.log import (
     payload_table,
     topic_config,
 )
+from lakelog.log.partition_file import partition_files
 from lakelog.log.records import MAX_EPOCH, MAX_SEQUENCE
 
 
@@ -273,7 +274,7 @@ def _three_batches(root, topic):
     log = open_partition(root, topic(), 0)
     for i in range(3):
         log.append(payload_table([f"{i}-{j}".encode() for j in range(2)]), BatchHeader(1, 0, 2 * i))
-    files = log.table.files()
+    files = partition_files(log.table)
     assert [(entry.min_offset, entry.max_offset) for entry in files] == [(0, 1), (2, 3), (4, 5)]
     return log, files
 

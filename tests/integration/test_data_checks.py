@@ -14,6 +14,7 @@ from lakelog.client.consumer.fetcher import fetched_offset
 from lakelog.errors import CorruptRecord
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.log.fetch_pieces import pieces
+from lakelog.log.partition_file import partition_files
 
 # The S3 FileIO reads a whole file in one GET and decodes it from memory: both readers are checked (S12.1).
 BOTH_ROOTS = pytest.mark.roots("local", "s3")
@@ -45,7 +46,7 @@ def test_a_flipped_byte_in_a_stored_value_is_corrupt_record_naming_the_file(root
     log = open_partition(root, "t", 0)
     needle = b"the-value-that-is-damaged-0123456789"
     log.append(payload_table([b"before", needle, b"after"]))
-    entry = log.table.files()[0]
+    entry = partition_files(log.table)[0]
     path = log.table.file_path(entry)
     data = bytearray(log.table.io.read(path))
     at = bytes(data).find(needle)
@@ -66,7 +67,7 @@ def test_a_data_file_copied_over_another_is_corrupt_record_after_the_records_bef
     log = open_partition(root, "t", 0)
     for batch in range(3):
         log.append(payload_table([b"%d-a" % batch, b"%d-b" % batch]))
-    first, second, _ = log.table.files()
+    first, second, _ = partition_files(log.table)
     io = log.table.io
     io.write(log.table.file_path(second), io.read(log.table.file_path(first)))
     offsets, error = _consume_all(root, "t")
@@ -82,7 +83,7 @@ def test_a_large_file_is_fetched_by_row_group_and_each_group_is_checked(root: st
     log = open_partition(root, "t", 0)
     values: list[bytes | None] = [b"%06d" % index + b"x" * 2000 for index in range(3000)]
     log.append(payload_table(values))
-    entry = log.table.files()[0]
+    entry = partition_files(log.table)[0]
     found = list(pieces(log.table, iter([entry]), 0, entry.max_offset + 1, 64 << 10))
     assert len(found) > 1 and all(piece.row_groups is not None for piece in found)
     assert [piece.first for piece in found][0] == 0 and found[-1].last == entry.max_offset
@@ -97,7 +98,7 @@ def test_a_file_whose_footer_disagrees_with_its_add_action_is_refused_before_any
     create_topic(root, "t", 1)
     log = open_partition(root, "t", 0)
     log.append(payload_table([b"a", b"b", b"c"]))
-    entry = log.table.files()[0]
+    entry = partition_files(log.table)[0]
     path = log.table.file_path(entry)
     rows = log.table.io.read_parquet(path)
     log.table.io.write_parquet(rows.slice(0, 2), path)
@@ -114,7 +115,7 @@ def test_a_cold_lso_of_a_partition_without_transactions_opens_no_data_file(root:
     log = open_partition(root, "t", 0)
     for batch in range(5):
         log.append(payload_table([b"%d" % batch] * 3))
-    for entry in log.table.files():
+    for entry in partition_files(log.table):
         log.table.io.write(log.table.file_path(entry), b"not parquet")
     cold = open_partition(root, "t", 0)
     assert cold.last_stable_offset() == 15

@@ -26,6 +26,7 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
+from lakelog.log.partition_file import PARTITION_ORDER, partition_files
 from lakelog.log.transactions import TransactionIndex
 from lakelog.log.verification import _UNVERIFIED
 from lakelog.store import Location
@@ -179,7 +180,7 @@ def test_S5_2_read_committed_never_returns_open_or_aborted_rows_or_markers(root,
     # The aborted rows never come back: not after more commits, not to a new process, not after compaction.
     w.plain("n10")
     assert read(reopened(log), READ_COMMITTED) == committed + [(10, "n10")]
-    assert compact(log.table, fan_in=2) is not None
+    assert compact(log.table, PARTITION_ORDER, fan_in=2) is not None
     assert read(log, READ_COMMITTED) == read(reopened(log), READ_COMMITTED) == committed + [(10, "n10")]
 
 
@@ -348,7 +349,7 @@ def test_S5_3_a_cold_index_starts_from_the_newest_snapshot_and_reads_only_the_ro
     assert writer_index.snapshot_position == log.log_end_offset()
     Writer(log).plain("after")
     # The rows below the snapshot are no longer needed: make them unreadable, and a cold index still gets it right.
-    for entry in log.table.files()[:-1]:
+    for entry in partition_files(log.table)[:-1]:
         log.table.io.write(log.table.file_path(entry), b"not parquet")
     cold = TransactionIndex(snapshot_every_offsets=10)
     cold.catch_up(log.table, log.log_end_offset())

@@ -28,6 +28,7 @@ from lakelog.log import (
     open_partition,
     payload_table,
 )
+from lakelog.log.partition_file import PARTITION_ORDER
 from lakelog.log.transactions import TransactionIndex
 from lakelog.log.verification import _UNVERIFIED
 from lakelog.store.upkeep.maintenance import compact
@@ -133,7 +134,7 @@ def test_S5_random_histories_match_the_reference_model(root, history, max_record
             writer.append_marker(producer_id, epochs[producer_id], argument)
             model.rows.append((producer_id, argument.value, argument.value))
         else:
-            compact(writer.table, fan_in=2)
+            compact(writer.table, PARTITION_ORDER, fan_in=2)
         incremental.refresh()
         expected = model.outcome()
         assert observed(incremental, max_records) == expected

@@ -17,6 +17,7 @@ import pytest
 
 from lakelog.errors import CommitConflict, KafkaStorageError
 from lakelog.log import create_topic, open_partition, payload_table
+from lakelog.log.partition_file import partition_files
 from lakelog.store import Location, Table
 from lakelog.store.delta.commit import Commit, Conflict, Unknown
 from lakelog.store.delta.table_create import created_in_the_log
@@ -160,7 +161,7 @@ def test_S9_5_a_commit_file_that_refilled_a_hole_is_a_lost_race_and_is_removed(p
 def test_S9_5_a_commit_whose_predecessor_is_gone_is_found_by_its_files(partition):
     table = partition.table
     append(partition, 3 * INTERVAL)
-    first = table.files()[0]  # committed as version 1
+    first = partition_files(table)[0]  # committed as version 1
     cleanup_log(table, keep_checkpoints=2, retention_s=0)
     assert check_after_put(table, 1, "any", [first.path], []) is None
     # The fast path: (N-1).json is there, so N.json was never deleted before the put.

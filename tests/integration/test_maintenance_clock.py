@@ -12,6 +12,7 @@ import pytest
 
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
+from lakelog.log.partition_file import partition_files
 from lakelog.store import Location
 from lakelog.store.upkeep import maintenance
 from lakelog.store.upkeep.maintenance import maintain, vacuum
@@ -40,7 +41,7 @@ def test_S9_1_vacuum_deletes_a_file_no_commit_holds_only_once_its_grace_passed_o
     orphan = f"part-{table.version + 1:020d}-{uuid.uuid4().hex}.parquet"
     table.io.write_parquet(payload_table([b"never committed"]), table.child_uri(orphan))
     written_ms = wall_clock_ms()
-    active = {entry.path for entry in table.files()}
+    active = {entry.path for entry in partition_files(table)}
     assert vacuum(table, now_ms=written_ms + GRACE_MS - 5_000) == []
     assert names(table) == active | {orphan}
     assert vacuum(table, dry_run=True, now_ms=written_ms + GRACE_MS + 5_000) == [orphan]

@@ -13,6 +13,7 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog.log import create_topic, open_partition, payload_table
+from lakelog.log.partition_file import PARTITION_ORDER, partition_files
 from lakelog.store.upkeep.maintenance import MaintenancePolicy, maintain
 
 pytestmark = pytest.mark.roots("local", "s3")
@@ -25,11 +26,11 @@ def test_a_failed_compaction_logs_a_warning_naming_the_table_and_version_and_cha
         log.append(payload_table([f"v{batch}".encode()]))
     table = log.table
     # A data file goes missing behind the log's back: compaction cannot read it.
-    victim = table.files()[0]
+    victim = partition_files(table)[0]
     assert table.io.delete(table.child_uri(victim.path))
     before = table_fingerprint(table.uri)
     with caplog.at_level(logging.WARNING, logger="lakelog.store.upkeep.maintenance"):
-        report = maintain(table, MaintenancePolicy(segment_files=2, check_every=1, fan_in=2))
+        report = maintain(table, MaintenancePolicy(merge_order=PARTITION_ORDER, segment_files=2, check_every=1, fan_in=2))
     assert report.compaction is None and len(report.errors) == 1
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "lakelog.store.upkeep.maintenance"]
     assert len(warnings) == 1, caplog.text
@@ -45,6 +46,6 @@ def test_maintenance_that_succeeds_logs_no_warning(root, caplog):
     for batch in range(3):
         log.append(payload_table([f"v{batch}".encode()]))
     with caplog.at_level(logging.WARNING, logger="lakelog.store.upkeep.maintenance"):
-        report = maintain(log.table, MaintenancePolicy(segment_files=2, check_every=1, fan_in=2))
+        report = maintain(log.table, MaintenancePolicy(merge_order=PARTITION_ORDER, segment_files=2, check_every=1, fan_in=2))
     assert report.errors == [] and report.compaction is not None
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []

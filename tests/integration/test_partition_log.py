@@ -31,6 +31,7 @@ from lakelog.errors import (
     UnknownProducerId,
 )
 from lakelog.log import BatchHeader, ControlType, allocate_producer_id, open_partition, payload_table
+from lakelog.log.partition_file import partition_files
 from lakelog.log.records import PARTITION_SCHEMA
 
 pytestmark = pytest.mark.roots("local", "s3")
@@ -246,11 +247,11 @@ def test_S1_4_a_handle_reads_its_own_small_last_file_as_the_store_gives_it(root,
     log.append_marker(producer_id, 1, ControlType.COMMIT)
     disk = open_partition_fresh(log)
     filters = [(None, None), (["offset", "control"], None), (None, pc.field("offset") >= 1), (["value"], pc.field("offset") < 2)]
-    for entry in log.table.files():
+    for entry in partition_files(log.table):
         for columns, predicate in filters:
             mine, read = log.table.read_file(entry, columns, predicate), disk.table.read_file(entry, columns, predicate)
             assert mine.schema == read.schema and mine.to_pylist() == read.to_pylist(), (entry.path, columns)
-    last = log.table.files()[-1]
+    last = partition_files(log.table)[-1]
     assert log.table._written is not None and log.table._written[0] == last.path
     log.append(payload_table([b"x"] * (WRITTEN_ROWS_KEPT + 1)))
     assert log.table._written is None

@@ -21,6 +21,7 @@ from helpers import FakeClock, table_fingerprint
 from lakelog.errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
 from lakelog.log import BatchHeader, ControlType, PartitionLog, open_partition, payload_table
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, LOG_START_OFFSET_APP_ID
+from lakelog.log.partition_file import PARTITION_ORDER, partition_files
 from lakelog.log.producer_state import STATE_COLUMNS, fold
 from lakelog.log.records import conform_payload, stamp
 from lakelog.log.verification import _UNVERIFIED
@@ -219,12 +220,12 @@ def test_S9_4_new_producer_id_decided_without_reading_data(root, topic):
     refused(other, OutOfOrderSequence, BatchHeader(4, 1, 5))  # a new epoch must start at 0: no batch search
     assert reads == []
     # Merged files carry no entry: the newest file covering the id is read, and no other.
-    assert compact(log.table, fan_in=2) is not None
+    assert compact(log.table, PARTITION_ORDER, fan_in=2) is not None
     merged = open_partition(root, name, 0)
     reads = count_reads(merged)
     refused(merged, OutOfOrderSequence, BatchHeader(4, 1, 5))
     assert len(reads) == 1 and all(
-        entry.min_producer_id <= 4 <= entry.max_producer_id for entry in merged.table.files() if entry.path in reads
+        entry.min_producer_id <= 4 <= entry.max_producer_id for entry in partition_files(merged.table) if entry.path in reads
     )
 
 
@@ -246,7 +247,7 @@ def test_S3_5_a_handle_following_another_producer_reads_none_of_its_batches(root
     # The same entries as the rows give, each file read by another handle and folded in offset order (producer_state.fold).
     disk = open_partition(root, name, 0).table
     from_rows = {}
-    for entry in disk.files():
+    for entry in partition_files(disk):
         from_rows.update(fold(disk.read_file(entry, STATE_COLUMNS), entry.modification_time_ms))
     tagged = {pid: mine.producer_entry(pid) for pid in (1, 2, 3)}
     assert tagged == {pid: from_rows[pid] for pid in (1, 2, 3)}
@@ -279,7 +280,7 @@ def test_S9_4_entries_survive_key_compaction_that_keeps_each_producers_last_batc
     log.append(one(), BatchHeader(2, 0, 0))
     log.refresh()
     kept = log.fetch(0, max_records=10).rows.filter(pc.field("offset") > 0)  # producer 1's first batch goes
-    log.table.rewrite(removed=log.table.files(), added=[(kept, (0, 2))], data_change=False)
+    log.table.rewrite(removed=partition_files(log.table), added=[(kept, {"offset": (0, 2)})], data_change=False)
     for handle in (behind, open_partition(root, name, 0)):
         handle.refresh()
         assert handle.producer_entry(1).last_offset == 1 and handle.producer_entry(2).last_offset == 2
@@ -301,8 +302,8 @@ def test_S9_4_a_merged_file_keeps_its_newest_sources_time_so_idle_producers_stil
     log.append(one(), BatchHeader(1, 0, 0))
     clock.now_ms = T0 + EXPIRATION // 2
     log.append(one(), BatchHeader(2, 0, 0))
-    assert compact(log.table, fan_in=2) is not None
-    merged = log.table.files()
+    assert compact(log.table, PARTITION_ORDER, fan_in=2) is not None
+    merged = partition_files(log.table)
     assert len(merged) == 1 and merged[0].modification_time_ms == T0 + EXPIRATION // 2
     clock.now_ms = T0 + EXPIRATION // 2 + EXPIRATION + 1
     cold = open_partition(root, name, 0, clock=clock)

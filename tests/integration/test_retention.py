@@ -9,6 +9,7 @@ from helpers import table_fingerprint
 
 from lakelog.errors import OffsetOutOfRange, PolicyViolation
 from lakelog.log import READ_COMMITTED, BatchHeader, ControlType, open_partition, payload_table
+from lakelog.log.partition_file import partition_files
 from lakelog.log.retention import delete_records, enforce_retention
 from lakelog.log.topic_config import TopicConfig
 from lakelog.log.transactions import TransactionIndex
@@ -87,7 +88,7 @@ def test_s9_1_retention_bytes_removes_the_oldest_files_down_to_the_limit(topic, 
     log = open_log(name)
     for _ in range(3):
         data(log)
-    sizes = [entry.size_bytes for entry in log.table.files()]
+    sizes = [entry.size_bytes for entry in partition_files(log.table)]
     # The limit is the newest two files' size: dropping the second too would go below it.
     log.config = TopicConfig.load({"retention.ms": -1, "retention.bytes": sizes[1] + sizes[2]})
     trim = enforce_retention(log, T0)
@@ -144,7 +145,7 @@ def test_s9_1_delete_records_moves_the_log_start_into_a_file_and_removes_files_b
         data(log)  # files 0-2, 3-5, 6-8
     assert delete_records(log, 4) == 4
     fresh = open_log(name)
-    assert fresh.log_start_offset() == 4 and [entry.min_offset for entry in fresh.table.files()] == [3, 6]
+    assert fresh.log_start_offset() == 4 and [entry.min_offset for entry in partition_files(fresh.table)] == [3, 6]
     assert values(fresh.fetch(4).rows) == [b"v1", b"v2", b"v0", b"v1", b"v2"]
     with pytest.raises(OffsetOutOfRange):
         fresh.fetch(3)
@@ -155,7 +156,7 @@ def test_s9_1_delete_records_moves_the_log_start_into_a_file_and_removes_files_b
     # -1 is the high watermark: everything goes.
     assert delete_records(fresh, -1) == 9
     again = open_log(name)
-    assert again.log_start_offset() == 9 and again.table.files() == []
+    assert again.log_start_offset() == 9 and partition_files(again.table) == []
 
 
 @pytest.mark.parametrize("offset", [10, -2])
@@ -202,7 +203,7 @@ def test_s9_2_read_committed_after_trimming_inside_an_aborted_transaction(topic,
     assert values(log.fetch(6, isolation_level=READ_COMMITTED).rows) == expected[1:]
     # Vacuum deletes the removed files once no snapshot may read them: a cold index must not need them.
     cold = open_log(name)
-    assert [entry.min_offset for entry in cold.table.files()] == [5, 8, 10, 11, 12, 13]
+    assert [entry.min_offset for entry in partition_files(cold.table)] == [5, 8, 10, 11, 12, 13]
     assert vacuum_all(cold) == 2
     assert cold.last_stable_offset() == 16 and cold.open_transactions() == {}
     assert all(found.first_offset >= 5 for found in cold.aborted_transactions(6, 16))
@@ -211,7 +212,7 @@ def test_s9_2_read_committed_after_trimming_inside_an_aborted_transaction(topic,
 
 def vacuum_all(log):
     """Delete every data file no longer active, as vacuum does after its grace."""
-    active = {entry.path for entry in log.table.files()}
+    active = {entry.path for entry in partition_files(log.table)}
     deleted = 0
     for entry in log.table.io.list(log.table.uri):
         name = entry.uri.rsplit("/", 1)[-1]

@@ -8,6 +8,7 @@ import pytest
 
 from lakelog.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, BatchHeader, ControlType, create_topic, open_partition, payload_table
+from lakelog.log.partition_file import partition_files
 from lakelog.log.scan import EARLIEST, LATEST, parse_offsets_json, plan_scan
 from lakelog.log.verification import _UNVERIFIED
 
@@ -78,10 +79,10 @@ def test_offsets_json_as_sparks_kafka_source_takes_it():
 def test_S1_4_a_scan_reads_only_the_files_that_hold_its_offsets(root, topic):
     """Files are pruned by their offset statistics: files wholly outside the range are never opened."""
     log = open_partition(root, topic, 0)
-    assert len(log.table.files()) == 5  # one file per batch: a, b, c, marker, d
+    assert len(partition_files(log.table)) == 5  # one file per batch: a, b, c, marker, d
     scan, _ = plan_scan(root, topic, READ_COMMITTED, {0: 2, 1: EARLIEST}, {0: 3, 1: LATEST})
     assert [(entry.min_offset, entry.max_offset) for entry in scan.files] == [(2, 2)]
-    for entry in log.table.files():
+    for entry in partition_files(log.table):
         if entry.max_offset < 2 or entry.min_offset >= 3:
             log.table.io.write(log.table.file_path(entry), b"not parquet")
     assert values(scan) == [b"c"]
@@ -100,7 +101,7 @@ def test_S5_1_S5_3_a_later_plan_folds_only_the_rows_appended_since_the_last_one(
     and its LSO and aborted transactions are those of its own snapshot."""
     first, _ = plan_scan(root, topic)
     log = open_partition(root, topic, 0)
-    earlier = list(log.table.files())
+    earlier = list(partition_files(log.table))
     log.append_marker(2, 1, ControlType.COMMIT)  # 5: closes d's transaction (4)
     txn(log, 3, b"e")  # 6: aborted below
     log.append_marker(3, 1, ControlType.ABORT)  # 7

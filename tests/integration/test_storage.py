@@ -25,6 +25,7 @@ from s3proxy_process import ProxyProcess
 from lakelog import AdminClient, Consumer, KafkaException, NewTopic, Producer, TopicPartition
 from lakelog.errors import InvalidConfig, KafkaStorageError, SaslAuthenticationFailed
 from lakelog.log import create_topic, open_partition, payload_table
+from lakelog.log.partition_file import partition_files
 from lakelog.store import Location, check_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -205,7 +206,7 @@ def test_no_raw_engine_error_reaches_the_api_when_a_data_file_is_unreadable(s3_r
     create_topic(s3_root, "t", 1)
     log = open_partition(s3_root, "t", 0)
     log.append(payload_table([b"a", b"b"]))
-    entry = log.table.files()[0]
+    entry = partition_files(log.table)[0]
     log.table.io.write(log.table.file_path(entry), b"not parquet")
     with Consumer({"lakelog.root": s3_root, "auto.offset.reset": "earliest"}) as consumer:
         consumer.assign([TopicPartition("t", 0, 0)])

@@ -21,6 +21,7 @@ import time
 import pytest
 
 from lakelog.log import create_topic, open_partition, payload_table
+from lakelog.log.partition_file import partition_files
 from lakelog.store import Location
 from lakelog.store.delta.commit import STOP_BEFORE_COMMIT_PUT
 from lakelog.store.upkeep.maintenance import cleanup_log
@@ -110,6 +111,6 @@ def test_S9_5_a_writer_stopped_before_its_put_past_log_cleanup_cannot_commit_int
     table = open_partition(root, "t", 0).table
     assert table.version == (report[2] if report[0] == "appended" else LATER_COMMITS)
     # Its Parquet file was removed: every data file in the folder is an active file of the latest snapshot.
-    active = {entry.path for entry in table.files()}
+    active = {entry.path for entry in partition_files(table)}
     on_disk = {entry.name for entry in Location.of(table.uri).list() if entry.name.endswith(".parquet")}
     assert on_disk == active, on_disk - active

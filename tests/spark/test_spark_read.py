@@ -24,6 +24,7 @@ from spark_histories import (
 )
 
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
+from lakelog.log.partition_file import PARTITION_ORDER
 from lakelog.log.scan import plan_scan
 from lakelog.store import Location
 from lakelog.store.upkeep.maintenance import compact
@@ -52,7 +53,7 @@ def test_S5_2_random_histories_spark_reads_what_the_consumer_reads(spark, root, 
     if seed % 2:
         # Compaction merges files (transactions then span files); offsets and rows stay the same.
         for log in writer.logs:
-            compact(log.table, fan_in=2)
+            compact(log.table, PARTITION_ORDER, fan_in=2)
     for isolation_level in (READ_COMMITTED, READ_UNCOMMITTED):
         expected = fetch_rows(root, topic, isolation_level)
         assert without_timestamps(expected) == consumer_rows(root, topic, isolation_level)

@@ -5,17 +5,20 @@ from __future__ import annotations
 import pytest
 
 from lakelog.errors import InvalidConfig
+from lakelog.log.partition_file import PartitionFile
 from lakelog.log.retention import files_past_retention
 from lakelog.log.topic_config import TopicConfig
-from lakelog.store import FileEntry
 
 
-def files(*sizes: int) -> list[FileEntry]:
+def files(*sizes: int) -> list[PartitionFile]:
     """Consecutive files of 10 offsets each, with the given sizes; file i's newest record is at i * 1000 ms."""
-    return [FileEntry(f"f{i}", i * 10, i * 10 + 9, 10, size, 0, 0) for i, size in enumerate(sizes)]
+    return [
+        PartitionFile(path=f"f{i}", min_offset=i * 10, max_offset=i * 10 + 9, num_records=10, size_bytes=size)
+        for i, size in enumerate(sizes)
+    ]
 
 
-def newest(entry: FileEntry) -> int:
+def newest(entry: PartitionFile) -> int:
     return int(entry.path[1:]) * 1000
 
 
@@ -49,7 +52,7 @@ def test_s9_1_by_time_stops_at_the_first_file_still_within_retention():
     asked: list[str] = []
     entries = files(1, 1, 1, 1)
     # File 1 is new (its newest record is recent), file 2 old: retention removes a prefix only.
-    entries[1] = FileEntry("f9", 10, 19, 10, 1, 0, 0)
+    entries[1] = PartitionFile(path="f9", min_offset=10, max_offset=19, num_records=10, size_bytes=1)
     assert plan(entries, now_ms=6000, retention_ms=5000, asked=asked) == 1
     assert asked == ["f0", "f9"]  # no file after the first kept one is read
 

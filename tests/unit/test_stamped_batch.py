@@ -8,6 +8,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakelog.log.partition_file import partition_file
 from lakelog.log.producer_state import PRODUCER_TAG, STATE_COLUMNS, batch_entry, entry_tag, fold, tagged_entries
 from lakelog.log.records import (
     MAX_EPOCH,
@@ -20,8 +21,8 @@ from lakelog.log.records import (
     stamped_statistics,
 )
 from lakelog.store.delta.actions import add_action
+from lakelog.store.delta.data_file import data_file
 from lakelog.store.delta.file_stats import file_statistics
-from lakelog.store.delta.snapshot import file_entry
 
 NOW_MS = 1_700_000_000_000
 
@@ -85,7 +86,7 @@ def test_S3_5_the_add_action_of_a_stamped_batch_tells_what_its_rows_leave(batch,
     entry = batch_entry(header, base_offset, rows.num_rows, last_timestamp_ms, append_time_ms, control is not None)
     tags = None if entry is None else {PRODUCER_TAG: entry_tag(entry)}
     add = add_action("part-0.parquet", 1, append_time_ms, True, stamped_statistics(payload, base_offset, header, control), tags)
-    assert tagged_entries(file_entry(add["add"])) == fold(rows.select(STATE_COLUMNS), append_time_ms)
+    assert tagged_entries(partition_file(data_file(add["add"]))) == fold(rows.select(STATE_COLUMNS), append_time_ms)
 
 
 def test_a_producer_tag_that_disagrees_with_the_statistics_is_not_taken():
@@ -98,7 +99,7 @@ def test_a_producer_tag_that_disagrees_with_the_statistics_is_not_taken():
 
     def taken(tag: str) -> bool:
         add = add_action("part-0.parquet", 1, NOW_MS, True, statistics, {PRODUCER_TAG: tag})
-        return tagged_entries(file_entry(add["add"])) is not None
+        return tagged_entries(partition_file(data_file(add["add"]))) is not None
 
     assert taken(good)
     assert not taken(good.replace("7,", "8,", 1))  # another producer id
@@ -107,4 +108,4 @@ def test_a_producer_tag_that_disagrees_with_the_statistics_is_not_taken():
     assert not taken("7,1,1")
     assert not taken("garbage")
     no_tag = add_action("part-0.parquet", 1, NOW_MS, True, statistics)
-    assert tagged_entries(file_entry(no_tag["add"])) is None
+    assert tagged_entries(partition_file(data_file(no_tag["add"]))) is None

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from lakelog.client.admin.types import IsolationLevel, ListOffsetsResultInfo, OffsetSpec
 from lakelog.log import PartitionLog, open_partition
+from lakelog.log.partition_file import partition_files
 from lakelog.log.timestamps import offset_for_timestamp
 from lakelog.store import Location
 
@@ -47,7 +48,7 @@ def _max_timestamp(log: PartitionLog) -> ListOffsetsResultInfo | None:
     start, end = log.log_start_offset(), log.high_watermark()
     in_range = (pc.field("offset") >= start) & (pc.field("offset") < end) & pc.field("control").is_null()
     best: tuple[int, int] | None = None
-    for entry in log.table.files():
+    for entry in partition_files(log.table):
         if entry.max_offset < start or entry.min_offset >= end:
             continue
         rows = log.table.read_file(entry, ["offset", "timestamp", "control"], in_range)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from lakelog.client.admin.types import NODE_ID, Node, Uuid
 from lakelog.client.types import PartitionDescription, TopicDescription
 from lakelog.log import open_partition, topic_config
+from lakelog.log.partition_file import partition_files
 from lakelog.store import Location
 
 
@@ -25,7 +26,7 @@ def describe_topic(root: str | Location, topic: str) -> TopicDescription:
                 high_watermark=log.high_watermark(),
                 last_stable_offset=log.last_stable_offset(),
                 log_end_offset=log.log_end_offset(),
-                files=len(log.table.files()),
+                files=len(partition_files(log.table)),
                 table_version=log.version,
                 leader=node,
                 replicas=[node],

@@ -26,6 +26,7 @@ from lakelog.coordinator.transaction.coordinator import FaultHook, TransactionCo
 from lakelog.errors import InvalidRequest, InvalidTxnState, KafkaTimeout, OffsetMismatch, UnknownProducerId
 from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S, wall_clock_ms
+from lakelog.log.partition_file import partition_files
 from lakelog.log.records import MAX_EPOCH
 from lakelog.store import Location
 from lakelog.store.io.retry import DEFAULT_POLICY, RetryPolicy
@@ -336,7 +337,7 @@ def _check_not_covered(root: str | Location, hanging: HangingTransaction) -> Non
 
 def _producer_ids(log: PartitionLog) -> list[int]:
     found: set[int] = set()
-    for entry in log.table.files():
+    for entry in partition_files(log.table):
         column = log.table.read_file(entry, ["producer_id"]).column("producer_id")
         found.update(pc.unique(column.filter(pc.greater_equal(column, 0))).to_pylist())
     return sorted(found)

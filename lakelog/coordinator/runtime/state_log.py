@@ -57,6 +57,7 @@ from lakelog.coordinator.runtime.record_codec import located
 from lakelog.errors import CorruptRecord, KafkaTimeout, OffsetMismatch
 from lakelog.log import BatchHeader, ControlType, PartitionLog, payload_table
 from lakelog.log.compaction import CleanableRows, CompactionResult, rewrite_below_lso
+from lakelog.log.partition_file import partition_files
 from lakelog.store.delta.sidecar import read_snapshots, write_snapshot
 from lakelog.store.io.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 
@@ -190,7 +191,7 @@ class CoordinatorLog(Generic[S]):
         """True if a compacted file (one with gaps) holds offsets at or past `position` in the snapshot in hand."""
         return any(
             entry.max_offset >= position and entry.num_records < entry.max_offset - entry.min_offset + 1
-            for entry in self.log.table.files()
+            for entry in partition_files(self.log.table)
         )
 
     def compact(self, live: Callable[[list[tuple[int, Any]]], set[int]], timeout_s: float = 60.0) -> CompactionResult | None:

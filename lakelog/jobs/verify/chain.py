@@ -22,12 +22,14 @@ from lakelog.errors import KafkaException
 from lakelog.jobs.verify import findings as kinds
 from lakelog.jobs.verify.findings import Finding, offsets
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID
+from lakelog.log.partition_file import partition_file
 from lakelog.store import Location
 from lakelog.store.delta.actions import COMMIT_ID_KEY, ENGINE_INFO, TABLE_ID_KEY, MalformedCommit, decode_commit
 from lakelog.store.delta.checkpoint import read_last_checkpoint, snapshot_from_checkpoint
 from lakelog.store.delta.commit import DELETED_KEY
+from lakelog.store.delta.data_file import data_file
 from lakelog.store.delta.log import LAST_CHECKPOINT, DeltaLog, checkpoint_name, commit_name
-from lakelog.store.delta.snapshot import Snapshot, SnapshotError, file_entry
+from lakelog.store.delta.snapshot import Snapshot, SnapshotError
 
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
@@ -358,7 +360,7 @@ def _check_log_end_offset(chain: Chain, version: int, actions: list[dict[str, An
     if new_leo < leo:
         chain.findings.append(Finding(chain.table, where, kinds.LEO_BACKWARDS, f"log end offset {new_leo} after {leo}"))
     elif adds and not removes:
-        entries = [file_entry(add) for add in adds if isinstance(add.get("path"), str)]
+        entries = [partition_file(data_file(add)) for add in adds if isinstance(add.get("path"), str)]
         rows = sum(entry.num_records for entry in entries)
         first = min((entry.min_offset for entry in entries), default=leo)
         if rows != new_leo - leo or first != leo:
@@ -422,7 +424,9 @@ def _leo_at_or_below(commits: dict[int, list[dict[str, Any]] | None], version: i
 def offsets_of(actions: list[dict[str, Any]] | None) -> tuple[int, int] | None:
     """(first, last) offset an append commit's adds claim, or None if it adds nothing with offsets."""
     entries = [
-        file_entry(a["add"]) for a in actions or () if isinstance(a.get("add"), dict) and isinstance(a["add"].get("path"), str)
+        partition_file(data_file(a["add"]))
+        for a in actions or ()
+        if isinstance(a.get("add"), dict) and isinstance(a["add"].get("path"), str)
     ]
     entries = [entry for entry in entries if entry.num_records > 0]
     if not entries or any("remove" in a for a in actions or ()):

@@ -20,8 +20,9 @@ from lakelog.errors import KafkaException
 from lakelog.jobs.verify import findings as kinds
 from lakelog.jobs.verify.findings import Finding, offsets
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID, LOG_START_OFFSET_APP_ID
+from lakelog.log.partition_file import PartitionFile, partition_file
 from lakelog.log.transactions import HEADER_COLUMNS, fold
-from lakelog.store import FileEntry, Location
+from lakelog.store import Location
 from lakelog.store.delta.snapshot import Snapshot
 
 _COLUMNS = [*HEADER_COLUMNS, "producer_epoch"]
@@ -46,7 +47,7 @@ class FilesReport:
 def check_files(location: Location, table: str, snapshot: Snapshot, known_paths: set[str], *, deep: bool) -> FilesReport:
     """Check the active files of `snapshot` (a partition table's), and note files no commit names."""
     report = FilesReport()
-    files = sorted(snapshot.entries(), key=lambda entry: (entry.min_offset, entry.path))
+    files = sorted(map(partition_file, snapshot.entries()), key=lambda entry: (entry.min_offset, entry.path))
     report.log_end_offset = snapshot.app_version(LOG_END_OFFSET_APP_ID) or 0
     start = files[0].min_offset if files else report.log_end_offset
     recorded = snapshot.app_version(LOG_START_OFFSET_APP_ID)
@@ -58,15 +59,15 @@ def check_files(location: Location, table: str, snapshot: Snapshot, known_paths:
     return report
 
 
-def _uri(location: Location, entry: FileEntry) -> str:
+def _uri(location: Location, entry: PartitionFile) -> str:
     return f"{location.uri.rstrip('/')}/{entry.path}"
 
 
-def _lost(entry: FileEntry) -> tuple[str, ...]:
+def _lost(entry: PartitionFile) -> tuple[str, ...]:
     return (offsets(entry.min_offset, entry.max_offset),) if entry.num_records else ()
 
 
-def _present(location: Location, table: str, entry: FileEntry, report: FilesReport) -> bool:
+def _present(location: Location, table: str, entry: PartitionFile, report: FilesReport) -> bool:
     """Is the file there with its add's size, and does its footer say its add's rows and offsets?"""
     uri = _uri(location, entry)
     where = f"file {entry.path}"
@@ -119,7 +120,7 @@ def _offset_bounds(footer: pq.FileMetaData) -> tuple[int, int] | None:
     return None if low is None or high is None else (int(low), int(high))
 
 
-def _tiling(table: str, files: list[FileEntry], report: FilesReport) -> None:
+def _tiling(table: str, files: list[PartitionFile], report: FilesReport) -> None:
     """The files' claimed ranges meet end to end from the first file to the LEO (S1.3)."""
     expected = files[0].min_offset if files else report.log_end_offset
     for entry in files:
@@ -157,7 +158,7 @@ def _tiling(table: str, files: list[FileEntry], report: FilesReport) -> None:
         )
 
 
-def _fold(location: Location, table: str, files: list[FileEntry], damaged: set[str], report: FilesReport, deep: bool) -> None:
+def _fold(location: Location, table: str, files: list[PartitionFile], damaged: set[str], report: FilesReport, deep: bool) -> None:
     """Read each file's rows in offset order: offsets, epochs and the transaction fold; stop at the first damage."""
     opened: dict[int, int] = {}
     epochs: dict[int, int] = {}
@@ -178,7 +179,7 @@ def _fold(location: Location, table: str, files: list[FileEntry], damaged: set[s
     report.last_stable_offset = min(opened.values(), default=report.log_end_offset)
 
 
-def _rows(location: Location, table: str, entry: FileEntry, report: FilesReport, deep: bool) -> pa.Table | None:
+def _rows(location: Location, table: str, entry: PartitionFile, report: FilesReport, deep: bool) -> pa.Table | None:
     """The file's rows (header columns, or all with `deep`), checked against its add; None with a finding."""
     where = f"file {entry.path}"
     try:
@@ -219,7 +220,7 @@ def _described(found: np.ndarray) -> str:
 
 def _epochs(
     table: str,
-    entry: FileEntry,
+    entry: PartitionFile,
     rows: pa.Table,
     epochs: dict[int, int],
     opened: dict[int, int],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,13 +46,13 @@ def footer_statistics(metadata: pq.FileMetaData) -> str:
     return json.dumps({"numRecords": metadata.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
 
 
-def file_statistics(data: pa.Table, offset_range: tuple[int, int] | None = None) -> str:
+def file_statistics(data: pa.Table, claimed: Mapping[str, tuple[int, int]] | None = None) -> str:
     """Delta file statistics: record count, null counts, and min/max of integer columns (for pruning).
 
-    With `offset_range=(first, last)` the min/max of `offset` are that range, not
-    the rows' own: a file whose offsets have gaps (key compaction) still claims
-    the whole range it replaces, so the log start and fetch's contiguity check
-    stay right (S9.1, S9.3). Wider bounds are conservative for data skipping.
+    With `claimed={column: (low, high)}` the min/max of each such column are that
+    range, not the rows' own (which must lie inside it): a file may claim a wider
+    range than its rows hold (the log's key-compacted files keep the offsets of
+    the files they replace). Wider bounds are conservative for data skipping.
     """
     minimums: dict[str, int] = {}
     maximums: dict[str, int] = {}
@@ -64,13 +65,12 @@ def file_statistics(data: pa.Table, offset_range: tuple[int, int] | None = None)
             bounds = pc.min_max(column)
             minimums[field.name] = bounds["min"].as_py()
             maximums[field.name] = bounds["max"].as_py()
-    if offset_range is not None:
-        first, last = offset_range
-        if first > last:
-            raise ValueError(f"offset range {first}-{last} is empty")
-        if "offset" in minimums and (minimums["offset"] < first or maximums["offset"] > last):
-            raise ValueError(f"rows with offsets {minimums['offset']}-{maximums['offset']} are outside the range {first}-{last}")
-        minimums["offset"], maximums["offset"] = first, last
+    for name, (low, high) in (claimed or {}).items():
+        if low > high:
+            raise ValueError(f"{name} range {low}-{high} is empty")
+        if name in minimums and (minimums[name] < low or maximums[name] > high):
+            raise ValueError(f"rows with {name} {minimums[name]}-{maximums[name]} are outside the range {low}-{high}")
+        minimums[name], maximums[name] = low, high
     return json.dumps({"numRecords": data.num_rows, "minValues": minimums, "maxValues": maximums, "nullCount": nulls})
 
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from lakelog.errors import InvalidConfig
-from lakelog.store.delta.table import FileEntry, Table
+from lakelog.store.delta.data_file import DataFile
+from lakelog.store.delta.snapshot import FileChange
+from lakelog.store.delta.table import Table
 from lakelog.store.io.location import Location
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class PinnedSnapshot(Table):
@@ -30,7 +34,7 @@ class PinnedSnapshot(Table):
         *,
         version: int,
         table_id: str,
-        files: tuple[FileEntry, ...],
+        files: tuple[DataFile, ...],
         app_versions: Mapping[str, int | None],
         schema: pa.Schema,
         configuration: Mapping[str, str],
@@ -42,6 +46,7 @@ class PinnedSnapshot(Table):
         self._app_versions = dict(app_versions)
         self._schema = schema
         self._configuration = dict(configuration)
+        self._derived: dict[object, Any] = {}
 
     @property
     def version(self) -> int:
@@ -64,11 +69,16 @@ class PinnedSnapshot(Table):
             raise KeyError(f"{app_id!r} was not pinned with the snapshot of {self.uri}")
         return self._app_versions[app_id]
 
-    def files(self) -> list[FileEntry]:
-        return self._pinned_files
+    def derived(
+        self, key: object, derive: Callable[[list[DataFile]], T], step: Callable[[T, FileChange], T | None] | None = None
+    ) -> T:
+        if key not in self._derived:
+            self._derived[key] = derive(list(self._pinned_files))
+        value: T = self._derived[key]
+        return value
 
-    def data_files(self) -> list[FileEntry]:
-        return list(self._pinned_files)
+    def data_files(self) -> list[DataFile]:
+        return sorted(self._pinned_files, key=lambda entry: entry.path)
 
     def history(self, limit: int) -> list[dict]:
         raise InvalidConfig(f"a pinned snapshot of {self.uri} has no history")
@@ -82,7 +92,7 @@ class PinnedSnapshot(Table):
     def commit_files(self, names: list[str], schema: pa.Schema, **_: object) -> int:
         raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
 
-    def rewrite(self, removed: Sequence[FileEntry] = (), added: Sequence[object] = (), **_: object) -> int:
+    def rewrite(self, removed: Sequence[DataFile] = (), added: Sequence[object] = (), **_: object) -> int:
         raise InvalidConfig(f"a pinned snapshot of {self.uri} is read-only")
 
     def __reduce__(self) -> tuple[Any, tuple[Location, dict[str, Any]]]:
@@ -98,12 +108,13 @@ class PinnedSnapshot(Table):
 
 
 def pin(table: Table, app_ids: tuple[str, ...] = ()) -> PinnedSnapshot:
-    """The table's current snapshot as a `PinnedSnapshot`: its files, the `txn` versions of `app_ids`, schema and config."""
+    """The table's current snapshot as a `PinnedSnapshot`: its files (by path), the `txn` versions of `app_ids`,
+    schema and config."""
     return PinnedSnapshot(
         table.location,
         version=table.version,
         table_id=table.table_id,
-        files=tuple(table.files()),
+        files=tuple(table.data_files()),
         app_versions={app_id: table.app_version(app_id) for app_id in app_ids},
         schema=table.schema,
         configuration=table.configuration,

@@ -1,11 +1,15 @@
 """A Delta table's state at one version, replayed from its log (Delta's PROTOCOL.md, "Action Reconciliation").
 
 `Snapshot` holds what lakelog reads of a table: the active files (their add
-actions, with statistics), the tombstones (remove actions, kept until the
-table's `delta.deletedFileRetentionDuration` has passed since their deletion
+actions, and each file's statistics as a `DataFile`, parsed once), the
+tombstones (remove actions, kept until the table's
+`delta.deletedFileRetentionDuration` has passed since their deletion
 timestamp, for vacuum and for telling a commit in the past, S9.5), the
 metadata, the protocol and the app transactions (`txn`). `apply` moves it one
 version on with a commit's actions; a checkpoint is this state written out.
+What a layer above derives from the files (the log's offset-ordered index) is
+kept here per version (`derived`) and moved across each commit as it is
+applied, so it is never stale and never made twice for a version.
 
 Reconciliation as the spec gives it: the last `add` or `remove` of a path wins
 (an add takes the path's tombstone away, a remove its add); the last `txn` of
@@ -14,16 +18,16 @@ an app id, the last `metaData` and the last `protocol` win.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from lakelog.store.delta.actions import COMMIT_ID_KEY, LAKELOG_WRITER_FEATURE, TABLE_ID_KEY
+from lakelog.store.delta.data_file import DataFile, data_file
 from lakelog.store.delta.schema import arrow_schema
 
 logger = logging.getLogger(__name__)
@@ -31,30 +35,20 @@ logger = logging.getLogger(__name__)
 # Held while a snapshot makes its checkpoint's tombstones into bodies (two threads asking at once read them once).
 _READING_TOMBSTONES = threading.Lock()
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
-class FileEntry:
-    """One active data file of a snapshot, with the offset range its statistics give."""
+class FileChange:
+    """What the commit of `version` did to the active files: the files it added, and whether it removed any."""
 
-    path: str
-    min_offset: int
-    max_offset: int
-    num_records: int
-    size_bytes: int
-    min_producer_id: int
-    max_producer_id: int
-    # The add action's modificationTime: when the file was committed, by the clock its writer passed in.
-    modification_time_ms: int = 0
-    # Rows whose key is null, from the statistics (-1: not recorded): a file of markers only has no keyed row.
-    null_keys: int = -1
-    # The add action's `tags` (what its writer said of the file), sorted by key.
-    tags: tuple[tuple[str, str], ...] = ()
+    version: int
+    added: tuple[DataFile, ...]
+    removed: bool
 
-    def tag(self, key: str) -> str | None:
-        for name, value in self.tags:
-            if name == key:
-                return value
-        return None
+
+# How a derived value follows a commit: the value at the version after it, or None to derive it again when asked.
+Step = Callable[[Any, FileChange], Any]
 
 
 class SnapshotError(ValueError):
@@ -82,8 +76,9 @@ class Snapshot:
         self._unread_tombstones: Callable[[], list[dict[str, Any]]] | None = None
         self._taken_away: set[str] = set()
         self.txns: dict[str, dict[str, Any]] = {}
-        self._entries: dict[str, FileEntry] = {}
-        self._ordered: tuple[int, list[FileEntry]] | None = None
+        self._entries: dict[str, DataFile] = {}
+        # Values a layer above derived from this snapshot (`derived`), by its key: (version, value, step).
+        self._derived: dict[object, tuple[int, Any, Step | None]] = {}
         self._schema: tuple[str, pa.Schema] | None = None
 
     # -- replay ------------------------------------------------------------------
@@ -152,23 +147,27 @@ class Snapshot:
                 self.metadata = action["metaData"]
             elif "protocol" in action:
                 self.protocol = action["protocol"]
-        self._carry_order(version, added, removed)
         self.version = version
+        self._carry_derived(version, added, removed)
 
-    def _carry_order(self, version: int, added: list[str], removed: bool) -> None:
-        """Keep `files()`'s order across a commit that only appends files after the last one (an append's commit)."""
-        ordered, self._ordered = self._ordered, None
-        if ordered is None or ordered[0] != version - 1 or removed:
+    def _carry_derived(self, version: int, added: list[str], removed: bool) -> None:
+        """Move each derived value of the version before with its step (an append's commit costs the new files only)."""
+        if not self._derived:
             return
-        if not added:
-            self._ordered = (version, ordered[1])
-            return
-        if any(path not in self.adds for path in added):
-            return
-        entries = sorted((self.entry(path) for path in dict.fromkeys(added)), key=_order)
-        if ordered[1] and _order(entries[0]) < _order(ordered[1][-1]):
-            return
-        self._ordered = (version, ordered[1] + entries)
+        carried: dict[object, tuple[int, Any, Step | None]] = {}
+        change: FileChange | None = None
+        for key, (at, value, step) in list(self._derived.items()):  # a reader may add one meanwhile
+            if step is None or at != version - 1:
+                continue
+            if change is None:
+                if any(path not in self.adds for path in added):
+                    self._derived = {}  # an add the same commit removed: derive again when asked
+                    return
+                change = FileChange(version, tuple(self.entry(path) for path in dict.fromkeys(added)), removed)
+            moved = step(value, change)
+            if moved is not None:
+                carried[key] = (version, moved, step)
+        self._derived = carried
 
     @property
     def tombstones(self) -> dict[str, dict[str, Any]]:
@@ -234,73 +233,39 @@ class Snapshot:
         body = self.txns.get(app_id)
         return None if body is None else int(body["version"])
 
-    def entry(self, path: str, add: dict[str, Any] | None = None) -> FileEntry:
-        """The active file `path` with what its statistics say (parsed once)."""
+    def entry(self, path: str, add: dict[str, Any] | None = None) -> DataFile:
+        """The active file `path` with its statistics (parsed once)."""
         found = self._entries.get(path)
         if found is None:
-            found = self._entries[path] = file_entry(self.adds[path] if add is None else add)
+            found = self._entries[path] = data_file(self.adds[path] if add is None else add)
         return found
 
-    def entries(self) -> list[FileEntry]:
+    def entries(self) -> list[DataFile]:
         """Active files in no order (a copy of the adds is taken first: another thread may apply a commit)."""
         return [self.entry(path, add) for path, add in list(self.adds.items())]
 
-    def files(self) -> list[FileEntry]:
-        """Active files ordered by first offset (then path); cached per version."""
-        ordered = self._ordered
-        if ordered is None or ordered[0] != self.version:
-            version = self.version
-            entries = self.entries()
-            entries.sort(key=_order)
-            ordered = self._ordered = (version, entries)
-        return ordered[1]
+    def derived(
+        self, key: object, derive: Callable[[list[DataFile]], T], step: Callable[[T, FileChange], T | None] | None = None
+    ) -> T:
+        """A value a layer above derives from the active files, made once per version and kept by `key`.
+
+        `derive(files)` makes it from the files in no order; `step(value, change)`, if given, moves it across a
+        commit as the commit is applied (None: derive it again when next asked), so a value such as an ordered
+        index costs an append's commit only its new files.
+        """
+        version = self.version
+        found = self._derived.get(key)
+        if found is not None and found[0] == version:
+            value: T = found[1]
+            return value
+        value = derive(self.entries())
+        self._derived[key] = (version, value, step)
+        return value
 
 
 def _is_lakelog_protocol(protocol: Any) -> bool:
     features = protocol.get("writerFeatures") if isinstance(protocol, dict) else None
     return isinstance(features, list) and LAKELOG_WRITER_FEATURE in features
-
-
-def _order(entry: FileEntry) -> tuple[int, str]:
-    return entry.min_offset, entry.path
-
-
-def file_entry(add: dict[str, Any]) -> FileEntry:
-    """A `FileEntry` from an add action's body; statistics a file lacks read as 0 (and null keys as -1)."""
-    stats = add.get("stats")
-    parsed: dict[str, Any] = {}
-    if isinstance(stats, str) and stats:
-        try:
-            parsed = json.loads(stats)
-        except ValueError:
-            parsed = {}
-    minimums = parsed.get("minValues") or {}
-    maximums = parsed.get("maxValues") or {}
-    nulls = parsed.get("nullCount") or {}
-    null_keys = nulls.get("key")
-    return FileEntry(
-        path=add["path"],
-        min_offset=_integer(minimums.get("offset")),
-        max_offset=_integer(maximums.get("offset")),
-        num_records=_integer(parsed.get("numRecords")),
-        size_bytes=_integer(add.get("size")),
-        min_producer_id=_integer(minimums.get("producer_id")),
-        max_producer_id=_integer(maximums.get("producer_id")),
-        modification_time_ms=_integer(add.get("modificationTime")),
-        null_keys=null_keys if isinstance(null_keys, int) else -1,
-        tags=_tags(add.get("tags")),
-    )
-
-
-def _tags(value: Any) -> tuple[tuple[str, str], ...]:
-    """An add action's tags as sorted pairs (a map of strings; anything else reads as none)."""
-    if not isinstance(value, dict) or not value:
-        return ()
-    return tuple(sorted((key, item) for key, item in value.items() if type(key) is str and type(item) is str))
-
-
-def _integer(value: Any) -> int:
-    return value if type(value) is int else 0  # not a bool, nor anything else JSON gives
 
 
 def replay(commits: list[tuple[int, list[dict[str, Any]]]], start: Snapshot | None = None) -> Snapshot:
@@ -311,4 +276,4 @@ def replay(commits: list[tuple[int, list[dict[str, Any]]]], start: Snapshot | No
     return snapshot
 
 
-__all__ = ["DamagedLog", "FileEntry", "Snapshot", "SnapshotError", "file_entry", "replay"]
+__all__ = ["DamagedLog", "FileChange", "Snapshot", "SnapshotError", "replay"]

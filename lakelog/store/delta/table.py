@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,10 +45,10 @@ from lakelog.store.delta.commit import (
     is_checkpoint_version,
     table_gone_or_replaced,
 )
-from lakelog.store.delta.file_check import FileCheck, row_groups_of, span_of
+from lakelog.store.delta.data_file import DataFile, row_groups_of
 from lakelog.store.delta.file_stats import file_statistics, footer_statistics
 from lakelog.store.delta.log import DeltaLog, TableNotFoundError
-from lakelog.store.delta.snapshot import FileEntry, Snapshot, replay
+from lakelog.store.delta.snapshot import FileChange, Snapshot, replay
 from lakelog.store.delta.table_create import created_in_the_log, put_version_zero
 from lakelog.store.delta.table_errors import is_decoding_error, storage_errors
 from lakelog.store.io.fileio import one_line
@@ -58,6 +58,8 @@ logger = logging.getLogger(__name__)
 
 # A handle keeps the rows of its last appended file up to this many rows (a marker, a coordinator's record).
 WRITTEN_ROWS_KEPT = 64
+
+T = TypeVar("T")
 
 
 class Table:
@@ -138,11 +140,13 @@ class Table:
         """The `txn` version recorded for `app_id` in this snapshot (survives checkpoints)."""
         return self._snapshot.app_version(app_id)
 
-    def files(self) -> list[FileEntry]:
-        """Active data files of this snapshot, ordered by first offset; cached per version."""
-        return self._snapshot.files()
+    def derived(
+        self, key: object, derive: Callable[[list[DataFile]], T], step: Callable[[T, FileChange], T | None] | None = None
+    ) -> T:
+        """A value derived from this snapshot's active files, made once per version (`Snapshot.derived`)."""
+        return self._snapshot.derived(key, derive, step)
 
-    def file_path(self, entry: FileEntry) -> str:
+    def file_path(self, entry: DataFile) -> str:
         return self.child_uri(entry.path)
 
     def child_uri(self, name: str) -> str:
@@ -158,12 +162,11 @@ class Table:
         """URIs of the active data files of this snapshot, for tables of any schema (views, status)."""
         return [self.child_uri(entry.path) for entry in self.data_files()]
 
-    def data_files(self) -> list[FileEntry]:
-        """Active data files of this snapshot, by path, for tables of any schema (no offset statistics)."""
-        entries = sorted(self._snapshot.entries(), key=lambda entry: entry.path)
-        return [FileEntry(entry.path, 0, 0, entry.num_records, entry.size_bytes, 0, 0) for entry in entries]
+    def data_files(self) -> list[DataFile]:
+        """Active data files of this snapshot, by path."""
+        return sorted(self._snapshot.entries(), key=lambda entry: entry.path)
 
-    def read_data_file(self, entry: FileEntry) -> pa.Table:
+    def read_data_file(self, entry: DataFile) -> pa.Table:
         """One data file of a table of any schema, in the table's schema; CorruptRecord if unreadable."""
         schema = self.schema
         rows = self._read(entry.path, f"data file {entry.path} of {self.uri} (version {self.version})", None, None)
@@ -171,7 +174,7 @@ class Table:
 
     def read_file(
         self,
-        entry: FileEntry,
+        entry: DataFile,
         columns: list[str] | None = None,
         predicate: pc.Expression | None = None,
         *,
@@ -180,10 +183,11 @@ class Table:
     ) -> pa.Table:
         """Read one data file of the snapshot (only `row_groups`, if given; `metadata`: its footer, if read already).
 
-        A missing or unreadable file is `CorruptRecord`, and so is one whose footer or rows disagree with its
-        add action's statistics (lakelog.store.delta.file_check): no row of it leaves here.
+        A missing or unreadable file is `CorruptRecord`, and so is one whose footer or rows disagree with what its
+        statistics promise (`entry.read_check`: a partition's file holds the offsets its add claims): no row of it
+        leaves here.
         """
-        where = f"data file {entry.path} of {self.uri} (offsets {entry.min_offset}-{entry.max_offset})"
+        where = f"data file {entry.path} of {self.uri} (version {self.version})"
         return self._read(entry.path, where, columns, predicate, entry, row_groups, metadata)
 
     def _read(
@@ -192,7 +196,7 @@ class Table:
         where: str,
         columns: list[str] | None,
         predicate: pc.Expression | None,
-        entry: FileEntry | None = None,
+        entry: DataFile | None = None,
         row_groups: Sequence[int] | None = None,
         metadata: pq.FileMetaData | None = None,
     ) -> pa.Table:
@@ -205,9 +209,10 @@ class Table:
             rows = rows if predicate is None else rows.filter(predicate)
             return rows if columns is None else rows.select(columns)
         path = self.child_uri(name)
-        check = FileCheck(entry, where, path) if entry is not None and FileCheck.applies(entry, self.schema) else None
-        # The offsets are read for the check even when the caller wants other columns (they cost little).
-        read_columns = columns if check is None or columns is None or "offset" in columns else [*columns, "offset"]
+        check = None if entry is None else entry.read_check(self.uri, path, self.schema)
+        where = where if check is None else check.where
+        # The checked column is read even when the caller wants other columns (it costs little).
+        read_columns = columns if check is None or columns is None or check.column in columns else [*columns, check.column]
         try:
             footer = None if check is None else check.footer
             rows = self.io.read_parquet(path, read_columns, predicate, footer=footer, row_groups=row_groups, metadata=metadata)
@@ -221,8 +226,13 @@ class Table:
         except pa.ArrowException as error:
             raise CorruptRecord(f"{where} is unreadable: {one_line(error)}", path=path) from error
         if check is not None:
-            span = None if row_groups is None or predicate is not None else span_of(metadata, row_groups)
-            check.rows(rows.column("offset"), predicate is None and row_groups is None, span)
+            whole = predicate is None and row_groups is None
+            check.rows(
+                rows.column(check.column),
+                whole=whole,
+                row_groups=None if predicate is not None else row_groups,
+                metadata=metadata,
+            )
             if read_columns is not columns:
                 rows = rows.select(columns)
         return rows
@@ -322,7 +332,7 @@ class Table:
         the log passes its own clock, the append time of the batch. `statistics` are
         the add action's (as `file_statistics(data)` gives them), when the caller
         knows them without a pass over the rows (the log's stamped batches do). `tags` go in the add action
-        (`FileEntry.tags` gives them back).
+        (`DataFile.tags` gives them back).
 
         `before_put` runs once the file is written, before the commit's put: the caller's wait for what the commit
         needs and the file does not (a file no commit names is no data; vacuum removes it). If it raises, the file
@@ -347,8 +357,12 @@ class Table:
 
     def rewrite(
         self,
-        removed: Sequence[FileEntry] = (),
-        added: Sequence[pa.Table | tuple[pa.Table, tuple[int, int] | None]] = (),
+        removed: Sequence[DataFile] = (),
+        added: Sequence[
+            pa.Table
+            | tuple[pa.Table, Mapping[str, tuple[int, int]] | None]
+            | tuple[pa.Table, Mapping[str, tuple[int, int]] | None, int | None]
+        ] = (),
         *,
         app_versions: Mapping[str, int] | None = None,
         metadata: Mapping[str, str] | None = None,
@@ -357,12 +371,13 @@ class Table:
     ) -> int:
         """Commit, as exactly version `self.version + 1`, the removal of `removed` and new files from `added`.
 
-        Each item of `added` is a pyarrow table, or a pair `(table, (first, last))`
-        whose file then claims the offset range first..last in its statistics
-        (a key-compacted file keeps the range of the files it replaces, S9.3),
-        or a triple `(table, (first, last), modification_time_ms)` whose add
-        action keeps that time (the newest of the files it replaces, so a
-        producer's idle time, S9.4, still runs from its last append).
+        Each item of `added` is a pyarrow table, or a pair `(table, claimed)`
+        whose file then claims, for each column of `claimed`, its range (low, high)
+        in its statistics (`file_statistics`: the log's key-compacted file keeps
+        the offset range of the files it replaces, S9.3), or a triple
+        `(table, claimed, modification_time_ms)` whose add action keeps that time
+        (the log passes the newest of the files it replaces, so a producer's idle
+        time, S9.4, still runs from its last append).
         This call writes them under fresh names, deleted again if the commit loses its race (`CommitConflict`:
         the folder as it was, S8.3); an unknown outcome is resolved by reading the log (S12.3). `app_versions`
         and `metadata` go in the same commit; with nothing removed or added it records only them.
@@ -380,13 +395,13 @@ class Table:
         schema: pa.Schema | None = None
         try:
             for item in added:
-                data, offset_range, modified_ms = _added_item(item)
+                data, claimed, modified_ms = _added_item(item)
                 name = f"part-{decided_on + 1:020d}-{uuid.uuid4().hex}.parquet"
                 path = self.child_uri(name)
                 owned.append(path)
                 size = self.io.write_parquet(data, path, compression=compression, fresh=True)
                 modified_ms = now_ms if modified_ms is None else modified_ms
-                actions.append(add_action(name, size, modified_ms, data_change, file_statistics(data, offset_range)))
+                actions.append(add_action(name, size, modified_ms, data_change, file_statistics(data, claimed)))
                 schema = schema or data.schema
         except BaseException:
             for path in owned:
@@ -453,8 +468,8 @@ class Table:
         return self._commit([action], self.schema, "set_configuration", decided_on, None, None, [])
 
 
-def _added_item(item: Any) -> tuple[pa.Table, tuple[int, int] | None, int | None]:
-    """A `rewrite` item as (rows, claimed offset range or None, modification time or None)."""
+def _added_item(item: Any) -> tuple[pa.Table, Mapping[str, tuple[int, int]] | None, int | None]:
+    """A `rewrite` item as (rows, claimed ranges by column or None, modification time or None)."""
     if not isinstance(item, tuple):
         return item, None, None
     if len(item) == 2:
@@ -464,7 +479,7 @@ def _added_item(item: Any) -> tuple[pa.Table, tuple[int, int] | None, int | None
 
 __all__ = [
     "COMMIT_ID_KEY",
-    "FileEntry",
+    "DataFile",
     "Table",
     "TableNotFoundError",
     "checkpoint_interval",

@@ -13,18 +13,9 @@ append anything. What maintenance still bounds:
    than an interval of commits. It finds them by name (bisection), without a
    listing, once per checkpoint.
 2. The number of active files, which a snapshot, a checkpoint and every reader
-   carry: `compact` merges runs of consecutive small files, chosen like Lucene's
-   log merge policy so that every record is rewritten only O(log n) times and
-   runs never interleave.
-
-Compaction never changes a row: it reads whole files, concatenates them in
-offset order and writes them back, and the new file's offset range is exactly
-the union of the ranges it replaces. It commits like an append: exactly version
-v+1 of the snapshot it was decided on, never rebased. On a lost
-race it reloads and decides again (are the files it merged still all active?),
-so it can never remove a file that someone else removed, never duplicates rows,
-and never rebases an append (appends also commit with retries off: a compaction
-that takes v+1 first makes the append fail and re-decide on v+1).
+   carry: `compact` (lakelog.store.upkeep.merge) merges runs of consecutive
+   small files in the order the policy's `merge_order` gives (the log's: by
+   offset), never changing a row, in one strict commit.
 
 `vacuum` deletes data files no snapshot younger than the table's
 `delta.deletedFileRetentionDuration` (the topic's `delete.retention.ms`) can
@@ -45,34 +36,28 @@ from __future__ import annotations
 import logging
 import math
 import time
-import uuid
 import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from lakelog.errors import CommitConflict, KafkaStorageError
 from lakelog.store.delta import table as table_module
-from lakelog.store.delta.actions import add_action, remove_action
-from lakelog.store.delta.file_stats import file_statistics
-from lakelog.store.delta.table import FileEntry, Table, is_checkpoint_version
+from lakelog.store.delta.table import Table, is_checkpoint_version
 from lakelog.store.io.fileio import one_line
 from lakelog.store.upkeep.cleanup import (
     cleanup_log,
     log_retention_seconds,
     vacuum,
 )
+from lakelog.store.upkeep.merge import CompactionResult, MergeOrder, compact, plan_compaction
 
 logger = logging.getLogger(__name__)
-
-COMPACT_OPERATION = "lakelog.compact"
 
 
 @dataclass(frozen=True)
 class MaintenancePolicy:
     """When and how `maintain` works. Built by the log layer from the topic config."""
+
+    # The order small files are merged in (None: never merged); the log passes its offset order.
+    merge_order: MergeOrder | None = None
 
     # Compact once this many files are active (topic config `segment.files`).
     segment_files: int = 100
@@ -112,29 +97,6 @@ class MaintenanceReport:
     errors: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class CompactionResult:
-    """A compaction that committed: its version, and files removed / added."""
-
-    version: int
-    files_removed: int
-    files_added: int
-    records: int
-    attempts: int
-
-
-@dataclass
-class _Merge:
-    """One planned merge: consecutive active files and the file that replaces them."""
-
-    sources: list[FileEntry]
-    path: str = ""
-    size: int = 0
-    stats: str = ""
-    records: int = 0
-    written: bool = field(default=False)
-
-
 # -- the per-commit hook -------------------------------------------------------
 
 
@@ -149,7 +111,8 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy(), *, n
       version v with (v + 1) % delta.checkpointInterval == 0, once it has checked
       the commit is the log's v): bring the snapshot up to date, delete old log files (`cleanup_log`), and every
       `vacuum_every_commits` commits (at the checkpoint that reaches them) `vacuum`;
-    - v % check_every == 0 and at least `segment_files` files are active: `compact`.
+    - v % check_every == 0, the policy has a `merge_order` and at least `segment_files` files are active:
+      `compact` (lakelog.store.upkeep.merge).
 
     Never raises for a failed step (the commit before it stands, and a caller
     must not mistake a maintenance failure for a failed append): failures are
@@ -174,11 +137,13 @@ def maintain(table: Table, policy: MaintenancePolicy = MaintenancePolicy(), *, n
         except Exception as error:  # noqa: BLE001 - see the docstring
             report.errors.append(f"log maintenance: {error!r}")
             _warn_failed(table, version, "log maintenance (checkpoint reload, log cleanup, vacuum)", error)
-    if version % policy.check_every == 0:
+    order = policy.merge_order
+    if order is not None and version % policy.check_every == 0:
         try:
-            if len(table.files()) >= policy.segment_files:
+            if len(table.data_files()) >= policy.segment_files:
                 report.compaction = compact(
                     table,
+                    order,
                     fan_in=policy.fan_in,
                     target_file_bytes=policy.target_file_bytes,
                     compression=policy.compression,
@@ -269,174 +234,6 @@ def reopen(table: Table) -> int:
     return table.refresh()
 
 
-# -- compaction ----------------------------------------------------------------
-
-
-def plan_compaction(files: list[FileEntry], fan_in: int = 10, target_file_bytes: int = 128 << 20) -> list[list[FileEntry]]:
-    """Choose runs of consecutive files to merge (Lucene's LogMergePolicy, by record count).
-
-    Each file's level is log_fan_in(records). From the oldest file on: take the
-    highest level among the rest, and every file up to the last one within 0.75
-    of it forms a group; the group is cut into windows of `fan_in` consecutive
-    files, and each window whose files are all smaller than `target_file_bytes`
-    (and whose sum stays within it) becomes one merge. A merged file is about
-    `fan_in` times larger than its inputs, one level up, so each record is
-    rewritten about log_fan_in(records per file) times; windows are contiguous in
-    offset order, so merged files never interleave with others.
-    """
-    if fan_in < 2:
-        raise ValueError(f"fan_in must be at least 2, not {fan_in}")
-    ordered = sorted(files, key=lambda entry: entry.min_offset)
-    for before, after in zip(ordered, ordered[1:], strict=False):
-        if after.min_offset <= before.max_offset:
-            # Overlapping ranges (not written by lakelog): merging could interleave further.
-            return []
-    log_fan_in = math.log(fan_in)
-    levels = [math.log(max(entry.num_records, 1)) / log_fan_in for entry in ordered]
-    merges: list[list[FileEntry]] = []
-    start = 0
-    count = len(ordered)
-    while start < count:
-        max_level = max(levels[start:])
-        bottom = max_level - 0.75 if max_level > 0.75 else -1.0
-        upto = max(i for i in range(start, count) if levels[i] >= bottom)
-        window_start = start
-        while window_start + fan_in <= upto + 1:
-            window = ordered[window_start : window_start + fan_in]
-            if (
-                all(entry.size_bytes < target_file_bytes for entry in window)
-                and sum(entry.size_bytes for entry in window) <= target_file_bytes
-            ):
-                merges.append(window)
-            window_start += fan_in
-        start = upto + 1
-    return merges
-
-
-def compact(
-    table: Table,
-    *,
-    fan_in: int = 10,
-    target_file_bytes: int = 128 << 20,
-    compression: str = "snappy",
-    max_attempts: int = 3,
-    now_ms: int | None = None,
-) -> CompactionResult | None:
-    """Merge small consecutive files of the latest snapshot in one strict commit.
-
-    Returns None if nothing was worth merging or every attempt lost its race (a
-    harmless outcome: the merged files are deleted again, the table is as it
-    was). Rows are never changed; only which files hold them. `now_ms` (None:
-    the wall clock) is the remove actions' time.
-    """
-    table.refresh()
-    merges = [_Merge(list(run)) for run in plan_compaction(table.files(), fan_in, target_file_bytes)]
-    if not merges:
-        return None
-    try:
-        for merge in merges:
-            _write_merge(table, merge, compression)
-        for attempt in range(1, max_attempts + 1):
-            decided_on = table.version
-            active = {entry.path for entry in table.files()}
-            still_valid = [merge for merge in merges if all(source.path in active for source in merge.sources)]
-            for merge in merges:
-                if merge not in still_valid:
-                    _delete_quietly(table, merge.path)
-                    merge.written = False
-            merges = still_valid
-            if not merges:
-                return None
-            try:
-                _commit_merges(table, merges, decided_on, _now_ms(now_ms))
-            except CommitConflict:
-                continue
-            for merge in merges:
-                merge.written = False  # committed: the table owns the file now
-            return CompactionResult(
-                version=decided_on + 1,
-                files_removed=sum(len(merge.sources) for merge in merges),
-                files_added=len(merges),
-                records=sum(merge.records for merge in merges),
-                attempts=attempt,
-            )
-        return None
-    finally:
-        # Outputs of a compaction that did not commit are nobody's: remove them now.
-        for merge in merges:
-            if merge.written and not _is_active(table, merge.path):
-                _delete_quietly(table, merge.path)
-
-
-def _write_merge(table: Table, merge: _Merge, compression: str) -> None:
-    schema = table.schema
-    pieces = [table.read_file(entry) for entry in merge.sources]
-    rows = pa.concat_tables([piece.select(schema.names).cast(schema) for piece in pieces])
-    offsets = rows.column("offset")
-    expected = sum(entry.num_records for entry in merge.sources)
-    if rows.num_rows != expected:
-        raise RuntimeError(f"{table.uri}: merge read {rows.num_rows} rows, statistics say {expected}")
-    if rows.num_rows > 1 and not pc.all(pc.greater(offsets[1:], offsets[:-1])).as_py():
-        rows = rows.sort_by("offset")
-    first = merge.sources[0].min_offset
-    merge.path = (
-        f"part-compact-{first:020d}-{uuid.uuid4().hex}.{compression if compression != 'none' else 'uncompressed'}.parquet"
-    )
-    codec = "NONE" if compression == "none" else compression
-    merge.size = table.io.write_parquet(rows, table.child_uri(merge.path), compression=codec, fresh=True)
-    merge.written = True
-    merge.records = rows.num_rows
-    # The sources' whole range, not the rows' own: a key-compacted source claims offsets it no longer holds (S9.3).
-    merge.stats = file_statistics(
-        rows, (min(entry.min_offset for entry in merge.sources), max(entry.max_offset for entry in merge.sources))
-    )
-
-
-def _commit_merges(table: Table, merges: list[_Merge], decided_on: int, now_ms: int) -> None:
-    """The strict commit of `Table` (S9.5, S12.3); CommitConflict on a lost race (the merged files stay, `compact` decides)."""
-    actions = []
-    for merge in merges:
-        modified_ms = newest_modification(merge.sources)
-        actions.append(add_action(merge.path, merge.size, now_ms if modified_ms is None else modified_ms, False, merge.stats))
-        for source in merge.sources:
-            actions.append(remove_action(source.path, now_ms, False, source.size_bytes))
-    metadata = {"lakelog.operation": COMPACT_OPERATION, "lakelog.decided_on": str(decided_on)}
-    table._commit(actions, table.schema, "append", decided_on, None, metadata, [])
-
-
-def newest_modification(sources: Sequence[FileEntry]) -> int | None:
-    """The newest modificationTime of the files a rewrite replaces (None if one has none).
-
-    A merged or key-compacted file keeps it, so a producer's idle time (S9.4) still runs from its last
-    append, not from the rewrite; retention by time sees the file as old as its newest source.
-    """
-    times = [source.modification_time_ms for source in sources]
-    return max(times) if times and all(times) else None
-
-
-def _is_active(table: Table, path: str) -> bool:
-    try:
-        table.refresh()
-    except Exception:  # noqa: BLE001 - best effort: assume active, never delete a maybe-live file
-        return True
-    return any(entry.path == path for entry in table.files())
-
-
-# -- helpers -----------------------------------------------------------------------
-
-
-def _now_ms(now_ms: int | None) -> int:
-    """`now_ms` as passed in, or the wall clock's reading."""
-    return time.time_ns() // 1_000_000 if now_ms is None else now_ms
-
-
-def _delete_quietly(table: Table, name: str) -> None:
-    try:
-        table.io.delete(table.child_uri(name))
-    except KafkaStorageError as error:
-        logger.warning("%s: could not delete %s (vacuum will): %s", table.uri, name, error)
-
-
 __all__ = [
     "CompactionResult",
     "MaintenancePolicy",
@@ -444,6 +241,7 @@ __all__ = [
     "checkpoint_interval",
     "cleanup_log",
     "compact",
+    "MergeOrder",
     "PROBES_AFTER_LOSS",
     "log_retention_seconds",
     "maintain",

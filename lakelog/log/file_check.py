@@ -1,4 +1,4 @@
-"""A data file's rows checked against its add action's statistics before any of them leaves the reader.
+"""A partition file's rows checked against its add action's statistics before any of them leaves the reader.
 
 An add action says which offsets its file holds (first and last offset, row count). A file whose bytes
 are another's (copied over it), or whose footer or rows disagree with those statistics, is damage, not
@@ -12,27 +12,41 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakelog.errors import CorruptRecord
-from lakelog.store.delta.snapshot import FileEntry
 
 OFFSET = "offset"
 
 
+class OffsetClaim(Protocol):
+    """What a partition file's add action claims (lakelog.log.partition_file.PartitionFile)."""
+
+    @property
+    def num_records(self) -> int: ...
+
+    @property
+    def min_offset(self) -> int: ...
+
+    @property
+    def max_offset(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class FileCheck:
-    """What `entry`'s add action says of the file at `path`; `where` names it in errors."""
+    """What `entry`'s add action says of the file at `path`; `where` names it in errors (a `RowCheck` of the store)."""
 
-    entry: FileEntry
+    entry: OffsetClaim
     where: str
     path: str
+    column: str = OFFSET
 
     @staticmethod
-    def applies(entry: FileEntry, schema: pa.Schema) -> bool:
+    def applies(entry: OffsetClaim, schema: pa.Schema) -> bool:
         """Whether the add action has offset statistics to check (a partition's file; no other table's)."""
         return entry.num_records > 0 and entry.max_offset >= entry.min_offset and OFFSET in schema.names
 
@@ -61,7 +75,14 @@ class FileCheck:
         if outside or (self.dense and (low, high) != (self.entry.min_offset, self.entry.max_offset)):
             raise self.fail(f"its footer holds offsets {low}-{high}")
 
-    def rows(self, offsets: pa.ChunkedArray, whole: bool, span: tuple[int, int] | None = None) -> None:
+    def rows(
+        self, values: pa.ChunkedArray, *, whole: bool, row_groups: Sequence[int] | None, metadata: pq.FileMetaData | None
+    ) -> None:
+        """The offsets read: all of the file (`whole`), its `row_groups` (`metadata`: its footer), or rows a predicate
+        kept (neither)."""
+        self.offsets(values, whole, None if row_groups is None else span_of(metadata, row_groups))
+
+    def offsets(self, offsets: pa.ChunkedArray, whole: bool, span: tuple[int, int] | None = None) -> None:
         """The offsets read: all of the file (`whole`), the row groups spanning `span`, or rows a predicate kept."""
         count = len(offsets)
         if whole and count != self.entry.num_records:
@@ -110,14 +131,4 @@ def span_of(metadata: pq.FileMetaData | None, row_groups: Sequence[int]) -> tupl
     return bounds[row_groups[0]][0], bounds[row_groups[-1]][1]
 
 
-def row_groups_of(rows: pa.Table, row_groups: Sequence[int], metadata: pq.FileMetaData | None) -> pa.Table:
-    """The rows of a file's `row_groups`, from the rows it was written from (one row group when not known)."""
-    if metadata is None:
-        return rows
-    starts = [0]
-    for index in range(metadata.num_row_groups):
-        starts.append(starts[-1] + metadata.row_group(index).num_rows)
-    return pa.concat_tables([rows.slice(starts[group], starts[group + 1] - starts[group]) for group in row_groups])
-
-
-__all__ = ["FileCheck", "offset_bounds", "row_groups_of", "span_of"]
+__all__ = ["OFFSET", "FileCheck", "offset_bounds", "span_of"]
