@@ -25,7 +25,19 @@ def is_decoding_error(error: BaseException | None) -> bool:
     if isinstance(error, pa.ArrowInvalid):
         return True
     text = str(error)
-    return any(word in text for word in ("Parquet", "parquet", "magic bytes", "footer", "Couldn't deserialize"))
+    # A flipped byte inside a page fails in the codec or the decoder, as an OSError ("Corrupt snappy compressed data",
+    # "Unexpected end of stream").
+    words = (
+        "Parquet",
+        "parquet",
+        "magic bytes",
+        "footer",
+        "Couldn't deserialize",
+        "compressed data",
+        "ecompress",
+        "end of stream",
+    )
+    return any(word in text for word in words)
 
 
 @contextlib.contextmanager
