@@ -26,7 +26,7 @@ from spark_events import EventLog
 from spark_histories import HistoryWriter, consumer_rows, fetch_rows
 
 from lakelog import catalog, jars, sql
-from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic
+from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
 from lakelog.store import Location
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-cluster")]
@@ -35,6 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 TOPIC_JOB = Path(__file__).resolve().parent / "cluster_jobs" / "topic_job.py"
 PARTITIONS = 4
 SUBMIT_TIMEOUT_S = 300
+PIPELINES = REPO / "pipelines"
+SMALL_BATCHES = {"spark.sql.execution.arrow.maxRecordsPerBatch": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +161,9 @@ def wait_for_file(path: Path, process: subprocess.Popen, cluster: SparkCluster) 
     deadline = time.monotonic() + SUBMIT_TIMEOUT_S
     while not path.exists():
         if process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"no {path.name}: {process.stderr.read()[-4000:] if process.stderr else ''}\n{cluster.log_tails()}")
+            raise AssertionError(
+                f"no {path.name}: {process.stderr.read()[-4000:] if process.stderr else ''}\n{cluster.log_tails()}"
+            )
         time.sleep(0.05)
     time.sleep(0.05)  # the file is written in one call; let it be whole
     return path.read_text()
@@ -176,61 +180,157 @@ def kill_held_executor(cluster: SparkCluster, submitted, hold: Path, staging: Lo
     (hold / "release").write_text("")
 
 
-# CI runs the first two (about a minute each on two cores); the release tier the others: Delta's reader (lakelog's
-# JVM jars; on S3 through S3A with the root's shipped settings) makes the view job's reads a Spark job per partition.
-@pytest.mark.parametrize(
-    ("kind", "fault", "delta"),
-    [
-        ("local", "kill", False),
-        ("s3", None, False),
-        pytest.param("local", None, True, marks=pytest.mark.release),
-        pytest.param("s3", "kill", True, marks=pytest.mark.release),
-    ],
-    ids=["local-kill", "s3", "local-delta", "s3-delta-kill"],
-)
-def test_reads_writes_and_the_view_job_on_a_cluster(cluster, request, tmp_path, kind, fault, delta):
-    """S5.2 on two executors: read_committed drops the aborted and the open transaction's records, read_uncommitted
-    has them; the write lands every read_committed record once (one transaction, S4.1), also when the executor of
-    one of its tasks is SIGKILLed mid-stage (`kill`: the killed attempt's staged rows never commit, S10.2); the
-    view job's view holds the read_committed rows up to the LSOs. On S3, only the shipped storage settings reach
-    the executors."""
-    root, options = make_root(request, kind, tmp_path)
-    held = history(root)
-    result_file, hold = tmp_path / "result.json", tmp_path / "hold"
+def run_cases(cluster: SparkCluster, request, tmp_path: Path, cases: list[dict], *, delta: bool, **conf: str):
+    """Make each case's root and history, run them all in one application of TOPIC_JOB (killing the executor of a
+    `hold: kill` case's held task), and check each case; returns the event log."""
+    hold = tmp_path / "hold"
     hold.mkdir()
-    arguments = ["--root", root, "--source", "orders", "--dest", "copied", "--result", str(result_file), "--view"]
-    arguments += storage_arguments(options) + (["--hold", str(hold), "--hold-mode", "kill"] if fault else [])
-    submitted = submit(cluster, tmp_path, "topic", TOPIC_JOB, arguments, delta=delta)
-    staging = Location.of(root, options).child("_spark_staging")
-    if fault == "kill":
-        kill_held_executor(cluster, submitted, hold, staging)
+    for number, case in enumerate(cases):
+        root, options = make_root(request, case.pop("kind"), tmp_path / f"case-{number}")
+        case.update(root=root, storage=options, source="orders", dest="copied", held=history(root))
+    spec, result_file = tmp_path / "spec.json", tmp_path / "result.json"
+    spec.write_text(json.dumps({"cases": [{k: v for k, v in case.items() if k != "held"} for case in cases], "hold": str(hold)}))
+    # Small Arrow batches, so a held task's rows reach its writer (and its staged file) before the kill.
+    submitted = submit(cluster, tmp_path, "topic", TOPIC_JOB, [str(spec), str(result_file)], delta=delta, **SMALL_BATCHES, **conf)
+    for case in cases:
+        if case.get("hold") == "kill":
+            kill_held_executor(cluster, submitted, hold, Location.of(case["root"], case["storage"]).child("_spark_staging"))
     _, log = finish(cluster, submitted)
-    result = json.loads(result_file.read_text())
+    results = json.loads(result_file.read_text())["cases"]
+    for number, (case, result) in enumerate(zip(cases, results, strict=True)):
+        check_case(number, case, result, log)
+    return log
 
+
+def check_case(number: int, case: dict, result: dict, log: EventLog) -> None:
+    """S5.2 on two executors: read_committed drops the aborted and the open transaction's records, read_uncommitted
+    has them; the write lands every read_committed record once, even if an attempt of it was killed (S10.2); the
+    view holds the read_committed rows up to the LSOs."""
+    root, options, held = case["root"], case["storage"], case["held"]
     for level in (READ_COMMITTED, READ_UNCOMMITTED):
         expected = sorted([row[0], row[1], row[3].hex()] for row in fetch_rows(root, "orders", level))
-        assert result[level] == expected, level
+        assert result[level] == expected, (number, level)
         assert result[f"{level} tasks"] >= 2
     committed_values = {bytes.fromhex(row[2]) for row in result[READ_COMMITTED]}
     uncommitted_values = {bytes.fromhex(row[2]) for row in result[READ_UNCOMMITTED]}
     assert held["aborted"] and held["open"]
     assert not committed_values & (held["aborted"] | held["open"])
     assert held["aborted"] | held["open"] <= uncommitted_values
-    for description in (f"read {READ_COMMITTED}", f"read {READ_UNCOMMITTED}", "write"):
+    for step in (f"read {READ_COMMITTED}", f"read {READ_UNCOMMITTED}", "write"):
+        description = f"{number} {step}"
         assert log.spread_over_two(description), (description, log.executors_by_stage(description))
 
     written = Counter(row[3] for row in consumer_rows(root, "copied", READ_COMMITTED))
-    assert written == Counter(committed_values)
+    assert written == Counter(committed_values), number
     assert max(written.values()) == 1
-    assert not staging.exists() or not staging.list(recursive=True)
-    if fault == "kill":
-        write_tasks = [task for task in log.tasks if task.stage_id in log.stages_by_job["write"]]
+    staging = Location.of(root, options).child("_spark_staging")
+    assert not staging.exists() or not staging.list(recursive=True), "a write left staged files behind"
+    write_tasks = [task for task in log.tasks if task.stage_id in log.stages_by_job[f"{number} write"]]
+    if case.get("hold") == "kill":
         assert any(task.reason != "Success" and task.index == 0 for task in write_tasks), write_tasks
-        assert len({task.executor_id for task in log.tasks}) >= 3, "no executor replaced the killed one"
+    if case.get("view"):
+        assert result["view"] == 1
+        assert catalog.open_view(Location.of(root, options), "orders").version == 1
+        in_view = sql.query(root, 'SELECT partition, "offset", value FROM orders_view').to_pylist()
+        expected_view = [(row[0], row[1], row[3]) for row in fetch_rows(root, "orders", READ_COMMITTED)]
+        assert sorted((row["partition"], row["offset"], row["value"]) for row in in_view) == expected_view
 
-    assert result["view"] == 1
-    view = catalog.open_view(Location.of(root, options), "orders")
-    assert view.version == 1
+
+def test_a_local_and_an_s3_root_in_one_application_with_an_executor_killed_mid_write(cluster, request, tmp_path):
+    """CI's cluster test (one application: its driver's and executors' start is most of the time). On the local
+    root the executor of a write task is SIGKILLed mid-stage: the task runs again on the executor that replaces it,
+    and the killed attempt's staged rows never commit. On S3 the root's settings reach the executors only as the
+    job ships them (no AWS_* anywhere on the cluster)."""
+    log = run_cases(
+        cluster,
+        request,
+        tmp_path,
+        [{"kind": "local", "hold": "kill", "view": True}, {"kind": "s3", "view": True}],
+        delta=False,
+    )
+    assert len({task.executor_id for task in log.tasks}) == 3, "no executor replaced the killed one"
+
+
+# The release tier: lakelog's JVM jars (Delta's reader; on S3 through S3A, set per read from the root's shipped
+# settings) make the view job's reads a Spark job per partition, minutes on two cores.
+@pytest.mark.release
+@pytest.mark.parametrize(("kind", "hold"), [("local", None), ("s3", "kill")], ids=["local-delta", "s3-delta-kill"])
+def test_one_root_with_delta_on_the_cluster(cluster, request, tmp_path, kind, hold):
+    run_cases(cluster, request, tmp_path, [{"kind": kind, "hold": hold, "view": True}], delta=True)
+
+
+@pytest.mark.release
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_the_pipelines_jobs_submitted_to_a_cluster(cluster, request, tmp_path, kind):
+    """pipelines/*.py as users submit them, with lakelog's JVM jars (Delta's reader; S3A on S3, set per read from
+    the root's shipped settings): the partition-status job (one task per partition over both executors), the
+    committed-view job, and the streaming job (availableNow) into another topic, each committed record once."""
+    root, options = make_root(request, kind, tmp_path)
+    history(root)
+    storage = storage_arguments(options)
+
+    out, log = finish(
+        cluster,
+        submit(
+            cluster,
+            tmp_path,
+            "status",
+            PIPELINES / "partition_status.py",
+            ["--root", root, "--topic", "orders", *storage],
+            delta=True,
+        ),
+    )
+    assert json.loads(out.strip().splitlines()[-1])["recomputed"] == list(range(PARTITIONS))
+    assert any(len(executors) == 2 for executors in log.executors_by_stage().values()), log.executors_by_stage()
+    status = catalog.open_status(Location.of(root, options), "orders")
+    rows = [row for uri in status.data_paths() for row in status.io.read_parquet(uri).to_pylist()]
+    logs = {p: open_partition(root, "orders", p) for p in range(PARTITIONS)}
+    assert sorted((row["partition"], row["high_watermark"], row["last_stable_offset"]) for row in rows) == [
+        (p, log.high_watermark(), log.last_stable_offset()) for p, log in logs.items()
+    ]
+
+    view_arguments = ["--root", root, "--topic", "orders", *storage]
+    out, log = finish(
+        cluster, submit(cluster, tmp_path, "view", PIPELINES / "materialize_committed_view.py", view_arguments, delta=True)
+    )
+    assert json.loads(out.strip().splitlines()[-1])["version"] == 1
     in_view = sql.query(root, 'SELECT partition, "offset", value FROM orders_view').to_pylist()
-    expected = [(row[0], row[1], row[3]) for row in fetch_rows(root, "orders", READ_COMMITTED)]
-    assert sorted((row["partition"], row["offset"], row["value"]) for row in in_view) == expected
+    committed = fetch_rows(root, "orders", READ_COMMITTED)
+    assert sorted((row["partition"], row["offset"], row["value"]) for row in in_view) == [(r[0], r[1], r[3]) for r in committed]
+
+    create_topic(root, "upper", 2)
+    stream_arguments = ["--root", root, "--source", "orders", "--dest", "upper", "--checkpoint", str(tmp_path / "checkpoint")]
+    out, log = finish(
+        cluster,
+        submit(
+            cluster,
+            tmp_path,
+            "stream",
+            PIPELINES / "stream_topic_to_topic.py",
+            [*stream_arguments, "--available-now", *storage],
+            delta=True,
+        ),
+    )
+    assert json.loads(out.strip().splitlines()[-1])["records"] == len(committed)
+    streamed = consumer_rows(root, "upper", READ_COMMITTED)
+    sources = Counter(dict(row[4])["lakelog.source"] for row in streamed)
+    assert sources == Counter(f"orders:{row[0]}:{row[1]}".encode() for row in committed)
+    assert sorted(row[3] for row in streamed) == sorted(row[3].upper() for row in committed)
+
+
+@pytest.mark.release
+def test_speculative_copies_of_a_write_task_commit_nothing_twice(cluster, request, tmp_path):
+    """spark.speculation on, one write task held until its speculative copy (on the other executor) has passed all
+    its rows on: both attempts stage the same rows, and each record still lands once (S10.2)."""
+    speculation = {
+        "spark.speculation": "true",
+        "spark.speculation.interval": "100ms",
+        "spark.speculation.quantile": "0.5",
+        "spark.speculation.multiplier": "1.5",
+        "spark.speculation.efficiency.enabled": "false",
+    }
+    log = run_cases(cluster, request, tmp_path, [{"kind": "local", "hold": "speculate"}], delta=False, **speculation)
+    write_tasks = [task for task in log.tasks if task.stage_id in log.stages_by_job["0 write"]]
+    print("write task attempts:", write_tasks)
+    assert any(task.speculative and task.index == 0 for task in write_tasks), "no speculative copy ran"
+    assert any(path.name.startswith("done-0-") for path in (tmp_path / "hold").iterdir())

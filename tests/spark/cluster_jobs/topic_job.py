@@ -1,15 +1,18 @@
-"""A Spark application the cluster tests submit (`spark-submit --master spark://...`), as a user would: it reads a
-topic with `format("lakelog")` at both isolation levels and writes its read_committed rows to another topic, each
-step a Spark job named by its description (the tests find its stages in the event log by that name), then
-(`--view`) runs the committed-view job of pipelines/ on the source topic in the same application.
+"""A Spark application the cluster tests submit (`spark-submit --master spark://...`), as a user would: for each
+case (a root), it reads a topic with `format("lakelog")` at both isolation levels, writes its read_committed rows to
+another topic, and (`view`) runs the committed-view job of pipelines/ on it; each step a Spark job named by its
+description (`<case> read read_committed`, `<case> write`, ...: the tests find its stages in the event log by it).
+Several roots share one application, so the tests pay for one driver and its executors' start once.
 
-    spark-submit topic_job.py --root R --source S --dest D --result OUT.json [--storage-option KEY=VALUE ...]
-        [--hold DIR --hold-mode kill|speculate] [--view]
+    spark-submit topic_job.py SPEC.json RESULT.json
+    SPEC.json: {"cases": [{"root": R, "storage": {KEY: VALUE}, "source": S, "dest": D, "hold": null|"kill"|"speculate",
+                           "view": true|false}], "hold": DIR}
 
-The root's storage settings come only from `--storage-option` (as `storage.<key>` options of each read and write):
-the tests start this driver and the cluster without any AWS_* variable. `--hold` slows partition 0's first task
-attempt of the write on purpose (a flag-file handshake with the test in DIR, never a timer): `kill` holds it until
-the test has killed its executor (DIR/release), `speculate` until a speculative copy has passed all its rows on.
+A root's storage settings come only from its `storage` (as `storage.<key>` options of each read and write, and the
+view job's Location): the tests start this driver and the cluster without any AWS_* variable. `hold` slows partition
+0's first task attempt of the write on purpose (a flag-file handshake with the test in DIR, never a timer): `kill`
+holds it until the test has killed its executor (DIR/release), `speculate` until a speculative copy has passed all
+its rows on.
 Kept free of pytest and of the tests' helpers: executors import only lakelog and pyspark.
 """
 
@@ -66,28 +69,30 @@ def rows_of(frame) -> list[list]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--root", required=True)
-    parser.add_argument("--source", required=True)
-    parser.add_argument("--dest", required=True)
-    parser.add_argument("--result", required=True)
-    parser.add_argument("--storage-option", action="append", default=[])
-    parser.add_argument("--hold")
-    parser.add_argument("--hold-mode", choices=("kill", "speculate"), default="kill")
-    parser.add_argument("--view", action="store_true", help="then run the committed-view job on the source topic")
+    parser.add_argument("spec", help="a JSON file: {cases: [...], hold: DIR or null}; see the module doc")
+    parser.add_argument("result", help="where to write the JSON results, one per case")
     args = parser.parse_args()
-    storage = {f"storage.{item.partition('=')[0]}": item.partition("=")[2] for item in args.storage_option}
+    spec = json.loads(Path(args.spec).read_text())
 
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName("lakelog cluster topic job").getOrCreate()
+    results = [run_case(spark, number, case, spec.get("hold")) for number, case in enumerate(spec["cases"])]
+    Path(args.result).write_text(json.dumps({"application": spark.sparkContext.applicationId, "cases": results}))
+    spark.stop()
+
+
+def run_case(spark, number: int, case: dict, hold: str | None) -> dict:
+    """One root: both reads, the write (held on purpose if the case says `hold`), the view job if it says `view`."""
     context = spark.sparkContext
+    root, storage = case["root"], {f"storage.{key}": value for key, value in case.get("storage", {}).items()}
 
     def topic(isolation_level: str):
         return (
             spark.read.format("lakelog")
             .options(**storage)
-            .option("root", args.root)
-            .option("topic", args.source)
+            .option("root", root)
+            .option("topic", case["source"])
             .option("isolation.level", isolation_level)
             .option("minPartitions", str(READ_TASKS))
             .load()
@@ -95,35 +100,33 @@ def main() -> None:
 
     result: dict[str, object] = {}
     for level in ("read_committed", "read_uncommitted"):
-        context.setJobDescription(f"read {level}")
+        context.setJobDescription(f"{number} read {level}")
         frame = topic(level)
         result[level] = rows_of(frame)
         result[f"{level} tasks"] = frame.rdd.getNumPartitions()
-    context.setJobDescription("write")
+    context.setJobDescription(f"{number} write")
     frame = topic("read_committed")
-    if args.hold:
-        frame = frame.mapInArrow(held_rows(Path(args.hold), args.hold_mode), kafka_schema())
-    frame = frame.select("key", "value")
+    if case.get("hold"):
+        assert hold is not None
+        frame = frame.mapInArrow(held_rows(Path(hold), case["hold"]), kafka_schema())
     (
-        frame.write.format("lakelog")
+        frame.select("key", "value")
+        .write.format("lakelog")
         .options(**storage)
-        .option("root", args.root)
-        .option("topic", args.dest)
-        .option("transactional.id", f"cluster-job-{args.dest}")
+        .option("root", root)
+        .option("topic", case["dest"])
+        .option("transactional.id", f"cluster-job-{case['dest']}")
         .option("batch.id", "0")
         .mode("append")
         .save()
     )
-    if args.view:
+    if case.get("view"):
         from lakelog.client.roots import Location
         from pipelines.materialize_committed_view import materialize_committed_view
 
-        context.setJobDescription("view")
-        options = {key.removeprefix("storage."): value for key, value in storage.items()}
-        result["view"] = materialize_committed_view(spark, Location.of(args.root, options), args.source).version
-    result["application"] = context.applicationId
-    Path(args.result).write_text(json.dumps(result))
-    spark.stop()
+        context.setJobDescription(f"{number} view")
+        result["view"] = materialize_committed_view(spark, Location.of(root, case.get("storage")), case["source"]).version
+    return result
 
 
 def kafka_schema():
