@@ -26,7 +26,8 @@ column), `transactional.id` (required), `batch.id` (optional: a non-negative
 integer, growing from batch to batch; a batch at or below the last committed
 one is skipped), `transaction.timeout.ms` (optional) and `allow.auto.create.topics`
 (`true` or `false`; default the Producer's, true): a missing topic is created on first write with the root's
-topic defaults, as the Producer creates one, where the root's `auto.create.topics.enable` allows it too.
+topic defaults, as the Producer creates one, where the root's `auto.create.topics.enable` allows it too. The
+write's config defaults (the partitioner, these two keys) are the driver's: executors never read their own.
 """
 
 from __future__ import annotations
@@ -136,7 +137,9 @@ class WriteOptions:
         _refuse_unknown(values, WRITE_KEYS, "writing")
         root = existing_root(values)
         topic = values.get("topic") or None
-        auto_create = _bool(values, AUTO_CREATE, bool(config.load("producer")[AUTO_CREATE]))
+        # Decided here, on the driver, with the driver's config defaults ($LAKELOG_CONF_DIR): executors create a
+        # topic they meet in a topic column only as the driver would (their environment is not the driver's).
+        auto_create = _bool(values, AUTO_CREATE, bool(config.load("producer")[AUTO_CREATE])) and root_creates_topics()
         if topic is not None:
             write_partition_count(root, topic, auto_create)
         transactional_id = values.get("transactional.id")
@@ -151,13 +154,19 @@ class WriteOptions:
         return cls(root, topic, transactional_id, batch_id, timeout, auto_create)
 
 
+def root_creates_topics() -> bool:
+    """The broker key auto.create.topics.enable, as the config defaults of this process have it."""
+    return bool(config.load("broker").get("auto.create.topics.enable", False))
+
+
 def write_partition_count(root: Location, topic: str, auto_create: bool) -> int:
     """The partition count of a topic written to; a missing one is created as the Producer creates it (with the
-    root's topic defaults), when the write allows it and the root does (the broker key auto.create.topics.enable)."""
+    root's topic defaults), when `auto_create` (the write's allow.auto.create.topics and the broker key
+    auto.create.topics.enable, both decided on the driver: WriteOptions.auto_create) allows it."""
     try:
         return topic_config(root, topic).num_partitions
     except UnknownTopicOrPartition:
-        if not (auto_create and config.load("broker").get("auto.create.topics.enable", False)) or topic.startswith("__"):
+        if not auto_create or topic.startswith("__"):
             raise
     try:
         created = create_topic(root, topic)

@@ -38,7 +38,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from lakelog import catalog
+from lakelog import catalog, config
 from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
 from lakelog.log.records import PAYLOAD_SCHEMA
 from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
@@ -310,11 +310,12 @@ class TopicWriter(DataSourceArrowWriter):
             {options.topic: write_partition_count(options.root, options.topic, options.auto_create)} if options.topic else {}
         )
         self.staging: Location = options.root / STAGING_DIR / uuid.uuid4().hex
+        # The driver's producer config: keyless rows go where a Producer on the driver would send them, whatever
+        # config defaults ($LAKELOG_CONF_DIR) an executor's environment has.
+        self.partitioner: str = config.load("producer", {"lakelog.root": options.root})["partitioner"]
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
-        from lakelog.config import load
-
-        partitioner = load("producer", {"lakelog.root": self.options.root})["partitioner"]
+        partitioner = self.partitioner
         counts_by_topic = dict(self.partition_counts)
 
         def count_of(topic: str) -> int:

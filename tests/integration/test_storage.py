@@ -386,3 +386,20 @@ def test_S12_1_the_cli_works_on_an_s3_root_and_loads_a_source_from_s3(s3_root):
     assert "3" in ok("sql", 'SELECT count(*) FROM orders WHERE partition = 0 AND "offset" < 3', "--format", "csv")
     assert ok("transactions", "list").splitlines()[0].startswith("TransactionalId")
     assert '"aborted_timed_out": []' in ok("coordinator", "sweep")
+
+
+def test_S12_1_a_deleted_tree_leaves_no_object_behind(s3, s3_root):
+    """pyarrow keeps an emptied prefix as a folder marker (`<prefix>/`); a deleted tree (a Spark write's staging
+    folder) must leave nothing that lists as a folder."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Location.of(s3_root)
+    staging = root / "_spark_staging" / "write"
+    with pq.ParquetWriter(
+        root.io.path((staging / "a.parquet").uri), pa.schema([("a", pa.int64())]), filesystem=root.io.filesystem
+    ) as writer:
+        writer.write_table(pa.table({"a": [1]}))
+    root.io.delete_tree(staging.uri)
+    bucket = root.bucket
+    assert s3.client().list_objects_v2(Bucket=bucket).get("Contents", []) == []

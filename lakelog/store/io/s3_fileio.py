@@ -129,10 +129,9 @@ class S3FileIO(FileIO):
     def delete_tree(self, uri: str) -> None:
         with self._errors("deleting", uri):
             self.filesystem.delete_dir_contents(self.path(uri), missing_dir_ok=True)
-            try:
-                self.filesystem.delete_file(self.path(uri) + "/")
-            except (FileNotFoundError, OSError):
-                pass
+        # pyarrow leaves a folder marker (`<prefix>/`) for the prefix it emptied, and refuses to delete a key ending
+        # in `/`: one DELETE of the marker, so a deleted tree (a write's staging folder) leaves no object behind.
+        self.discard(uri.rstrip("/") + "/")
 
 
 # Puts in flight at once per process: a producer appends to up to 16 partitions side by side and the transaction

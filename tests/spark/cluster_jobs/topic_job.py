@@ -1,0 +1,141 @@
+"""A Spark application the cluster tests submit (`spark-submit --master spark://...`), as a user would: for each
+case (a root), it reads a topic with `format("lakelog")` at both isolation levels, writes its read_committed rows to
+another topic, and (`view`) runs the committed-view job of pipelines/ on it; each step a Spark job named by its
+description (`<case> read read_committed`, `<case> write`, ...: the tests find its stages in the event log by it).
+Several roots share one application, so the tests pay for one driver and its executors' start once.
+
+    spark-submit topic_job.py SPEC.json RESULT.json
+    SPEC.json: {"cases": [{"root": R, "storage": {KEY: VALUE}, "source": S, "dest": D, "hold": null|"kill"|"speculate",
+                           "view": true|false}], "hold": DIR}
+
+A root's storage settings come only from its `storage` (as `storage.<key>` options of each read and write, and the
+view job's Location): the tests start this driver and the cluster without any AWS_* variable. `hold` slows partition
+0's first task attempt of the write on purpose (a flag-file handshake with the test in DIR, never a timer): `kill`
+holds it until the test has killed its executor (DIR/release), `speculate` until a speculative copy has passed all
+its rows on.
+Kept free of pytest and of the tests' helpers: executors import only lakelog and pyspark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HOLD_TIMEOUT_S = 120.0
+READ_TASKS = 4
+
+
+def held_rows(hold: Path, mode: str):
+    """A mapInArrow step that passes rows on, holding partition 0's first attempt halfway (see the module doc)."""
+
+    def step(batches: Iterator) -> Iterator:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition, attempt = context.partitionId(), context.attemptNumber()
+        rows = [row for batch in batches for row in batch.to_pylist()]
+        half = len(rows) // 2
+        pieces = [rows[:half], rows[half:]]
+        yield from _batches(pieces[0])
+        if partition == 0 and attempt == 0:
+            (hold / f"held-{partition}-{attempt}").write_text(str(os.getpid()))
+            wanted = "release" if mode == "kill" else f"done-{partition}-"
+            deadline = time.monotonic() + HOLD_TIMEOUT_S
+            while time.monotonic() < deadline and not any(p.name.startswith(wanted) for p in hold.iterdir()):
+                time.sleep(0.05)
+        yield from _batches(pieces[1])
+        if partition == 0 and attempt > 0:
+            (hold / f"done-{partition}-{attempt}").write_text(str(os.getpid()))
+
+    return step
+
+
+def _batches(rows: list[dict]) -> Iterator:
+    import pyarrow as pa
+
+    from lakelog.log.scan import KAFKA_SCHEMA
+
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=KAFKA_SCHEMA)
+
+
+def rows_of(frame) -> list[list]:
+    return sorted([row[0], row[1], bytes(row[2]).hex()] for row in frame.select("partition", "offset", "value").collect())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("spec", help="a JSON file: {cases: [...], hold: DIR or null}; see the module doc")
+    parser.add_argument("result", help="where to write the JSON results, one per case")
+    args = parser.parse_args()
+    spec = json.loads(Path(args.spec).read_text())
+
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName("lakelog cluster topic job").getOrCreate()
+    results = [run_case(spark, number, case, spec.get("hold")) for number, case in enumerate(spec["cases"])]
+    Path(args.result).write_text(json.dumps({"application": spark.sparkContext.applicationId, "cases": results}))
+    spark.stop()
+
+
+def run_case(spark, number: int, case: dict, hold: str | None) -> dict:
+    """One root: both reads, the write (held on purpose if the case says `hold`), the view job if it says `view`."""
+    context = spark.sparkContext
+    root, storage = case["root"], {f"storage.{key}": value for key, value in case.get("storage", {}).items()}
+
+    def topic(isolation_level: str):
+        return (
+            spark.read.format("lakelog")
+            .options(**storage)
+            .option("root", root)
+            .option("topic", case["source"])
+            .option("isolation.level", isolation_level)
+            .option("minPartitions", str(READ_TASKS))
+            .load()
+        )
+
+    result: dict[str, object] = {}
+    for level in ("read_committed", "read_uncommitted"):
+        context.setJobDescription(f"{number} read {level}")
+        frame = topic(level)
+        result[level] = rows_of(frame)
+        result[f"{level} tasks"] = frame.rdd.getNumPartitions()
+    context.setJobDescription(f"{number} write")
+    frame = topic("read_committed")
+    if case.get("hold"):
+        assert hold is not None
+        frame = frame.mapInArrow(held_rows(Path(hold), case["hold"]), kafka_schema())
+    (
+        frame.select("key", "value")
+        .write.format("lakelog")
+        .options(**storage)
+        .option("root", root)
+        .option("topic", case["dest"])
+        .option("transactional.id", f"cluster-job-{case['dest']}")
+        .option("batch.id", "0")
+        .mode("append")
+        .save()
+    )
+    if case.get("view"):
+        from lakelog.client.roots import Location
+        from pipelines.materialize_committed_view import materialize_committed_view
+
+        context.setJobDescription(f"{number} view")
+        result["view"] = materialize_committed_view(spark, Location.of(root, case.get("storage")), case["source"]).version
+    return result
+
+
+def kafka_schema():
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from lakelog.log.scan import KAFKA_SCHEMA
+
+    return from_arrow_schema(KAFKA_SCHEMA)
+
+
+if __name__ == "__main__":
+    main()
