@@ -128,7 +128,7 @@ def _measure(root: str, store: DelayedStore, partitions: int) -> dict[str, tuple
     swept = _traced(store, lambda: sweep(root))
     counts["sweep"] = (swept.count, "partition")
     print(f"   sweep: {swept.count} requests {dict(swept.mix)}, {swept.count / partitions:.1f} per partition")
-    producers = [_producer(root, topic, index, partitions) for index in range(PRODUCERS)]
+    producers = [_WidthProducer(root, topic, index, partitions) for index in range(PRODUCERS)]
     tasks: list[Callable[[], None]] = [functools.partial(producer.run, TRANSACTIONS) for producer in producers]
     work = _traced(store, lambda: _side_by_side(tasks))
     for producer in producers:
@@ -169,10 +169,6 @@ class _WidthProducer:
 
     def close(self) -> None:
         self.producer.close()
-
-
-def _producer(root: str, topic: str, index: int, partitions: int) -> _WidthProducer:
-    return _WidthProducer(root, topic, index, partitions)
 
 
 def _side_by_side(work: list[Callable[[], None]]) -> None:

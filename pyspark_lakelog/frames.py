@@ -150,11 +150,13 @@ def scan_dataframe(
         return arrow_tasks_frame(spark, scan_tasks(scans, max_partition_bytes), read_scans, KAFKA_SCHEMA)
     frames: list[DataFrame] = []
     if len(scans) > MAX_SEPARATE_READS:
-        small = [scan for scan in scans if scan.size_bytes < SMALL_SCAN_BYTES]
+        # Each scan's size once: it sums the scan's files of its snapshot.
+        is_small = [scan.size_bytes < SMALL_SCAN_BYTES for scan in scans]
+        small = [scan for scan, flag in zip(scans, is_small, strict=True) if flag]
         if len(small) > 1:
             # The same plan, the same rows: read_scans applies the offset range and the aborted transactions (S5.2, S5.3).
             frames.append(arrow_tasks_frame(spark, scan_tasks(small, max_partition_bytes), read_scans, KAFKA_SCHEMA))
-            scans = [scan for scan in scans if scan.size_bytes >= SMALL_SCAN_BYTES]
+            scans = [scan for scan, flag in zip(scans, is_small, strict=True) if not flag]
     frames += [_partition_frame(spark, scan, max_inline_aborted, through_delta) for scan in scans]
     return functools.reduce(DataFrame.unionByName, frames)
 
