@@ -165,20 +165,6 @@ class SparkCluster:
                 pass
 
 
-def open_files_under(root_pid: int, folder: str) -> list[str]:
-    """Files under `folder` that `root_pid` or any process below it holds open (from /proc/<pid>/fd)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or (int(entry.name) != root_pid and root_pid not in ancestors(int(entry.name))):
-            continue
-        try:
-            targets = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
-        except OSError:
-            continue
-        found += [target for target in targets if target.startswith(folder.rstrip("/") + "/")]
-    return found
-
-
 def ancestors(pid: int) -> list[int]:
     """`pid`'s parent, its parent, ... up to init."""
     chain = []
@@ -191,4 +177,4 @@ def ancestors(pid: int) -> list[int]:
     return chain
 
 
-__all__ = ["SPARK_HOME", "SPARK_SUBMIT", "SparkCluster", "ancestors", "open_files_under", "scrubbed_env"]
+__all__ = ["SPARK_HOME", "SPARK_SUBMIT", "SparkCluster", "ancestors", "scrubbed_env"]

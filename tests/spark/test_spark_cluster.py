@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from spark_cluster import SPARK_SUBMIT, SparkCluster, ancestors, open_files_under, scrubbed_env
+from spark_cluster import SPARK_SUBMIT, SparkCluster, ancestors, scrubbed_env
 from spark_events import EventLog
 from spark_histories import HistoryWriter, consumer_rows, fetch_rows
 
@@ -36,9 +36,6 @@ TOPIC_JOB = Path(__file__).resolve().parent / "cluster_jobs" / "topic_job.py"
 PARTITIONS = 4
 SUBMIT_TIMEOUT_S = 300
 PIPELINES = REPO / "pipelines"
-# Small Arrow batches through small socket buffers (spark.buffer.size: the JVM's and the Python workers'), so a held
-# task's first rows reach its writer, and its staged file, while it is held: by default they wait in a 64 KiB buffer.
-SMALL_BATCHES = {"spark.sql.execution.arrow.maxRecordsPerBatch": "2", "spark.buffer.size": "256"}
 
 
 @pytest.fixture(scope="module")
@@ -173,12 +170,17 @@ def wait_for_file(path: Path, process: subprocess.Popen, cluster: SparkCluster) 
 
 def kill_held_executor(cluster: SparkCluster, submitted, hold: Path, staging: Location) -> None:
     """SIGKILL the executor JVM running the held write task (found from its Python worker's pid), then release it.
-    Prints the staged files that executor's processes hold open then (on a local root)."""
-    worker_pid = int(wait_for_file(hold / "held-0-0", submitted[0], cluster))
+
+    The held attempt has staged all its rows in closed files (checked here, on the root) and its commit message has
+    not left the executor: those rows are what a write that committed whatever was staged would land twice."""
+    held = json.loads(wait_for_file(hold / "held-0-0", submitted[0], cluster))
     executors = cluster.executor_pids()
-    (executor,) = [pid for pid in ancestors(worker_pid) if pid in executors]
-    staged = open_files_under(executor, staging.uri) if staging.is_local else "(S3: an upload shows nothing before it completes)"
-    print(f"killing executor JVM {executor} (of {sorted(executors)}) mid-write; its open staged files: {staged}")
+    (executor,) = [pid for pid in ancestors(held["pid"]) if pid in executors]
+    staged = dict(held["files"])
+    assert staged and sum(staged.values()) > 0, f"the held attempt staged no rows: {held}"
+    on_root = {info.uri for info in staging.list(recursive=True)}
+    assert set(staged) <= on_root, (staged, on_root)
+    print(f"killing executor JVM {executor} (of {sorted(executors)}) after its write task staged {staged}")
     os.kill(executor, signal.SIGKILL)
     (hold / "release").write_text("")
 
@@ -193,7 +195,7 @@ def run_cases(cluster: SparkCluster, request, tmp_path: Path, cases: list[dict],
         case.update(root=root, storage=options, source="orders", dest="copied", held=history(root))
     spec, result_file = tmp_path / "spec.json", tmp_path / "result.json"
     spec.write_text(json.dumps({"cases": [{k: v for k, v in case.items() if k != "held"} for case in cases], "hold": str(hold)}))
-    submitted = submit(cluster, tmp_path, "topic", TOPIC_JOB, [str(spec), str(result_file)], delta=delta, **SMALL_BATCHES, **conf)
+    submitted = submit(cluster, tmp_path, "topic", TOPIC_JOB, [str(spec), str(result_file)], delta=delta, **conf)
     for case in cases:
         if case.get("hold") == "kill":
             kill_held_executor(cluster, submitted, hold, Location.of(case["root"], case["storage"]).child("_spark_staging"))

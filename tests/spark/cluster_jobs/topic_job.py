@@ -9,10 +9,11 @@ Several roots share one application, so the tests pay for one driver and its exe
                            "view": true|false}], "hold": DIR}
 
 A root's storage settings come only from its `storage` (as `storage.<key>` options of each read and write, and the
-view job's Location): the tests start this driver and the cluster without any AWS_* variable. `hold` slows partition
-0's first task attempt of the write on purpose (a flag-file handshake with the test in DIR, never a timer): `kill`
-holds it until the test has killed its executor (DIR/release), `speculate` until a speculative copy has passed all
-its rows on.
+view job's Location): the tests start this driver and the cluster without any AWS_* variable. `hold` writes through
+lakelog's own writer registered as `lakelog_held`, whose partition 0 task, on its first attempt, holds after it has
+staged all its rows in closed files and before its commit message reaches the driver (a flag-file handshake with the
+test in DIR, never a timer; DIR/held-0-0 names the staged files): `kill` holds it until the test has killed its
+executor (DIR/release), `speculate` until a speculative copy has staged the same rows and finished.
 Kept free of pytest and of the tests' helpers: executors import only lakelog and pyspark.
 """
 
@@ -22,45 +23,48 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 HOLD_TIMEOUT_S = 120.0
 READ_TASKS = 4
 
 
-def held_rows(hold: Path, mode: str):
-    """A mapInArrow step that passes rows on, holding partition 0's first attempt halfway (see the module doc)."""
+def held_source(hold: Path, mode: str):
+    """lakelog's own data source under the name `lakelog_held`, whose write task for partition 0 holds on its first
+    attempt after its writer has staged (and closed) its files and before its commit message goes to the driver.
 
-    def step(batches: Iterator) -> Iterator:
-        from pyspark import TaskContext
+    Defined in a function so that cloudpickle ships the classes by value to the executors (see the module doc).
+    """
+    from pyspark import TaskContext
 
-        context = TaskContext.get()
-        partition, attempt = context.partitionId(), context.attemptNumber()
-        rows = [row for batch in batches for row in batch.to_pylist()]
-        half = len(rows) // 2
-        pieces = [rows[:half], rows[half:]]
-        yield from _batches(pieces[0])
-        if partition == 0 and attempt == 0:
-            (hold / f"held-{partition}-{attempt}").write_text(str(os.getpid()))
-            wanted = "release" if mode == "kill" else f"done-{partition}-"
-            deadline = time.monotonic() + HOLD_TIMEOUT_S
-            while time.monotonic() < deadline and not any(p.name.startswith(wanted) for p in hold.iterdir()):
-                time.sleep(0.05)
-        yield from _batches(pieces[1])
-        if partition == 0 and attempt > 0:
-            (hold / f"done-{partition}-{attempt}").write_text(str(os.getpid()))
+    from pyspark_lakelog.source import LakelogDataSource, TopicWriter, WriteOptions
 
-    return step
+    class HeldWriter(TopicWriter):
+        def write(self, iterator):
+            staged = TopicWriter.write(self, iterator)
+            context = TaskContext.get()
+            partition, attempt = context.partitionId(), context.attemptNumber()
+            if partition == 0 and attempt == 0:
+                files = [[uri, records] for _, _, uri, records in staged.files]
+                (hold / f"held-{partition}-{attempt}").write_text(json.dumps({"pid": os.getpid(), "files": files}))
+                wanted = "release" if mode == "kill" else f"done-{partition}-"
+                deadline = time.monotonic() + HOLD_TIMEOUT_S
+                while time.monotonic() < deadline and not any(p.name.startswith(wanted) for p in hold.iterdir()):
+                    time.sleep(0.05)
+            if partition == 0 and attempt > 0:
+                (hold / f"done-{partition}-{attempt}").write_text(str(os.getpid()))
+            return staged
 
+    class HeldLakelog(LakelogDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "lakelog_held"
 
-def _batches(rows: list[dict]) -> Iterator:
-    import pyarrow as pa
+        def writer(self, schema, overwrite):
+            assert not overwrite
+            return HeldWriter(WriteOptions.parse(self.options), schema)
 
-    from lakelog.log.scan import KAFKA_SCHEMA
-
-    if rows:
-        yield pa.RecordBatch.from_pylist(rows, schema=KAFKA_SCHEMA)
+    return HeldLakelog
 
 
 def rows_of(frame) -> list[list]:
@@ -106,12 +110,14 @@ def run_case(spark, number: int, case: dict, hold: str | None) -> dict:
         result[f"{level} tasks"] = frame.rdd.getNumPartitions()
     context.setJobDescription(f"{number} write")
     frame = topic("read_committed")
+    writes = "lakelog"
     if case.get("hold"):
         assert hold is not None
-        frame = frame.mapInArrow(held_rows(Path(hold), case["hold"]), kafka_schema())
+        spark.dataSource.register(held_source(Path(hold), case["hold"]))
+        writes = "lakelog_held"
     (
         frame.select("key", "value")
-        .write.format("lakelog")
+        .write.format(writes)
         .options(**storage)
         .option("root", root)
         .option("topic", case["dest"])
@@ -127,14 +133,6 @@ def run_case(spark, number: int, case: dict, hold: str | None) -> dict:
         context.setJobDescription(f"{number} view")
         result["view"] = materialize_committed_view(spark, Location.of(root, case.get("storage")), case["source"]).version
     return result
-
-
-def kafka_schema():
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from lakelog.log.scan import KAFKA_SCHEMA
-
-    return from_arrow_schema(KAFKA_SCHEMA)
 
 
 if __name__ == "__main__":
