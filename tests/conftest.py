@@ -122,14 +122,18 @@ def name_groups_in_node_id(item: pytest.Item) -> None:
 
 # Seconds spent per worker group (the `@group` suffix of node ids; tests of no group as "(none)"), printed after the
 # slowest tests: a group runs on one worker, so the largest one is the least time the run can take.
+# Then the 25 test files of most seconds: the run is bound by the CPU of all its tests, so these are where to cut.
 GROUP_SECONDS: dict[str, list[float]] = {}
+FILE_SECONDS: dict[str, list[float]] = {}
+FILES_PRINTED = 25
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     group = report.nodeid.rsplit("@", 1)[1] if "@" in report.nodeid.rsplit("::", 1)[-1] else "(none)"
-    tally = GROUP_SECONDS.setdefault(group, [0, 0.0])
-    tally[0] += report.when == "call"
-    tally[1] += report.duration
+    for tallies, name in ((GROUP_SECONDS, group), (FILE_SECONDS, report.nodeid.split("::", 1)[0])):
+        tally = tallies.setdefault(name, [0, 0.0])
+        tally[0] += report.when == "call"
+        tally[1] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -138,6 +142,9 @@ def pytest_terminal_summary(terminalreporter) -> None:
     terminalreporter.write_sep("=", "seconds per worker group (a group runs on one worker)")
     for group, (tests, seconds) in sorted(GROUP_SECONDS.items(), key=lambda item: -item[1][1]):
         terminalreporter.write_line(f"{seconds:9.1f}s {tests:5d} tests  {group}")
+    terminalreporter.write_sep("=", f"seconds per test file, the {FILES_PRINTED} largest")
+    for name, (tests, seconds) in sorted(FILE_SECONDS.items(), key=lambda item: -item[1][1])[:FILES_PRINTED]:
+        terminalreporter.write_line(f"{seconds:9.1f}s {tests:5d} tests  {name}")
 
 
 def pytest_generate_tests(metafunc) -> None:
