@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from lakelog import OFFSET_STORED, Consumer, KafkaException, Message, Producer, TopicPartition
-from lakelog.admin import AdminClient, ConsumerGroupTopicPartitions, IsolationLevel, OffsetSpec
+from lakelog.admin import IsolationLevel
 from lakelog.client.retry import RetryPolicy
 from lakelog.client.roots import open_root, partition_count
 from lakelog.errors import (
@@ -52,11 +52,14 @@ from lakelog.errors import (
     KafkaTimeout,
     ProducerFenced,
     UnknownMemberId,
-    UnstableOffsetCommit,
 )
 from lakelog.jobs.maintenance import Sweeper
 
+from .topic_positions import committed_offsets, ensure_output, latest_offsets, records_behind
+
 logger = logging.getLogger(__name__)
+# The supervisor says how far the group is behind at most this often, and only when it moved.
+PROGRESS_EVERY_S = 5.0
 
 SOURCE_HEADER = "lakelog.source"
 # Errors that say "you are a zombie": counted as fencings in the events.
@@ -364,19 +367,15 @@ class Supervisor:
 
     def committed(self) -> dict[int, int | None] | None:
         """The group's committed offsets of the input (None for none), or None while a transaction holds one."""
-        count = partition_count(self.job.root, self.job.input_topic)
-        request = ConsumerGroupTopicPartitions(self.job.group_id, [TopicPartition(self.job.input_topic, p) for p in range(count)])
-        admin = AdminClient({"lakelog.root": self.job.root})
-        try:
-            listed = admin.list_consumer_group_offsets([request], require_stable=True)[self.job.group_id].result()
-        except UnstableOffsetCommit:
-            return None
-        return {tp.partition: None if tp.offset < 0 else tp.offset for tp in listed.topic_partitions}
+        return committed_offsets(self.job.root, self.job.group_id, self.job.input_topic)
+
+    def behind(self) -> dict[int, int] | None:
+        """Records of each input partition the group has still to commit (`records_behind`)."""
+        return records_behind(self.job.root, self.job.group_id, self.job.input_topic)
 
     def caught_up(self) -> bool:
         """The group has committed every input partition up to its end (its LSO)."""
-        committed = self.committed()
-        return committed is not None and committed == end_offsets(self.job.root, self.job.input_topic)
+        return self.behind() == {}
 
     def settle_output(self) -> None:
         """Sweep until no transaction is open in the output (every partition's LSO at its HW).
@@ -386,7 +385,7 @@ class Supervisor:
         of the whole output wait for that, at most the transaction timeout.
         """
         deadline = time.monotonic() + self.job.transaction_timeout_ms / 1000 + 30
-        while _latest(self.job.root, self.job.output_topic, IsolationLevel.READ_COMMITTED) != _latest(
+        while latest_offsets(self.job.root, self.job.output_topic, IsolationLevel.READ_COMMITTED) != latest_offsets(
             self.job.root, self.job.output_topic, IsolationLevel.READ_UNCOMMITTED
         ):
             if time.monotonic() > deadline:
@@ -411,31 +410,33 @@ class Supervisor:
         return codes
 
 
-def end_offsets(root: str, topic: str) -> dict[int, int]:
-    """Where a read_committed reader of each partition ends now: its last stable offset."""
-    return _latest(root, topic, IsolationLevel.READ_COMMITTED)
-
-
-def _latest(root: str, topic: str, isolation_level: IsolationLevel) -> dict[int, int]:
-    """Each partition's latest offset through the Admin API: its last stable offset under READ_COMMITTED, else its
-    high watermark (S5.1)."""
-    requests = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partition_count(root, topic))}
-    futures = AdminClient({"lakelog.root": root}).list_offsets(requests, isolation_level=isolation_level)
-    return {tp.partition: futures[tp].result().offset for tp in requests}
-
-
 def run(job: Job, workers: int, follow: bool = False, sweep_interval_s: float = 1.0, timeout_s: float | None = None) -> RunReport:
     """Run `workers` worker processes, sweep, restart slots that end; stop once caught up (unless `follow`)."""
+    if job.input_topic != job.output_topic:
+        ensure_output(job.root, job.input_topic, job.output_topic)
     supervisor = Supervisor(job, workers)
     started = time.monotonic()
     supervisor.start_all()
+    said: tuple[float, dict[int, int] | None] = (started, None)
     try:
         while True:
             time.sleep(sweep_interval_s)
             supervisor.sweep()
             supervisor.restart_exited()
-            if not follow and supervisor.caught_up():
-                break
+            if not follow:
+                behind = supervisor.behind()
+                if behind == {}:
+                    logger.info("group %s has committed all of %s; stopping", job.group_id, job.input_topic)
+                    break
+                if behind is not None and behind != said[1] and time.monotonic() - said[0] >= PROGRESS_EVERY_S:
+                    logger.info(
+                        "group %s: %d records of %s to go (%s)",
+                        job.group_id,
+                        sum(behind.values()),
+                        job.input_topic,
+                        ", ".join(f"partition {p}: {n}" for p, n in sorted(behind.items())),
+                    )
+                    said = (time.monotonic(), behind)
             if timeout_s is not None and time.monotonic() - started > timeout_s:
                 raise TimeoutError(f"the job did not catch up within {timeout_s:g} s")
     finally:
@@ -462,6 +463,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transaction-timeout-ms", type=int, default=Job.transaction_timeout_ms)
     parser.add_argument("--events-dir", help="append each worker's events as JSON lines here")
     args = parser.parse_args(argv)
+    # The supervisor says what it does (progress, the output created, the stop); its workers only what goes wrong.
+    logging.basicConfig(
+        level=logging.INFO if args.worker is None else logging.WARNING,
+        format="consume_transform_produce: %(levelname)s %(message)s",
+    )
     job = Job(
         args.root,
         args.input,

@@ -27,7 +27,8 @@ from pathlib import Path
 from lakelog import OFFSET_BEGINNING, AdminClient, Consumer, KafkaError, NewTopic, Producer, TopicPartition
 from lakelog.client.roots import Location, check_root, make_root
 
-from .consume_transform_produce import SOURCE_HEADER, Job, Supervisor, end_offsets
+from .consume_transform_produce import SOURCE_HEADER, Job, Supervisor
+from .topic_positions import end_offsets
 
 INPUT, OUTPUT, GROUP = "clicks", "clicks-upper", "upper"
 PARTITIONS = 4

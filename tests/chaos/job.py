@@ -19,7 +19,8 @@ from chaos.history import HistoryWriter, Op, read_history
 from chaos.nemesis import Nemesis
 from lakelog import OFFSET_BEGINNING, KafkaError, Message, TopicPartition
 from lakelog.log import create_topic
-from pipelines.consume_transform_produce import Job, RunReport, end_offsets
+from pipelines.consume_transform_produce import Job, RunReport
+from pipelines.topic_positions import end_offsets
 
 INPUT, OUTPUT, GROUP = "in", "out", "chaos"
 

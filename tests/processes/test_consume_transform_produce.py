@@ -13,10 +13,12 @@ import pytest
 from helpers import table_fingerprint
 
 from lakelog import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from lakelog.admin import AdminClient, NewTopic
 from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.errors import UnknownTopicOrPartition
 from lakelog.log import create_topic
-from pipelines.consume_transform_produce import SOURCE_HEADER, Job, end_offsets, run_worker
+from pipelines.consume_transform_produce import SOURCE_HEADER, Job, run_worker
+from pipelines.topic_positions import end_offsets
 
 pytestmark = pytest.mark.slow
 
@@ -137,3 +139,40 @@ def test_a_job_with_a_missing_topic_is_refused_and_writes_nothing(lake):
     )
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "must not read what it writes" in result.stderr
     assert table_fingerprint(lake) == before
+
+
+def test_a_new_group_over_an_empty_and_a_fully_deleted_partition_stops_and_creates_its_output(tmp_path):
+    """A new group starts each partition at its log start offset (auto.offset.reset=earliest); a partition with
+    nothing to read there (empty, or every record deleted) is caught up without a committed offset, so the job stops;
+    a missing output topic is created with the input's partition count, and the supervisor says both."""
+    root = str(tmp_path / "lake")
+    admin = AdminClient({"lakelog.root": root})
+    admin.create_topics([NewTopic("sparse", num_partitions=3)])["sparse"].result()
+    producer = Producer({"lakelog.root": root})
+    for index in range(5):
+        producer.produce("sparse", f"kept{index}", partition=0)
+    for index in range(3):
+        producer.produce("sparse", f"deleted{index}", partition=2)
+    producer.flush()
+    admin.delete_records([TopicPartition("sparse", 2, -1)])[TopicPartition("sparse", 2, -1)].result()
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.consume_transform_produce", "--root", root, "--input", "sparse"]
+        + ["--output", "sparse-upper", "--group", "fresh", "--workers", "1"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "created the output topic sparse-upper with 3 partitions" in result.stderr, result.stderr
+    assert "group fresh has committed all of sparse; stopping" in result.stderr, result.stderr
+    with Consumer({"lakelog.root": root, "enable.partition.eof": True}) as reader:
+        reader.assign([TopicPartition("sparse-upper", p, OFFSET_BEGINNING) for p in range(3)])
+        values, at_end = [], set()
+        while len(at_end) < 3:
+            for message in reader.consume(100, 5.0):
+                if message.error() is None:
+                    values.append(message.value())
+                elif message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+    assert sorted(values) == [f"KEPT{index}".encode() for index in range(5)]
