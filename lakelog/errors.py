@@ -9,11 +9,8 @@ confluent-kafka, `except KafkaException as e: e.args[0].code()`.
 Classes follow KIP-1050's taxonomy: `retriable` (try the same call again),
 `abortable` (abort the transaction, then carry on) or `fatal` (close the client).
 
-lakelog's three error modules, side by side:
-- `lakelog.error`: confluent_kafka.error's public module name, so imports port unchanged; it only re-exports.
-- `lakelog.errors`: where every error class lives: KafkaError, KafkaException and one subclass per Kafka error code,
-  the classes lakelog raises.
-- `lakelog.error_codes`: the table of librdkafka's 188 error codes (names and values), KafkaError's constants.
+Every error class lives here; `lakelog.error` re-exports them under confluent's module name, and
+`lakelog.error_codes` is the table of librdkafka's codes.
 """
 
 from __future__ import annotations
@@ -485,6 +482,18 @@ class NotImplementedOnRoot(KafkaException):
     """An admin call only a broker answers (ACLs, SCRAM credentials, leader election): a root has none."""
 
     code = KafkaError._NOT_IMPLEMENTED
+
+
+class NotImplementedWithoutExtra(KafkaException, ImportError):
+    """A feature whose optional dependency, lakelog's extra `extra`, is not installed (as librdkafka's _NOT_IMPLEMENTED
+    for a feature it was built without); an ImportError too, so `import pyspark_lakelog` fails as imports do."""
+
+    code = KafkaError._NOT_IMPLEMENTED
+
+    @classmethod
+    def missing(cls, feature: str, module: str, extra: str) -> NotImplementedWithoutExtra:
+        hint = f"pip install 'lakelog[{extra}]' (from a checkout: pip install '.[{extra}]')"
+        return cls(f"{feature} needs {module}, which is not installed: {hint}", module=module, extra=extra)
 
 
 __all__ = [name for name in list(globals()) if not name.startswith("_") and name[0].isupper()]

@@ -10,7 +10,16 @@ roots through S3A); without it, through Spark's Parquet reader on local roots
 and lakelog's file IO in Spark tasks elsewhere (see frames.py).
 """
 
-from pyspark_lakelog.delta_reads import reads_through_delta
+try:
+    import pyspark  # noqa: F401
+except ModuleNotFoundError as error:
+    if error.name != "pyspark":
+        raise
+    from lakelog.errors import NotImplementedWithoutExtra
+
+    raise NotImplementedWithoutExtra.missing("pyspark_lakelog", "PySpark", "spark") from None
+
+from pyspark_lakelog.delta_reads import reads_through_delta  # noqa: E402 - after the check of PySpark
 from pyspark_lakelog.frames import read, read_table, read_topic, reads_natively, scan_dataframe
 from pyspark_lakelog.session import delta_conf, local_session
 from pyspark_lakelog.source import LakelogDataSource

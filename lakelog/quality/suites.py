@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog.config import validate_name
-from lakelog.errors import CorruptRecord, InvalidConfig, InvalidRequest
+from lakelog.errors import CorruptRecord, InvalidConfig, InvalidRequest, NotImplementedWithoutExtra
 from lakelog.log.topics import topic_config  # not lakelog.log's: there it also names a module
 from lakelog.store import Location, check_root
 
@@ -194,8 +194,19 @@ def _digest(document: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def require_great_expectations() -> None:
+    """Great Expectations is importable, or NotImplementedWithoutExtra names the extra that installs it."""
+    try:
+        import great_expectations  # noqa: F401
+    except ModuleNotFoundError as error:
+        if error.name != "great_expectations":
+            raise
+        raise NotImplementedWithoutExtra.missing("a quality suite", "Great Expectations", "quality") from None
+
+
 def _gx_document(topic: str, document: dict[str, Any]) -> dict[str, Any]:
     """The document as GX itself reads and writes it: unknown expectation types and bad kwargs refused."""
+    require_great_expectations()
     from great_expectations.core.expectation_suite import ExpectationSuite
     from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 

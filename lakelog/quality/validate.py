@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from lakelog.errors import InvalidConfig, InvalidRequest, PolicyViolation
 from lakelog.quality.fields import FieldColumns, arrow_strings, field_values, json_field_columns, suite_columns, value_field_names
-from lakelog.quality.suites import Suite, expectation_columns
+from lakelog.quality.suites import Suite, expectation_columns, require_great_expectations
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +126,7 @@ def validate(suite: Suite, rows: pa.Table, value_fields: FieldColumns | None = N
     merge_field_columns), for a gate that parsed each batch as it went by; else they are parsed from `value`.
     An expectation that raises inside GX is a failure of the result, not an exception.
     """
+    require_great_expectations()
     frame = validation_frame(suite, rows, value_fields)
     from great_expectations.core.expectation_suite import ExpectationSuite
     from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
