@@ -34,8 +34,12 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     loader.add_argument("--format", choices=("parquet", "csv", "jsonl"))
     loader.add_argument("--key-column", help="the column whose value (as text) is each record's key (default: no key)")
     loader.add_argument("--batch-records", type=int, default=10_000)
-    loader.add_argument("--load-id")
-    loader.add_argument("--no-progress", action="store_true")
+    loader.add_argument(
+        "--load-id",
+        help="the load's name: a run with the same name resumes it, and a finished one appends nothing again "
+        "(default: a digest of the source's bytes, so an edited file is a new load of every row)",
+    )
+    loader.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     loader.set_defaults(handler=_load)
 
 

@@ -101,10 +101,11 @@ def _report(args: argparse.Namespace) -> int:
             continue
         verdict = "passed" if row["success"] else "FAILED"
         unit = row["transactional_id"] or row["load_unit"] or "-"
+        # A batch refused before its producer's first append has no producer id yet (it is allocated with that append).
+        producer = "-" if row["producer_id"] is None else f"{row['producer_id']}/{row['producer_epoch']}"
         _line(
             f"{row['validated_at']}  {row['validation_id']}  {verdict}  suite={row['suite_name']}  "
-            f"mode={row['mode']}  rows={row['row_count']}  unit={unit}  producer={row['producer_id']}/"
-            f"{row['producer_epoch']}  outcome={row['outcome']}"
+            f"mode={row['mode']}  rows={row['row_count']}  unit={unit}  producer={producer}  outcome={row['outcome']}"
         )
         for failure in row["failed_expectations"]:
             column = f" {failure['column']}" if failure.get("column") else ""

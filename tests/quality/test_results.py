@@ -86,7 +86,8 @@ def test_result_rows_are_written_and_read_back_by_quality_report(root, topic, ca
     assert code == 0, err
     lines = out.splitlines()
     assert "passed" in lines[0] and "mode=enforce" in lines[0]
-    assert "FAILED" in lines[1] and "mode=warn" in lines[1] and "unit=loader-1" in lines[1]
+    assert "producer=-" in lines[0]  # a load's result: no producer id (not "None/0")
+    assert "FAILED" in lines[1] and "mode=warn" in lines[1] and "unit=loader-1" in lines[1] and "producer=7/3" in lines[1]
     assert "expect_column_values_to_be_between value.amount_cents: 1 unexpected, e.g. [-5]" in lines[2]
 
     code, out, err = cli(capsys, "quality", "report", "--topic", "other", "--root", root)
