@@ -81,9 +81,11 @@ def _spark_sql_init(args: argparse.Namespace) -> int:
         if args.properties_file:
             write_properties_file(args.properties_file, shell_properties(args.root, secrets=True))
             shell = f"--properties-file {args.properties_file} "
-        elif not args.root.is_local:
-            # No key on the command line or in a file: S3A reads them from the shell's AWS_* environment.
-            shell = shell_arguments(shell_properties(args.root, secrets=False)) + " "
+        else:
+            # The shell needs Delta's jars and extension on any root (else DATA_SOURCE_NOT_FOUND delta); on S3 also
+            # S3A's settings, with no key on the command line: S3A reads them from the shell's AWS_* environment.
+            arguments = shell_arguments(shell_properties(args.root, secrets=False))
+            shell = f"{arguments} " if arguments else ""
     if args.output:
         with open(args.output, "w") as output:
             output.write(script)

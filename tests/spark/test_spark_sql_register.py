@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,15 @@ def spark_sql(folder: Path, *arguments: str | Path, properties: Path | None = No
     return subprocess.run(command, cwd=folder, env=environment, capture_output=True, text=True, timeout=400)
 
 
+def spark_sql_as_told(folder: Path, arguments: list[str], keys_in_file: bool) -> subprocess.CompletedProcess:
+    command = [BIN / "spark-sql", "--master", "local[1]", "--conf", "spark.ui.enabled=false", *arguments]
+    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    if keys_in_file:
+        for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            environment.pop(variable, None)
+    return subprocess.run(command, cwd=folder, env=environment, capture_output=True, text=True, timeout=400)
+
+
 def test_a_new_spark_sql_shell_queries_registered_views_and_status_tables(spark, root, root_kind, tmp_path):
     random_history(root, "orders", random.Random(25), partitions=2, steps=20)
     materialize_committed_view(spark, root, "orders")
@@ -60,7 +70,11 @@ def test_a_new_spark_sql_shell_queries_registered_views_and_status_tables(spark,
     assert made.returncode == 0, made.stderr
     text = statements.read_text()
     assert text.count("USING delta LOCATION") == 2 and "USING lakelog" not in text, text
-    registered = spark_sql(tmp_path, "-f", statements, properties=properties)
+    # The command the CLI says to run, as it says it (plus a small master and no UI).
+    (hint,) = [line.split("run once: ", 1)[1] for line in made.stderr.splitlines() if "run once: " in line]
+    hinted = shlex.split(hint)
+    assert hinted[0] == "spark-sql" and hinted[-2:] == ["-f", str(statements)], hint
+    registered = spark_sql_as_told(tmp_path, hinted[1:], properties is not None)
     assert registered.returncode == 0, registered.stderr[-3000:]
 
     query = (
