@@ -197,7 +197,9 @@ class SchemaRegistryClient:
     def get_latest_version(self, subject_name: str, fmt: str | None = None) -> RegisteredSchema:
         return self._version(self._registry.state(), subject_name, "latest")
 
-    def get_version(self, subject_name: str, version: int | str = "latest", deleted: bool = False, fmt: str | None = None) -> RegisteredSchema:
+    def get_version(
+        self, subject_name: str, version: int | str = "latest", deleted: bool = False, fmt: str | None = None
+    ) -> RegisteredSchema:
         return self._version(self._registry.state(), subject_name, version, deleted)
 
     def get_versions(self, subject_name: str, *args: Any, **kwargs: Any) -> list[int]:
@@ -219,11 +221,15 @@ class SchemaRegistryClient:
             if entry.schema_id == schema_id
         ]
 
-    def get_associations_by_resource_name(self, resource_name: str, resource_namespace: str, *args: Any, **kwargs: Any) -> list[Any]:
+    def get_associations_by_resource_name(
+        self, resource_name: str, resource_namespace: str, *args: Any, **kwargs: Any
+    ) -> list[Any]:
         """None: a root keeps no subject associations, so confluent's serializers fall back to their name strategy."""
         return []
 
-    def get_latest_with_metadata(self, subject_name: str, metadata: dict[str, str], *args: Any, **kwargs: Any) -> RegisteredSchema:
+    def get_latest_with_metadata(
+        self, subject_name: str, metadata: dict[str, str], *args: Any, **kwargs: Any
+    ) -> RegisteredSchema:
         """40403 always: a root's schemas carry no metadata."""
         self._version(self._registry.state(), subject_name, "latest")
         raise registry_error(SchemaRegistryError.SCHEMA_NOT_FOUND, f"No version of {subject_name!r} has metadata {metadata}")

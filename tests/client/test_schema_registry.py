@@ -140,10 +140,14 @@ def test_references_resolve_through_registered_versions(client):
     address = {"type": "record", "name": "Address", "namespace": "shop", "fields": [{"name": "city", "type": "string"}]}
     client.register_schema("address", avro(address))
     order = {"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "to", "type": "Address"}]}
-    order_id = client.register_schema("orders-value", Schema(json.dumps(order), "AVRO", [SchemaReference("shop.Address", "address", 1)]))
+    order_id = client.register_schema(
+        "orders-value", Schema(json.dumps(order), "AVRO", [SchemaReference("shop.Address", "address", 1)])
+    )
     assert client.get_schema(order_id).references == (SchemaReference("shop.Address", "address", 1),)
     with pytest.raises(SchemaRegistryError) as raised:
-        client.register_schema("orders2-value", Schema(json.dumps(order), "AVRO", [SchemaReference("shop.Address", "address", 9)]))
+        client.register_schema(
+            "orders2-value", Schema(json.dumps(order), "AVRO", [SchemaReference("shop.Address", "address", 9)])
+        )
     assert code_of(raised) == (422, 42201)
 
 

@@ -103,7 +103,12 @@ _SCHEMA_CODEC = RecordCodec("schema", SCHEMA_RECORD_VERSION, _schema_fields, _sc
 _DELETED_CODEC = RecordCodec(
     "deleted",
     SCHEMA_RECORD_VERSION,
-    lambda record: {"kind": "deleted", "subject": record.subject, "versions": list(record.versions), "permanent": record.permanent},
+    lambda record: {
+        "kind": "deleted",
+        "subject": record.subject,
+        "versions": list(record.versions),
+        "permanent": record.permanent,
+    },
     _deleted_build,
 )
 _CONFIG_CODEC = RecordCodec(

@@ -11,7 +11,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lakelog.coordinator.schemas.compatibility import avro, json_schema, protobuf
-from lakelog.coordinator.schemas.types import AVRO, JSON, PROTOBUF, CompatibilityLevel, Schema, SchemaRegistryError, registry_error
+from lakelog.coordinator.schemas.types import (
+    AVRO,
+    JSON,
+    PROTOBUF,
+    CompatibilityLevel,
+    Schema,
+    SchemaRegistryError,
+    registry_error,
+)
 
 # Resolves a schema's references: the referenced schemas, each already registered.
 References = Callable[[Schema], Sequence[Schema]]
@@ -42,9 +50,7 @@ def _reads(schema_type: str, reader: Any, writer: Any) -> list[str]:
     return protobuf.incompatibilities(reader, writer)
 
 
-def incompatibilities(
-    level: CompatibilityLevel, new: Schema, existing: Sequence[Schema], references: References
-) -> list[str]:
+def incompatibilities(level: CompatibilityLevel, new: Schema, existing: Sequence[Schema], references: References) -> list[str]:
     """Why `new` breaks `level` against `existing` (the subject's live versions, oldest first); empty if it keeps it."""
     if level == CompatibilityLevel.NONE or not existing:
         return []
