@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 
-from processes.schema_workers import register_schemas
-
 from lakelog.schema_registry import SchemaRegistryClient
+from processes.schema_workers import register_schemas
 
 SCHEMAS = 12
 
