@@ -158,3 +158,36 @@ def test_a_url_that_is_not_a_root_is_refused_in_one_line(root):
         SchemaRegistryClient({"url": f"lakelog:{root}", "color": "blue"})
     # confluent's connection keys mean nothing on a root and are accepted.
     SchemaRegistryClient({"url": f"lakelog:{root}", "basic.auth.user.info": "u:p"})
+
+
+def test_S9_3_the_schemas_log_compacts_by_key_and_replays_to_the_same_registry(client, root):
+    from lakelog.coordinator.compaction.internal_compaction import compact_internal_logs
+    from lakelog.coordinator.schemas.registry import SchemaRegistry
+    from lakelog.coordinator.schemas.state import snapshot_of
+
+    client.set_compatibility(None, "NONE")
+    for n in range(4):
+        client.set_compatibility("users-value", "FULL")
+        client.set_compatibility("users-value", "NONE")
+        client.register_schema("users-value", avro({**USER_V1, "name": f"User{n}"}))
+    client.register_schema("gone-value", avro(USER_V2))
+    client.delete_subject("gone-value")
+    client.delete_subject("gone-value", permanent=True)
+    client.delete_version("users-value", 2)
+    before = snapshot_of(SchemaRegistry(root).state())
+    (done,) = compact_internal_logs(root)
+    assert done.log_name == "__schemas" and done.error is None
+    registry = SchemaRegistry(root)
+    assert snapshot_of(registry.state()) == before
+    # 17 rows: 9 levels (8 of users-value, 1 global), 5 versions, 3 deletions. Dropped: the 7 superseded levels of
+    # users-value; kept: the versions (one soft-deleted, with its deletion), the row that gave gone-value's schema
+    # its id with the two deletions after it, and the last level of each key.
+    assert done.compaction is not None
+    assert done.compaction.records_before - done.compaction.records_after == 7
+    # The permanently deleted subject's schema keeps its id.
+    assert client.register_schema("gone-value", avro(USER_V2)) == before_id(before, USER_V2)
+
+
+def before_id(snapshot: dict, schema: dict) -> int:
+    (found,) = [int(i) for i, fields in snapshot["schemas"].items() if json.loads(fields["schema"]) == schema]
+    return found

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lakelog.coordinator.runtime.state_log import CoordinatorLog
+from lakelog.coordinator.runtime.state_log import CoordinatorLog, StateCodec
 from lakelog.coordinator.schemas import handlers
 from lakelog.coordinator.schemas.handlers import RegistryOutcome
 from lakelog.coordinator.schemas.records import record_from_row
-from lakelog.coordinator.schemas.state import RegistryState, replay
+from lakelog.coordinator.schemas.state import RegistryState, replay, snapshot_of, state_from_snapshot
 from lakelog.coordinator.schemas.types import SchemaRegistryError, registry_error
 from lakelog.errors import KafkaException
 from lakelog.log.topics import open_internal_partition
@@ -38,7 +38,14 @@ class SchemaRegistry:
                 partition = open_internal_partition(self.root, SCHEMAS_LOG, 0, 1, config={"cleanup.policy": "compact"})
             except KafkaException as error:
                 raise registry_error(SchemaRegistryError.STORE_ERROR, f"Error while opening the schemas log: {error}") from None
-            self._log = CoordinatorLog(partition, RegistryState(), record_from_row, replay, lambda record: record.key)
+            self._log = CoordinatorLog(
+                partition,
+                RegistryState(),
+                record_from_row,
+                replay,
+                lambda record: record.key,
+                codec=StateCodec(snapshot_of, state_from_snapshot),
+            )
         return self._log
 
     def state(self) -> RegistryState:
