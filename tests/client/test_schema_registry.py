@@ -191,3 +191,12 @@ def test_S9_3_the_schemas_log_compacts_by_key_and_replays_to_the_same_registry(c
 def before_id(snapshot: dict, schema: dict) -> int:
     (found,) = [int(i) for i, fields in snapshot["schemas"].items() if json.loads(fields["schema"]) == schema]
     return found
+
+
+def test_verify_checks_the_schemas_log_as_every_internal_log(client, root):
+    from lakelog.jobs.verify.root import verify_root
+
+    client.register_schema("users-value", avro(USER_V1))
+    report = verify_root(root)
+    assert report.clean, report.findings
+    assert any(summary.table.startswith("__schemas") for summary in report.partitions), report.partitions
