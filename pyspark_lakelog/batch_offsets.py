@@ -51,7 +51,9 @@ def parse_times(values: Mapping[str, str], prefix: str, topics: list[str]) -> di
     try:
         value = json.loads(values[by_partition])
     except json.JSONDecodeError as error:
-        raise InvalidConfig(f'option {name} must be JSON like {{"topic": {{"0": 1700000000000}}}}: {error.msg}', key=name) from None
+        raise InvalidConfig(
+            f'option {name} must be JSON like {{"topic": {{"0": 1700000000000}}}}: {error.msg}', key=name
+        ) from None
     if not isinstance(value, dict) or not all(isinstance(parts, dict) for parts in value.values()):
         raise InvalidConfig(f'option {name} must be JSON like {{"topic": {{"0": 1700000000000}}}}', key=name)
     unknown = sorted(set(value) - set(topics))
@@ -64,7 +66,9 @@ def parse_times(values: Mapping[str, str], prefix: str, topics: list[str]) -> di
         raise InvalidConfig(f"option {name} maps partition numbers to times in ms: {values[by_partition]!r}", key=name) from None
 
 
-def resolve(root: Location, topic: str, bounds: TopicBounds, isolation_level: str, num_partitions: int) -> tuple[OffsetSpec, OffsetSpec]:
+def resolve(
+    root: Location, topic: str, bounds: TopicBounds, isolation_level: str, num_partitions: int
+) -> tuple[OffsetSpec, OffsetSpec]:
     """The starting and ending specs `plan_scan` takes for every partition of `topic`."""
     partitions = range(num_partitions)
     starting = _fill(bounds.starting, partitions, EARLIEST, bounds.partitions, "startingOffsets", topic)

@@ -80,6 +80,11 @@ class SchemaRegistryClient:
         self._conf = dict(conf)
         self._registry = SchemaRegistry(registry_root(conf))
 
+    @staticmethod
+    def new_client(conf: dict[str, Any]) -> SchemaRegistryClient:
+        """A client of `conf`, as confluent's factory makes one (its `mock://` urls have no meaning on a root)."""
+        return SchemaRegistryClient(conf)
+
     def __enter__(self) -> SchemaRegistryClient:
         return self
 

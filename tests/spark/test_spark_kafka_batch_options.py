@@ -66,7 +66,12 @@ def test_subscriptions_and_offsets_as_sparks_kafka_source_takes_them(spark, lake
         b"b1",
     ]
     ending = json.dumps({"orders": {"0": 2500, "1": 9999}})
-    assert [row[3] for row in read(spark, lake, subscribe="orders", endingOffsetsByTimestamp=ending)] == [b"a0", b"a1", b"b0", b"b1"]
+    assert [row[3] for row in read(spark, lake, subscribe="orders", endingOffsetsByTimestamp=ending)] == [
+        b"a0",
+        b"a1",
+        b"b0",
+        b"b1",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -81,7 +86,10 @@ def test_subscriptions_and_offsets_as_sparks_kafka_source_takes_them(spark, lake
             "UnknownTopicOrPartition: startingOffsets for orders must name the assigned partitions [0]",
         ),
         ({"subscribe": "orders", "startingTimestamp": "soon"}, "InvalidConfig: option startingTimestamp must be a time in ms"),
-        ({"subscribe": "orders", "startingTimestamp": "9999"}, "OffsetOutOfRange: orders-0: no record at or after timestamp 9999"),
+        (
+            {"subscribe": "orders", "startingTimestamp": "9999"},
+            "OffsetOutOfRange: orders-0: no record at or after timestamp 9999",
+        ),
         ({"view": "orders", "startingTimestamp": "1"}, "InvalidConfig: option startingtimestamp applies to topic reads"),
     ],
 )

@@ -82,7 +82,9 @@ def snapshot_of(state: RegistryState) -> dict[str, Any]:
             subject: {str(version): [entry.schema_id, entry.deleted] for version, entry in sorted(versions.items())}
             for subject, versions in sorted(state.subjects.items())
         },
-        "compatibility": {subject or "": level for subject, level in sorted(state.compatibility.items(), key=lambda kv: kv[0] or "")},
+        "compatibility": {
+            subject or "": level for subject, level in sorted(state.compatibility.items(), key=lambda kv: kv[0] or "")
+        },
     }
 
 
