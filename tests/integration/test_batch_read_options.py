@@ -48,7 +48,10 @@ def test_offsets_json_with_earliest_and_latest_and_times(lake):
     assert planned(lake, subscribe="orders", startingOffsetsByTimestamp=by_time) == [("orders", 0, 2, 3), ("orders", 1, 0, 2)]
     # An end time with no record at or after it ends the partition at its latest.
     ending_by_time = json.dumps({"orders": {"0": 2500, "1": 9999}})
-    assert planned(lake, subscribe="orders", endingOffsetsByTimestamp=ending_by_time) == [("orders", 0, 0, 2), ("orders", 1, 0, 2)]
+    assert planned(lake, subscribe="orders", endingOffsetsByTimestamp=ending_by_time) == [
+        ("orders", 0, 0, 2),
+        ("orders", 1, 0, 2),
+    ]
     assert planned(lake, subscribe="orders", endingTimestamp="1500") == [("orders", 0, 0, 1), ("orders", 1, 0, 0)]
 
 
@@ -80,7 +83,11 @@ def test_offsets_json_with_earliest_and_latest_and_times(lake):
             "must name exactly the topics read",
         ),
         ({"subscribe": "orders", "endingOffsetsByTimestamp": "[1]"}, InvalidConfig, "endingOffsetsByTimestamp must be JSON"),
-        ({"subscribe": "orders", "startingTimestamp": "9999"}, OffsetOutOfRange, "orders-0: no record at or after timestamp 9999"),
+        (
+            {"subscribe": "orders", "startingTimestamp": "9999"},
+            OffsetOutOfRange,
+            "orders-0: no record at or after timestamp 9999",
+        ),
         ({"view": "orders", "startingTimestamp": "1"}, InvalidConfig, "option startingtimestamp applies to topic reads"),
     ],
 )
