@@ -116,14 +116,7 @@ def read(spark: SparkSession, options: Mapping[str, str] | None = None, **more: 
         (name,) = parsed.names
         table = catalog.open_view(parsed.root, name) if parsed.kind == "view" else catalog.open_status(parsed.root, name)
         return read_table(spark, table, parsed.max_partition_bytes)
-    assert parsed.starting_offsets is not None and parsed.ending_offsets is not None
-    scans = [
-        scan
-        for topic in parsed.names
-        for scan in plan_scan(
-            parsed.root, topic, parsed.isolation_level, parsed.starting_offsets[topic], parsed.ending_offsets[topic]
-        )
-    ]
+    scans = parsed.plan()
     return scan_dataframe(spark, scans, max_partition_bytes=parsed.max_partition_bytes)
 
 

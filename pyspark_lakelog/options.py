@@ -7,11 +7,15 @@ Reading (exactly one of `topic`, `view`, `status`):
   (keys: `lakelog.store.io.fileio.S3_KEYS`, such as `storage.endpoint_url`,
   `storage.region`, `storage.access_key_id`, `storage.secret_access_key`,
   `storage.allow_http`); unset keys come from the `AWS_*` environment.
-- `topic`: a topic, or several separated by commas; rows in Spark's Kafka-source
+- `subscribe` (or lakelog's `topic`): a topic, or several separated by commas; `subscribePattern` (a regular
+  expression matching whole topic names, resolved on the driver) or `assign` (JSON `{"topic": [0, 1]}`), as
+  Spark's Kafka source takes them (pyspark_lakelog.subscription); rows in Spark's Kafka-source
   columns. `isolation.level` (`read_committed`, the default, or
   `read_uncommitted`), `startingOffsets` (`earliest`, the default, or JSON
   `{"topic": {"0": 23, "1": -2}}`) and `endingOffsets` (`latest`, the default,
-  or JSON; -1 is latest) as Spark's Kafka source takes them.
+  or JSON; -1 is latest), and `startingTimestamp`, `startingOffsetsByTimestamp`,
+  `endingTimestamp`, `endingOffsetsByTimestamp`, which win over them
+  (pyspark_lakelog.batch_offsets).
 - `view`: the materialized read_committed view of a topic (`<root>/views/<topic>`).
 - `status`: the partition-status table of a topic (`<root>/status/<topic>`).
 - `maxPartitionBytes`: data files per input partition (default 128 MiB); a
@@ -39,14 +43,23 @@ from dataclasses import dataclass
 from lakelog import config
 from lakelog.errors import InvalidConfig, TopicAlreadyExists, UnknownTopicOrPartition
 from lakelog.log import ISOLATION_LEVELS, READ_COMMITTED, create_topic, topic_config
-from lakelog.log.scan import EARLIEST, LATEST, OffsetSpec, parse_offsets_json
+from lakelog.log.scan import EARLIEST, LATEST, PartitionScan, parse_offsets_json, plan_scan
 from lakelog.store import Location, check_root, open_root
 from lakelog.store.io.fileio import S3_KEYS, storage_key
+from pyspark_lakelog.batch_offsets import TopicBounds, parse_times, resolve
+from pyspark_lakelog.subscription import SUBSCRIPTIONS, Subscription
 
 DEFAULT_PARTITION_BYTES = 128 << 20
 READ_KEYS = (
     "root",
     "topic",
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "startingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingtimestamp",
+    "endingoffsetsbytimestamp",
     "view",
     "status",
     "quality",
@@ -55,6 +68,17 @@ READ_KEYS = (
     "endingoffsets",
     "maxpartitionbytes",
     "minpartitions",
+)
+# The options of a topic read that a view, status or quality read refuses.
+TOPIC_READ_KEYS = (
+    "isolation.level",
+    "startingoffsets",
+    "endingoffsets",
+    "minpartitions",
+    "startingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingtimestamp",
+    "endingoffsetsbytimestamp",
 )
 logger = logging.getLogger(__name__)
 
@@ -72,8 +96,8 @@ class ReadOptions:
     kind: str
     names: tuple[str, ...]
     isolation_level: str = READ_COMMITTED
-    starting_offsets: Mapping[str, OffsetSpec] | None = None
-    ending_offsets: Mapping[str, OffsetSpec] | None = None
+    # Per topic read, where it starts and ends (topic reads only).
+    bounds: Mapping[str, TopicBounds] | None = None
     max_partition_bytes: int = DEFAULT_PARTITION_BYTES
     min_partitions: int | None = None
 
@@ -83,14 +107,18 @@ class ReadOptions:
         _refuse_unknown(values, READ_KEYS, "reading")
         root = existing_root(values)
         kinds = [kind for kind in ("topic", "view", "status", "quality") if values.get(kind)]
+        if any(values.get(key) for key in SUBSCRIPTIONS if key != "topic") and "topic" not in kinds:
+            kinds.insert(0, "topic")
         if len(kinds) != 1:
             raise InvalidConfig(
-                "lakelog reads need exactly one of the options topic, view, status or quality "
-                f"(got {', '.join(kinds) or 'none'})",
+                "lakelog reads need exactly one of the options subscribe (or topic), subscribePattern, assign, "
+                f"view, status or quality (got {', '.join(kinds) or 'none'})",
                 key="topic",
             )
         kind = kinds[0]
-        names = tuple(name.strip() for name in values[kind].split(",") if name.strip())
+        names: tuple[str, ...] = ()
+        if kind != "topic":
+            names = tuple(name.strip() for name in values[kind].split(",") if name.strip())
         if kind != "topic" and len(names) != 1:
             raise InvalidConfig(f"option {kind} names one topic, not {values[kind]!r}", key=kind)
         if kind == "quality" and names != ("results",):
@@ -99,7 +127,7 @@ class ReadOptions:
             # The name becomes `<root>/views/<name>`: a topic's name, or nothing (no `../x` outside the root).
             config.validate_name(names[0], what=kind)
         if kind != "topic":
-            for key in ("isolation.level", "startingoffsets", "endingoffsets", "minpartitions"):
+            for key in TOPIC_READ_KEYS:
                 if key in values:
                     raise InvalidConfig(f"option {key} applies to topic reads, not to a {kind}", key=key)
         isolation_level = values.get("isolation.level", READ_COMMITTED)
@@ -108,16 +136,48 @@ class ReadOptions:
                 f"isolation.level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}",
                 key="isolation.level",
             )
-        starting = ending = None
+        bounds = None
         if kind == "topic":
-            for name in names:
-                # Unknown topics fail here, on the driver, before any task runs.
-                topic_config(root, name)
-            starting = parse_offsets_json("startingOffsets", values.get("startingoffsets", "earliest"), list(names))
-            ending = parse_offsets_json("endingOffsets", values.get("endingoffsets", "latest"), list(names))
+            names, bounds = _topic_bounds(root, values)
         max_bytes = _positive_int(values, "maxpartitionbytes", DEFAULT_PARTITION_BYTES)
         min_partitions = _positive_int(values, "minpartitions", 0) or None
-        return cls(root, kind, names, isolation_level, starting, ending, max_bytes, min_partitions)
+        return cls(root, kind, names, isolation_level, bounds, max_bytes, min_partitions)
+
+    def plan(self) -> list[PartitionScan]:
+        """The partition scans of a topic read, topic by topic in partition order (assign: its partitions only)."""
+        assert self.bounds is not None
+        scans = []
+        for topic in self.names:
+            bounds = self.bounds[topic]
+            count = topic_config(self.root, topic).num_partitions
+            starting, ending = resolve(self.root, topic, bounds, self.isolation_level, count)
+            for scan in plan_scan(self.root, topic, self.isolation_level, starting, ending):
+                if bounds.partitions is None or scan.partition in bounds.partitions:
+                    scans.append(scan)
+        return scans
+
+
+def _topic_bounds(root: Location, values: Mapping[str, str]) -> tuple[tuple[str, ...], dict[str, TopicBounds]]:
+    """The topics a read names (checked on the driver, before any task runs) and where each starts and ends."""
+    subscription = Subscription.parse(values, "a lakelog read")
+    names = subscription.matching(root)
+    for name in names:
+        # Unknown topics fail here, on the driver, before any task runs.
+        count = topic_config(root, name).num_partitions
+        if subscription.assigned is not None:
+            beyond = [p for p in subscription.assigned[name] if not 0 <= p < count]
+            if beyond:
+                raise UnknownTopicOrPartition(f"assign names partitions {beyond} that {name} has not (0-{count - 1})", topic=name)
+    starting = parse_offsets_json("startingOffsets", values.get("startingoffsets", "earliest"), names)
+    ending = parse_offsets_json("endingOffsets", values.get("endingoffsets", "latest"), names)
+    starting_times = parse_times(values, "starting", names) or {}
+    ending_times = parse_times(values, "ending", names) or {}
+    assigned = subscription.assigned or {}
+    bounds = {
+        name: TopicBounds(starting[name], ending[name], starting_times.get(name), ending_times.get(name), assigned.get(name))
+        for name in names
+    }
+    return tuple(names), bounds
 
 
 @dataclass(frozen=True)

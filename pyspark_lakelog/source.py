@@ -41,7 +41,7 @@ from pyspark.sql.types import StructType
 from lakelog import catalog, config
 from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
 from lakelog.log.records import PAYLOAD_SCHEMA
-from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan, plan_scan
+from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan
 from lakelog.store import DataFile, FileIO, Location, PinnedSnapshot, Table
 from lakelog.store.io.fileio import one_line
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions, WriteOptions, write_partition_count
@@ -124,23 +124,12 @@ class TopicReader(DataSourceReader):
     """
 
     def __init__(self, options: ReadOptions) -> None:
-        assert options.starting_offsets is not None and options.ending_offsets is not None
+        assert options.bounds is not None
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
         options = self.options
-        assert options.starting_offsets is not None and options.ending_offsets is not None
-        scans = [
-            scan
-            for topic in options.names
-            for scan in plan_scan(
-                options.root,
-                topic,
-                options.isolation_level,
-                options.starting_offsets[topic],
-                options.ending_offsets[topic],
-            )
-        ]
+        scans = options.plan()
         tasks = scan_tasks(scans, options.max_partition_bytes, options.min_partitions)
         return [ScanPartition(task) for task in tasks]
 

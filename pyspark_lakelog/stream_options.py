@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -41,6 +40,7 @@ from lakelog.errors import InvalidConfig
 from lakelog.log import ISOLATION_LEVELS, READ_COMMITTED
 from lakelog.store import Location
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, STORAGE_PREFIX, WriteOptions, existing_root
+from pyspark_lakelog.subscription import Subscription
 
 STREAM_READ_KEYS = (
     "root",
@@ -55,7 +55,6 @@ STREAM_READ_KEYS = (
     "isolation.level",
     "maxpartitionbytes",
 )
-SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign", "topic")
 # Spark's own name of the option, as the sink receives it (lower case).
 CHECKPOINT_KEY = "checkpointlocation"
 # Options of Spark's DataStreamWriter that the sink receives with its own: not the sink's to check.
@@ -91,31 +90,8 @@ class StreamReadOptions:
                 key=unknown[0],
             )
         root = existing_root(values)
-        given = [key for key in SUBSCRIPTIONS if values.get(key)]
-        if len(given) != 1:
-            raise InvalidConfig(
-                "a lakelog stream needs exactly one of the options subscribe, subscribePattern, assign or topic "
-                f"(got {', '.join(given) or 'none'})",
-                key="subscribe",
-            )
-        kind, text = given[0], values[given[0]]
-        topics: tuple[str, ...] = ()
-        pattern = None
-        assigned = None
-        if kind in ("subscribe", "topic"):
-            topics = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
-            if not topics:
-                raise InvalidConfig(f"option {kind} names no topic: {text!r}", key=kind)
-            kind = "subscribe"
-        elif kind == "subscribepattern":
-            try:
-                re.compile(text)
-            except re.error as error:
-                raise InvalidConfig(f"subscribePattern {text!r} is no regular expression: {error}", key=kind) from None
-            pattern, kind = text, "pattern"
-        else:
-            assigned = _parse_assign(text)
-            topics = tuple(assigned)
+        subscription = Subscription.parse(values, "a lakelog stream")
+        kind, topics, pattern, assigned = subscription.kind, subscription.topics, subscription.pattern, subscription.assigned
         starting = values.get("startingoffsets", "earliest").strip()
         if starting.lower() in ("earliest", "latest"):
             starting = starting.lower()
@@ -166,21 +142,6 @@ def derived_transactional_id(checkpoint: str) -> str:
     if not urlparse(checkpoint).scheme or len(urlparse(checkpoint).scheme) == 1:  # a path (or a Windows drive)
         checkpoint = "file://" + os.path.abspath(checkpoint)
     return DERIVED_ID_PREFIX + checkpoint.rstrip("/")
-
-
-def _parse_assign(text: str) -> dict[str, tuple[int, ...]]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InvalidConfig(f'assign must be JSON like {{"topic": [0, 1]}}: {error.msg}', key="assign") from None
-    if not isinstance(value, dict) or not value:
-        raise InvalidConfig(f'assign must be a JSON object like {{"topic": [0, 1]}}, not {text!r}', key="assign")
-    assigned = {}
-    for topic, partitions in value.items():
-        if not isinstance(partitions, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in partitions):
-            raise InvalidConfig(f"assign for {topic} must be a list of partition numbers, not {partitions!r}", key="assign")
-        assigned[topic] = tuple(sorted(set(partitions)))
-    return assigned
 
 
 def _check_offsets_json(text: str) -> None:

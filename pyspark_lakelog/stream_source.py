@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -43,6 +42,7 @@ from lakelog.log.scan import EARLIEST, LATEST, PartitionScan
 from lakelog.store.delta.pinned import pin
 from pyspark_lakelog.source import read_scans, scan_tasks
 from pyspark_lakelog.stream_options import StreamReadOptions
+from pyspark_lakelog.subscription import Subscription
 
 logger = logging.getLogger(__name__)
 
@@ -190,12 +190,7 @@ class TopicStreamReader(DataSourceStreamReader):
     def _partitions(self, position: Offsets | None = None) -> dict[str, list[int]]:
         """The topic-partitions the query reads now; a topic of the position that is gone is data loss."""
         options = self.options
-        if options.subscription == "pattern":
-            assert options.pattern is not None
-            pattern = re.compile(options.pattern)
-            topics = [topic for topic in user_topics(options.root) if pattern.fullmatch(topic)]
-        else:
-            topics = list(options.topics)
+        topics = Subscription(options.subscription, options.topics, options.pattern, options.assigned).matching(options.root)
         found: dict[str, list[int]] = {}
         for topic in topics:
             try:

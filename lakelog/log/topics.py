@@ -17,7 +17,7 @@ TOPICS_DIR = "topics"
 # Internal logs kept outside `<root>/<log_name>/`, and their partition count where it is fixed by design:
 # the quality gates' results live under `<root>/quality/results/<n>`, one partition.
 INTERNAL_LOG_FOLDERS = {"__quality_results": ("quality", "results")}
-INTERNAL_LOG_PARTITIONS = {"__quality_results": 1}
+INTERNAL_LOG_PARTITIONS = {"__quality_results": 1, "__schemas": 1}
 # Internal logs' own defaults under the topic defaults, as Kafka's internal topics have theirs: those the topic
 # defaults had before they moved for cold opens of topic partitions (lakelog/conf/topic.properties). A coordinator's
 # log takes several commits per transaction and is opened cold seldom; with the topic defaults a transaction's

@@ -171,6 +171,22 @@ DIFFERENCES: dict[str, tuple[str, str]] = {
         "AdminClient",
         "`authorized_operations` is None (a root has no ACLs).",
     ),
+    "registry-in-root": (
+        "Schema registry",
+        "`lakelog.schema_registry` keeps the registry in the root (`url` `lakelog:<root>` or `lakelog.root`): no server, no REST API, no caches (every call reads the `__schemas` log), and confluent's connection keys mean nothing.",
+    ),
+    "registry-no-contracts": (
+        "Schema registry",
+        "No data contracts: metadata, rule sets and encryption keys are not kept, `get_latest_with_metadata` is 40403, subject associations are empty (serializers fall back to their name strategy), modes, contexts and `normalize_schemas` do nothing.",
+    ),
+    "registry-compatibility": (
+        "Schema registry",
+        "JSON Schema compatibility is a sound subset of confluent's rules (keywords it does not model must be equal); Protobuf schemas are serialized `FileDescriptorProto`s, and `.proto` text is refused (42201).",
+    ),
+    "spark-batch-options": (
+        "Spark's Kafka source",
+        "A batch read's `subscribePattern` is resolved on the driver when the read is planned; `kafka.*` options, `failOnDataLoss` and `startingOffsetsByTimestampStrategy` are not taken by batch reads (a start time with no record after it is `OffsetOutOfRange`, Spark's default).",
+    ),
     "corrupt-message-name": (
         "Errors and messages",
         "`KafkaError(2).name()` is `CORRUPT_MESSAGE` (Kafka's name), confluent's `INVALID_MSG`; lakelog adds `OFFSET_MISMATCH` (1000, KIP-27) and Kafka's `TRANSACTIONAL_ID_NOT_FOUND` (105, which librdkafka does not list).",

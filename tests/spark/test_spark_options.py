@@ -31,7 +31,7 @@ pytestmark = pytest.mark.spark
         ({"topic": "t", "startingOffsets": "latest"}, "latest (-1) is not allowed in a batch read"),
         ({"topic": "t", "isolation.level": "dirty"}, "InvalidConfig: isolation.level must be one of"),
         ({"topic": "t", "startingOffset": "earliest"}, "InvalidConfig: unknown option(s) ['startingoffset']"),
-        ({}, "InvalidConfig: lakelog reads need exactly one of the options topic, view, status or quality"),
+        ({}, "InvalidConfig: lakelog reads need exactly one of the options subscribe (or topic), subscribePattern, assign, view"),
         ({"view": "t"}, "UnknownTopicOrPartition: topic t has no materialized view"),
         ({"quality": "results"}, "UnknownTopicOrPartition: no quality results under"),
         ({"quality": "suites"}, "InvalidConfig: option quality names the table results, not 'suites'"),

@@ -2,7 +2,8 @@
 
 `__consumer_offsets` keeps the latest offset per (group, topic, partition) and
 the latest record per group, member and assignment; `__transaction_state` the
-latest record per transactional.id (lakelog.coordinator.compaction.record_keys). Each
+latest record per transactional.id; `__schemas` the rows of the versions held, the row that gave each schema
+its id, and the latest level per subject (lakelog.coordinator.compaction.record_keys). Each
 partition is compacted through its coordinator's own `CoordinatorLog`, so the
 rows are decoded and replayed exactly as the coordinator does, and a plan that
 would change the replayed state is not committed. A cold coordinator then
@@ -20,6 +21,9 @@ from dataclasses import dataclass
 
 from lakelog.coordinator.compaction.record_keys import live_group_offsets, live_transaction_offsets
 from lakelog.coordinator.group.coordinator import CONSUMER_OFFSETS_LOG, GroupCoordinator
+from lakelog.coordinator.schemas.registry import SCHEMAS_LOG, SchemaRegistry
+from lakelog.coordinator.schemas.state import live_schema_offsets
+from lakelog.coordinator.schemas.types import SchemaRegistryError
 from lakelog.coordinator.transaction.coordinator import TRANSACTION_STATE_LOG, TransactionCoordinator
 from lakelog.errors import KafkaException
 from lakelog.log.compaction import CompactionResult
@@ -40,7 +44,7 @@ class InternalCompaction:
 
 
 def compact_internal_logs(root: str | Location) -> list[InternalCompaction]:
-    """Compact every partition of `__consumer_offsets` and `__transaction_state`; the ones changed or failed.
+    """Compact every partition of `__consumer_offsets`, `__transaction_state` and `__schemas`; the ones changed or failed.
 
     Idempotent and safe beside coordinators and other sweeps: each compaction is
     one strict commit decided on the snapshot it follows, and an appender that
@@ -64,6 +68,15 @@ def compact_internal_logs(root: str | Location) -> list[InternalCompaction]:
                 continue
             if done is not None:
                 report.append(InternalCompaction(log_name, partition, done))
+    if existing_internal_partitions(root, SCHEMAS_LOG):
+        try:
+            done = SchemaRegistry(root).log.compact(live_schema_offsets)
+        except (KafkaException, SchemaRegistryError) as error:
+            logger.warning("internal log compaction: %s-0 skipped: %s", SCHEMAS_LOG, error)
+            report.append(InternalCompaction(SCHEMAS_LOG, 0, error=str(error)))
+        else:
+            if done is not None:
+                report.append(InternalCompaction(SCHEMAS_LOG, 0, done))
     return report
 
 
