@@ -5,11 +5,7 @@ descriptions are what `rd_kafka_err2str` returns, rdkafka.c): the negative codes
 client's own (`_MSG_TIMED_OUT`, `_PARTITION_EOF`, ...), the others Kafka's protocol codes.
 A handler written for confluent-kafka names these, so all 188 are here, used by lakelog or not.
 
-lakelog's three error modules, side by side:
-- `lakelog.error`: confluent_kafka.error's public module name, so imports port unchanged; it only re-exports.
-- `lakelog.errors`: where every error class lives: KafkaError, KafkaException and one subclass per Kafka error code,
-  the classes lakelog raises.
-- `lakelog.error_codes`: the table of librdkafka's 188 error codes (names and values), KafkaError's constants.
+The error classes that carry them are in lakelog.errors.
 """
 
 from __future__ import annotations
