@@ -102,6 +102,30 @@ def parse_root(name: str, raw: Any) -> Any:
     return value
 
 
+# librdkafka's classic assignors: range and roundrobin are eager, cooperative-sticky is cooperative.
+EAGER_ASSIGNORS = ("range", "roundrobin")
+COOPERATIVE_ASSIGNORS = ("cooperative-sticky",)
+
+
+def parse_assignment_strategy(name: str, raw: Any) -> str:
+    """librdkafka's `partition.assignment.strategy`: a list of classic assignors in preference order, all of one
+    rebalance protocol (eager or cooperative), kept comma-joined; empty is the default (range,roundrobin)."""
+    names = [part.strip().lower() for part in parse_str(name, raw).split(",") if part.strip()]
+    for assignor in names:
+        if assignor not in EAGER_ASSIGNORS + COOPERATIVE_ASSIGNORS:
+            raise InvalidConfig(
+                f'Unsupported partition.assignment.strategy "{assignor}": one of range, roundrobin, cooperative-sticky',
+                key=name,
+            )
+    if any(a in COOPERATIVE_ASSIGNORS for a in names) and any(a in EAGER_ASSIGNORS for a in names):
+        raise InvalidConfig(
+            f"All partition.assignment.strategy ({','.join(names)}) assignors must have the same protocol type, "
+            "online migration between assignors with different protocol types is not supported",
+            key=name,
+        )
+    return ",".join(names)
+
+
 CLEANUP_POLICIES = ("delete", "compact")
 
 

@@ -55,6 +55,7 @@ from lakelog.client.consumer.membership import GroupMembership
 from lakelog.client.consumer.metadata import Metadata
 from lakelog.client.consumer.offsets import OffsetCommits
 from lakelog.client.consumer.state import ConsumerState, RebalanceCallback
+from lakelog.client.sasl import set_sasl_credentials
 from lakelog.client.timeouts import check_timeout
 from lakelog.client.types import ClusterMetadata, Message, TopicPartition
 from lakelog.config import storage_options
@@ -186,6 +187,10 @@ class Consumer:
     def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
         """Store `message.offset() + 1` (or `offsets`) for the next commit; needs enable.auto.offset.store=false."""
         self._offsets.store_offsets(message, offsets)
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Accepted as confluent-kafka takes it, and unused: a root authenticates through its store."""
+        set_sasl_credentials(self._logger, username, password)
 
     # -- reading ---------------------------------------------------------------------
 

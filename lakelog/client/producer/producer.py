@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from lakelog import config
+from lakelog.client.sasl import set_sasl_credentials
 from lakelog.client.conf import split_callbacks
 from lakelog.client.producer.accumulator import (
     DeliveryCallback,
@@ -243,6 +244,10 @@ class Producer:
                 continue
             queued += 1
         return queued
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Accepted as confluent-kafka takes it, and unused: a root authenticates through its store."""
+        set_sasl_credentials(self._logger, username, password)
 
     def poll(self, timeout: float | None = None) -> int:
         """Serve delivery reports; returns how many were served.
