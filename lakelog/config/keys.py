@@ -80,6 +80,11 @@ def parse_str(name: str, raw: Any) -> str:
     raise InvalidConfig(f"config {name} takes a string, not {raw!r}", key=name)
 
 
+def parse_enum(name: str, raw: Any) -> str:
+    """An enumerated value, case-insensitive as librdkafka takes it."""
+    return parse_str(name, raw).strip().lower()
+
+
 def parse_optional_name(name: str, raw: Any) -> str | None:
     """An id that, like a topic name, is 1-249 of [a-zA-Z0-9._-]; empty means unset."""
     value = parse_str(name, raw)

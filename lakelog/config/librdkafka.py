@@ -234,10 +234,10 @@ KEYS: dict[str, Entry] = {
     "reconnect.backoff.ms": ignored("*", integer(0, 3_600_000), BROKERS),
     "reconnect.backoff.max.ms": ignored("*", integer(0, 3_600_000), BROKERS),
     "client.dns.lookup": ignored("*", choice("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"), BROKERS),
-    "statistics.interval.ms": modelled("*"),
+    "statistics.interval.ms": ignored("*", integer(0, 86_400_000), STATS),
     "enabled_events": ignored("*", integer(0, INT32), C_API),
     "throttle_cb": ignored("*", callback, THROTTLE),
-    "stats_cb": ignored("*", callback, STATS),  # the clients take it out first (lakelog.client.conf)
+    "stats_cb": ignored("*", callback, STATS),
     "oauth_cb": ignored("*", callback, OAUTH),
     "logger": modelled("*"),
     "log_cb": refused("*", DEDICATED),
