@@ -30,7 +30,7 @@ def split_callbacks(
     for key, value in callbacks.items():
         if value is not None and not callable(value):
             # confluent: a TypeError for error_cb, KafkaException(_INVALID_ARG) for on_delivery and on_commit.
-            error = InvalidType if key == "error_cb" else invalid_arg
+            error = InvalidType if key in ("error_cb", "stats_cb") else invalid_arg
             raise error(f"{key} requires a callable object, not {value!r}", key=key)
     servers = values.get("bootstrap.servers")
     if "lakelog.root" not in values:

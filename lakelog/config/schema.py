@@ -45,6 +45,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "transaction.timeout.ms": Key(parse_int, low=1000, high=2_147_483_647),
         # librdkafka's: a produce to a missing topic may create it (with the root's auto.create.topics.enable).
         "allow.auto.create.topics": BOOL,
+        "statistics.interval.ms": Key(parse_int, low=0, high=86_400_000),
     },
     "consumer": {
         "lakelog.root": ROOT,
@@ -70,6 +71,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         # librdkafka's: classic or consumer; empty: classic if the program names partition.assignment.strategy.
         "group.protocol": Key(parse_enum, choices=("", "classic", "consumer")),
         "partition.assignment.strategy": Key(parse_assignment_strategy),
+        "statistics.interval.ms": Key(parse_int, low=0, high=86_400_000),
         # librdkafka's: subscribing to a missing topic may create it (with the root's auto.create.topics.enable).
         "allow.auto.create.topics": BOOL,
         "retry.backoff.ms": BACKOFF,

@@ -55,3 +55,52 @@ def test_set_sasl_credentials_is_accepted_by_producer_and_consumer(root):
         client.set_sasl_credentials("user", "secret")
         with pytest.raises(TypeError):
             client.set_sasl_credentials("user", None)
+
+
+def test_stats_cb_gets_librdkafkas_statistics_json_every_interval(root, topic):
+    import json
+
+    from helpers import FakeClock
+
+    from lakelog import TopicPartition
+
+    events = topic(name="events", partitions=2)
+    clock = FakeClock()
+    produced: list[dict] = []
+    producer = Producer(
+        {"lakelog.root": root, "statistics.interval.ms": 1000, "stats_cb": lambda s: produced.append(json.loads(s))},
+        clock=clock,
+    )
+    for n in range(3):
+        producer.produce(events, value=f"v{n}", partition=0)
+    producer.flush()
+    assert produced == []  # no interval has passed yet
+    clock.advance(1000)
+    producer.poll(0)
+    [stats] = produced
+    assert stats["type"] == "producer" and stats["client_id"] == "lakelog" and stats["brokers"] == {}
+    assert stats["txmsgs"] == 3 and stats["topics"][events]["partitions"]["0"]["txmsgs"] == 3
+    assert stats["eos"]["txn_state"] == "Init"
+
+    consumed: list[dict] = []
+    consumer = Consumer(
+        {
+            "lakelog.root": root,
+            "statistics.interval.ms": 1000,
+            "stats_cb": lambda s: consumed.append(json.loads(s)),
+        },
+        clock=clock,
+    )
+    consumer.assign([TopicPartition(events, 0, 1), TopicPartition(events, 1, 0)])
+    assert len([m for m in consumer.consume(10, 1.0) if m.error() is None]) == 2
+    clock.advance(1000)
+    consumer.consume(1, 0)
+    [stats] = consumed
+    partition = stats["topics"][events]["partitions"]["0"]
+    assert stats["type"] == "consumer" and stats["rxmsgs"] == 2
+    assert partition["lo_offset"] == 0 and partition["hi_offset"] == 3 and partition["ls_offset"] == 3
+    assert partition["next_offset"] == 3 and partition["consumer_lag"] == 0 and partition["rxmsgs"] == 2
+    assert stats["topics"][events]["partitions"]["1"]["consumer_lag"] == 0
+    consumer.close()
+    with pytest.raises(TypeError):
+        Producer({"lakelog.root": root, "stats_cb": "not callable"})

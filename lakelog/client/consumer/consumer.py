@@ -55,7 +55,9 @@ from lakelog.client.consumer.membership import GroupMembership
 from lakelog.client.consumer.metadata import Metadata
 from lakelog.client.consumer.offsets import OffsetCommits
 from lakelog.client.consumer.state import ConsumerState, RebalanceCallback
+from lakelog.client.consumer.stats import consumer_stats, count_received
 from lakelog.client.sasl import set_sasl_credentials
+from lakelog.client.statistics import Statistics
 from lakelog.client.timeouts import check_timeout
 from lakelog.client.types import ClusterMetadata, Message, TopicPartition
 from lakelog.config import storage_options
@@ -68,7 +70,7 @@ from lakelog.store.io.retry import RetryPolicy
 # The logger a consumer without confluent-kafka's `logger` config logs to: the package's, as users configure it.
 default_logger = logging.getLogger(__package__)
 
-CALLBACK_KEYS = ("on_commit", "error_cb")
+CALLBACK_KEYS = ("on_commit", "error_cb", "stats_cb")
 # How long poll() sleeps with no partition assigned (between looks at the group).
 IDLE_BACKOFF_S = 0.05
 
@@ -94,6 +96,11 @@ class Consumer:
             callbacks.get("error_cb"),
             member_id,
         )
+        # stats_cb every statistics.interval.ms, and the records poll returned per partition that it reports.
+        self._stats = Statistics(
+            callbacks.get("stats_cb"), self.config["statistics.interval.ms"], clock, "consumer", self.config["client.id"]
+        )
+        self._received: dict[tuple[str, int], list[int]] = {}
         # The parts, each over the state and the parts below it.
         self._fetcher = Fetcher(state)
         self._metadata = Metadata(state, self._fetcher)
@@ -217,8 +224,11 @@ class Consumer:
             exceeded = self._group.max_poll_exceeded()
             if exceeded is not None:
                 return [exceeded]
-            return self._consume(num_messages, timeout)
+            messages = self._consume(num_messages, timeout)
+            count_received(self._received, messages)
+            return messages
         finally:
+            self._stats.maybe_emit(lambda: consumer_stats(self._state, self._received))
             self._state.last_poll_s = self._state.now_s()
 
     def _consume(self, num_messages: int, timeout: float | None) -> list[Message]:
