@@ -48,7 +48,9 @@ def test_group_protocol_defaults_keep_the_consumer_protocol_unless_the_program_n
     assert protocol(**{"partition.assignment.strategy": "cooperative-sticky"}) == GroupProtocol(
         "classic", False, "cooperative-sticky"
     )
-    assert protocol(**{"group.protocol": "consumer", "group.remote.assignor": "range"}) == GroupProtocol("consumer", False, "range")
+    assert protocol(**{"group.protocol": "consumer", "group.remote.assignor": "range"}) == GroupProtocol(
+        "consumer", False, "range"
+    )
     for bad in ("sticky", "range,cooperative-sticky"):
         with pytest.raises(InvalidConfig, match="partition.assignment.strategy"):
             config.load("consumer", {"partition.assignment.strategy": bad})

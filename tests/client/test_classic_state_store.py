@@ -112,9 +112,10 @@ def test_S6_2_range_assignor_restores_each_changelog_partition_on_the_owner_of_i
     apps = [first, second]
 
     def counted() -> bool:
-        return all(count == 5 for app in apps for store in app.stores.values() for count in store.values()) and sum(
-            len(store) for app in apps for store in app.stores.values()
-        ) == PARTITIONS * KEYS
+        return (
+            all(count == 5 for app in apps for store in app.stores.values() for count in store.values())
+            and sum(len(store) for app in apps for store in app.stores.values()) == PARTITIONS * KEYS
+        )
 
     run_until(apps, counted)
     assert first.missing_state == second.missing_state == []

@@ -140,7 +140,6 @@ TRANSPORT = {
     "security.protocol": "SASL_SSL",
     "sasl.mechanisms": "PLAIN",
     "client.rack": "rack-1",
-    "statistics.interval.ms": 1000,
     "api.version.request": True,
     "enable.ssl.certificate.verification": "false",
     "reconnect.backoff.max.ms": 500,

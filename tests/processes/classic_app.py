@@ -63,7 +63,9 @@ def main(root: str, group: str, input_topic: str, output: str, stop_file: str, h
         producer.begin_transaction()
         for message in messages:
             source = f"{message.topic()}:{message.partition()}:{message.offset()}"
-            producer.produce(output, value=message.value().upper(), partition=message.partition(), headers=[("source", source.encode())])
+            producer.produce(
+                output, value=message.value().upper(), partition=message.partition(), headers=[("source", source.encode())]
+            )
         producer.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata())
         if committed == int(hang_after):
             producer.flush()

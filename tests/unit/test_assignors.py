@@ -39,7 +39,7 @@ def test_S6_2_an_assignment_is_a_function_of_its_inputs(assignor, subscriptions,
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(ASSIGNORS), st.sets(st.text("mnop", min_size=1, max_size=2), min_size=1, max_size=6), counts)
 def test_S6_2_members_of_one_subscription_get_shares_within_one(assignor, names, partitions):
-    result = assign(assignor, {name: TOPICS for name in names}, partitions)
+    result = assign(assignor, dict.fromkeys(names, TOPICS), partitions)
     if assignor == "range":
         for topic in TOPICS:  # range balances each topic on its own
             sizes = [sum(1 for t, _ in owned if t == topic) for owned in result.values()]
@@ -66,8 +66,8 @@ def test_S6_2_range_co_partitions_topics_of_equal_partition_count(subscriptions,
     counts,
 )
 def test_S6_2_sticky_assignors_keep_what_a_member_had_within_its_share(assignor, names, partitions):
-    before = assign(assignor, {name: TOPICS for name in names}, partitions)
-    after = assign(assignor, {**{name: TOPICS for name in names}, "zzz": TOPICS}, partitions, before)
+    before = assign(assignor, dict.fromkeys(names, TOPICS), partitions)
+    after = assign(assignor, {**dict.fromkeys(names, TOPICS), "zzz": TOPICS}, partitions, before)
     share = sum(partitions.values()) // (len(names) + 1)
     for member in names:
         assert len(after[member] & before[member]) >= min(len(before[member]), share)

@@ -141,9 +141,7 @@ class ConsumerState:
     def coordinator(self) -> GroupCoordinator:
         """The group coordinator, made on first use."""
         if self.groups is None:
-            self.groups = GroupCoordinator(
-                self.root, assignor=self.protocol.assignor or None, retry=self.retry, clock=self.clock
-            )
+            self.groups = GroupCoordinator(self.root, assignor=self.protocol.assignor or None, retry=self.retry, clock=self.clock)
         return self.groups
 
     def now_s(self) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lakelog.client.consumer.fetcher import fetched_key
 from lakelog.client.consumer.state import ConsumerState
 from lakelog.client.statistics import OFFSET_INVALID, partition_stats, topics_stats
 from lakelog.client.types import Message
@@ -15,7 +16,7 @@ def count_received(received: dict[TopicPartitionKey, list[int]], messages: list[
     """Add the records poll returned to each partition's (messages, bytes)."""
     for message in messages:
         if message.error() is None:
-            counts = received.setdefault((message.topic(), message.partition()), [0, 0])
+            counts = received.setdefault(fetched_key(message), [0, 0])
             counts[0] += 1
             counts[1] += len(message.value() or b"") + len(message.key() or b"")
 

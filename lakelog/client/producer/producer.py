@@ -28,9 +28,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from lakelog import config
-from lakelog.client.producer.stats import producer_stats
-from lakelog.client.sasl import set_sasl_credentials
-from lakelog.client.statistics import Statistics
 from lakelog.client.conf import split_callbacks
 from lakelog.client.producer.accumulator import (
     DeliveryCallback,
@@ -46,8 +43,11 @@ from lakelog.client.producer.idempotent_gate import IdempotentGate
 from lakelog.client.producer.limits import check_expected_offset, check_timestamp, headers_size, too_large
 from lakelog.client.producer.reports import DeliveryReports
 from lakelog.client.producer.sender import Sender
+from lakelog.client.producer.stats import producer_stats
 from lakelog.client.producer.topics import ProducerTopics, undeliverable
 from lakelog.client.producer.transactions import TransactionManager, TransactionState
+from lakelog.client.sasl import set_sasl_credentials
+from lakelog.client.statistics import Statistics
 from lakelog.client.timeouts import check_timeout
 from lakelog.client.types import ClusterMetadata
 from lakelog.config import storage_options
@@ -111,7 +111,8 @@ class Producer:
         self._closed = False
         self._max_bytes = conf_["message.max.bytes"]
         self._reports = DeliveryReports(callbacks.get("on_delivery"))
-        self._stats = Statistics(callbacks.get("stats_cb"), conf_["statistics.interval.ms"], clock, "producer", conf_["client.id"])
+        stats_cb, interval_ms = callbacks.get("stats_cb"), conf_["statistics.interval.ms"]
+        self._stats = Statistics(stats_cb, interval_ms, clock, "producer", conf_["client.id"])
         self._accumulator = RecordAccumulator(conf_["batch.num.messages"], conf_["batch.size"], conf_["linger.ms"], clock)
         self._transactions = TransactionManager(root, conf_, retry, clock, self._logger, lambda *tp: self._sender.lend(*tp))
         self._sender = Sender(

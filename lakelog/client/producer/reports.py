@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from lakelog.client.producer.accumulator import KEY, ON_DELIVERY, VALUE, DeliveryCallback, Pending
+from lakelog.client.producer.accumulator import ON_DELIVERY, DeliveryCallback, Pending
 from lakelog.client.types import TIMESTAMP_CREATE_TIME, Message
 from lakelog.errors import KafkaError
 from lakelog.typedef import TopicPartitionKey
@@ -38,7 +38,7 @@ class DeliveryReports:
         if error is None:
             counts = self.delivered.setdefault(tp, [0, 0, -1])
             counts[0] += count
-            counts[1] += sum(len(pending[VALUE] or b"") + len(pending[KEY] or b"") for pending in messages)
+            counts[1] += sum(len(key or b"") + len(value or b"") for key, value, *_ in messages)
             counts[2] = base_offset + count - 1
         if self.default_on_delivery is None and not any(pending[ON_DELIVERY] for pending in messages):
             self._queue.append((tp, count, base_offset, error))

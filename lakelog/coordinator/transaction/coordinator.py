@@ -23,7 +23,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, cast
 
 from lakelog import config as config_module
