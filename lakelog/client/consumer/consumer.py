@@ -8,15 +8,17 @@ both, control rows (transaction markers) take offsets but are never returned, so
 offsets a reader sees have gaps (S5.4): positions move past whatever a fetch
 read, returned or not.
 
-With `group.id`, `subscribe()` makes the consumer a member of a KIP-848 group:
+With `group.id`, `subscribe()` makes the consumer a member of a group, under librdkafka's `group.protocol`
+(`consumer`, KIP-848, or `classic`: a mode of the client over the same coordinator, lakelog.client.consumer.protocol):
 `poll()`/`consume()` heartbeat through the group coordinator every
 `heartbeat.interval.ms`, revoke what the coordinator takes away (`on_revoke`, then
 the smaller owned set is reported at once so the member epoch moves on, S6.2) and
 then assign what it gives (`on_assign`). A new partition starts at the group's
 committed offset, fetched as a stable offset in read_committed (S7.3: while a
 transaction holds pending offsets for it, the fetch is retried after a backoff
-growing from `retry.backoff.ms` to `retry.backoff.max.ms`), else by
-`auto.offset.reset`. After a revocation the consumer
+growing from `retry.backoff.ms` to `retry.backoff.max.ms`; one past its transaction.timeout.ms is aborted, S4.7,
+lakelog.client.transaction_timer), else by `auto.offset.reset`. Under classic range or roundrobin a rebalance is
+eager: all revoked, then the whole assignment given. After a revocation the consumer
 commits nothing until its member epoch has moved past the revocation epoch
 (S6.6), except inside `on_revoke`, where the coordinator holds the bump. A member
 the coordinator fenced (UnknownMemberId, FencedMemberEpoch) loses its partitions
@@ -166,7 +168,8 @@ class Consumer:
         self._group.unsubscribe()
 
     def memberid(self) -> str | None:
-        """This member's id: made by the client when it was created (KIP-848 with KIP-1082), so set before the first poll."""
+        """This member's id: under the consumer protocol made by the client at creation (KIP-1082), so set before the
+        first poll; under classic the coordinator's, None until joined."""
         return self._group.memberid()
 
     def consumer_group_metadata(self) -> GroupMetadata:

@@ -218,10 +218,9 @@ class Producer:
         callback: DeliveryCallback | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> int:
-        """Queue each message dict (value, key, headers, partition, timestamp, callback) as produce()
-        would; returns how many were queued. A message that cannot be queued gets its error as
-        `_error` in its dict, as confluent-kafka's. Malformed input raises TypeError before any is queued.
-        Atomic: another thread's produce() does not land between the batch's messages."""
+        """Queue each message dict (value, key, headers, partition, timestamp, callback) as produce() would; returns
+        how many were queued. A message that cannot be queued gets its error as `_error` in its dict, as confluent's.
+        Malformed input raises TypeError before any is queued. Atomic: no other produce() lands between them."""
         if not check_batch(topic, messages, partition):
             return 0
         self._require_open()
