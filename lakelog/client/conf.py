@@ -30,11 +30,32 @@ def split_callbacks(
     for key, value in callbacks.items():
         if value is not None and not callable(value):
             # confluent: a TypeError for error_cb, KafkaException(_INVALID_ARG) for on_delivery and on_commit.
-            error = InvalidType if key == "error_cb" else invalid_arg
+            error = InvalidType if key in ("error_cb", "stats_cb") else invalid_arg
             raise error(f"{key} requires a callable object, not {value!r}", key=key)
+    servers = values.get("bootstrap.servers")
     if "lakelog.root" not in values:
-        raise invalid_arg("config lakelog.root is required: it names the root folder of the topics", key="lakelog.root")
+        if servers is None:
+            raise invalid_arg("config lakelog.root is required: it names the root folder of the topics", key="lakelog.root")
+        if not is_root(servers):
+            raise invalid_arg(
+                f"bootstrap.servers={servers!r} is a broker address: lakelog needs a root (a path, file:// or s3:// URI) "
+                "in lakelog.root or bootstrap.servers",
+                key="bootstrap.servers",
+            )
+        values["lakelog.root"] = values.pop("bootstrap.servers")
     return values, callbacks
+
+
+# A root named in bootstrap.servers: a URI (s3://, file://, ...) or a path, never a host:port list.
+_ROOT_PREFIXES = ("/", "./", "../", "~")
+
+
+def is_root(servers: Any) -> bool:
+    """Whether a `bootstrap.servers` value names a root (`s3://bucket/lake`, `file:///data`, `/data/lake`)."""
+    if not isinstance(servers, str):
+        return False
+    text = servers.strip()
+    return "://" in text or text.startswith(_ROOT_PREFIXES)
 
 
 def invalid_arg(message: str, *, key: str | None) -> InvalidConfig:
@@ -42,4 +63,4 @@ def invalid_arg(message: str, *, key: str | None) -> InvalidConfig:
     return InvalidConfig(KafkaError(KafkaError._INVALID_ARG, message), key=key)
 
 
-__all__ = ["invalid_arg", "split_callbacks"]
+__all__ = ["invalid_arg", "is_root", "split_callbacks"]

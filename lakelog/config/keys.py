@@ -80,6 +80,11 @@ def parse_str(name: str, raw: Any) -> str:
     raise InvalidConfig(f"config {name} takes a string, not {raw!r}", key=name)
 
 
+def parse_enum(name: str, raw: Any) -> str:
+    """An enumerated value, case-insensitive as librdkafka takes it."""
+    return parse_str(name, raw).strip().lower()
+
+
 def parse_optional_name(name: str, raw: Any) -> str | None:
     """An id that, like a topic name, is 1-249 of [a-zA-Z0-9._-]; empty means unset."""
     value = parse_str(name, raw)
@@ -100,6 +105,30 @@ def parse_root(name: str, raw: Any) -> Any:
     if not value:
         raise InvalidConfig(f"config {name} must name a root folder", key=name)
     return value
+
+
+# librdkafka's classic assignors: range and roundrobin are eager, cooperative-sticky is cooperative.
+EAGER_ASSIGNORS = ("range", "roundrobin")
+COOPERATIVE_ASSIGNORS = ("cooperative-sticky",)
+
+
+def parse_assignment_strategy(name: str, raw: Any) -> str:
+    """librdkafka's `partition.assignment.strategy`: a list of classic assignors in preference order, all of one
+    rebalance protocol (eager or cooperative), kept comma-joined; empty is the default (range,roundrobin)."""
+    names = [part.strip().lower() for part in parse_str(name, raw).split(",") if part.strip()]
+    for assignor in names:
+        if assignor not in EAGER_ASSIGNORS + COOPERATIVE_ASSIGNORS:
+            raise InvalidConfig(
+                f'Unsupported partition.assignment.strategy "{assignor}": one of range, roundrobin, cooperative-sticky',
+                key=name,
+            )
+    if any(a in COOPERATIVE_ASSIGNORS for a in names) and any(a in EAGER_ASSIGNORS for a in names):
+        raise InvalidConfig(
+            f"All partition.assignment.strategy ({','.join(names)}) assignors must have the same protocol type, "
+            "online migration between assignors with different protocol types is not supported",
+            key=name,
+        )
+    return ",".join(names)
 
 
 CLEANUP_POLICIES = ("delete", "compact")

@@ -34,17 +34,14 @@ METADATA = "no broker metadata to cache or refresh: each call reads the root's t
 PROTOCOL = "no Kafka wire protocol to negotiate, size or check"
 LOGGING = "librdkafka's own logging: lakelog logs to the logger key's logger (or its module loggers) at its level"
 INTERNALS = "a librdkafka internal with no counterpart in lakelog"
-STATS = "lakelog emits no librdkafka statistics (stats_cb is never called)"
+STATS = "an AdminClient emits no statistics (a Producer's and a Consumer's stats_cb is called)"
 THROTTLE = "no broker quotas throttle a lakelog client (throttle_cb is never called)"
 OAUTH = "no broker to authenticate to (oauth_cb is never called)"
 FEATURES = "librdkafka's build features: lakelog needs none of them"
 PLUGINS = "librdkafka plugins (interceptors): lakelog loads none"
 METRICS = "no broker to push client metrics to (KIP-714)"
 RACK = "no replicas to prefer (KIP-392): every reader reads the same table"
-CLASSIC = (
-    "lakelog always runs KIP-848's consumer group protocol (group.protocol=consumer): the group coordinator "
-    "assigns partitions (group.remote.assignor), classic's client-side assignment does not apply"
-)
+CLASSIC = "the classic protocol's type is always consumer: lakelog's groups are consumer groups"
 COORDINATOR = "the group coordinator is the root's group tables: there is no coordinator to look up"
 PREFETCH = "librdkafka's prefetch queue: lakelog's consumer reads on poll, bounded by max.poll.records and fetch.max.bytes"
 PRODUCER_QUEUE = (
@@ -237,10 +234,10 @@ KEYS: dict[str, Entry] = {
     "reconnect.backoff.ms": ignored("*", integer(0, 3_600_000), BROKERS),
     "reconnect.backoff.max.ms": ignored("*", integer(0, 3_600_000), BROKERS),
     "client.dns.lookup": ignored("*", choice("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"), BROKERS),
-    "statistics.interval.ms": ignored("*", integer(0, 86_400_000), STATS),
+    "statistics.interval.ms": modelled("*"),
     "enabled_events": ignored("*", integer(0, INT32), C_API),
     "throttle_cb": ignored("*", callback, THROTTLE),
-    "stats_cb": ignored("*", callback, STATS),
+    "stats_cb": ignored("*", callback, STATS),  # a Producer and Consumer take it out first (split_callbacks)
     "oauth_cb": ignored("*", callback, OAUTH),
     "logger": modelled("*"),
     "log_cb": refused("*", DEDICATED),
@@ -336,11 +333,11 @@ KEYS: dict[str, Entry] = {
     # -- global keys, consumer --
     "group.id": modelled("C"),
     "group.instance.id": modelled("C"),
-    "partition.assignment.strategy": ignored("C", text, CLASSIC),
+    "partition.assignment.strategy": modelled("C"),
     "session.timeout.ms": modelled("C"),
     "heartbeat.interval.ms": modelled("C"),
     "group.protocol.type": ignored("C", text, CLASSIC),
-    "group.protocol": ignored("C", choice("classic", "consumer"), CLASSIC),
+    "group.protocol": modelled("C"),
     "group.remote.assignor": modelled("C"),
     "coordinator.query.interval.ms": ignored("C", integer(1, 3_600_000), COORDINATOR),
     "max.poll.interval.ms": modelled("C"),

@@ -14,7 +14,9 @@ from lakelog.config.keys import (
     STRING,
     Key,
     parse_acks,
+    parse_assignment_strategy,
     parse_cleanup_policy,
+    parse_enum,
     parse_int,
     parse_milliseconds,
     parse_str,
@@ -43,6 +45,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "transaction.timeout.ms": Key(parse_int, low=1000, high=2_147_483_647),
         # librdkafka's: a produce to a missing topic may create it (with the root's auto.create.topics.enable).
         "allow.auto.create.topics": BOOL,
+        "statistics.interval.ms": Key(parse_int, low=0, high=86_400_000),
     },
     "consumer": {
         "lakelog.root": ROOT,
@@ -65,6 +68,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max.poll.interval.ms": Key(parse_int, low=1, high=86_400_000),
         "topic.metadata.refresh.interval.ms": Key(parse_int, low=10, high=3_600_000),
         "group.remote.assignor": Key(parse_str, choices=("", "uniform", "range")),
+        # librdkafka's: classic or consumer; empty: classic if the program names partition.assignment.strategy.
+        "group.protocol": Key(parse_enum, choices=("", "classic", "consumer")),
+        "partition.assignment.strategy": Key(parse_assignment_strategy),
+        "statistics.interval.ms": Key(parse_int, low=0, high=86_400_000),
         # librdkafka's: subscribing to a missing topic may create it (with the root's auto.create.topics.enable).
         "allow.auto.create.topics": BOOL,
         "retry.backoff.ms": BACKOFF,

@@ -140,7 +140,6 @@ TRANSPORT = {
     "security.protocol": "SASL_SSL",
     "sasl.mechanisms": "PLAIN",
     "client.rack": "rack-1",
-    "statistics.interval.ms": 1000,
     "api.version.request": True,
     "enable.ssl.certificate.verification": "false",
     "reconnect.backoff.max.ms": 500,
@@ -180,7 +179,7 @@ def test_ignored_keys_are_logged_once_per_client_at_debug_and_the_clients_work(r
         for key in TRANSPORT:
             assert key in line, (key, line)
     assert "queue.buffering.max.messages, queue.buffering.max.kbytes: lakelog's producer queue" in lines[1]
-    assert "partition.assignment.strategy" in lines[2] and "KIP-848" in lines[2]
+    assert "partition.assignment.strategy" not in lines[2]  # modelled: it selects the classic protocol's assignor
     # And nothing is logged about it at INFO or above.
     assert not [r for r in collected.records if r.levelno >= logging.INFO and "librdkafka" in r.getMessage()]
 
@@ -205,10 +204,10 @@ def test_a_key_of_the_other_client_is_ignored_as_librdkafka_ignores_it(root):
     invalid_arg(raised, "isolation.level")
 
 
-def test_group_protocol_consumer_and_classic_both_run_kip_848(root):
+def test_group_protocol_takes_consumer_and_classic_as_librdkafka_does(root):
     for protocol in ("consumer", "classic", "CONSUMER"):
         Consumer({"lakelog.root": root, "group.id": "g", "group.protocol": protocol})
-    assert "KIP-848" in config_keys.KEYS["group.protocol"].reason
+    assert config_keys.KEYS["group.protocol"].modelled and config_keys.KEYS["partition.assignment.strategy"].modelled
     with pytest.raises(KafkaException) as raised:
         Consumer({"lakelog.root": root, "group.id": "g", "group.protocol": "share"})
     invalid_arg(raised, "group.protocol")

@@ -91,6 +91,14 @@ DIFFERENCES: dict[str, tuple[str, str]] = {
         "Producer",
         "A timeout (`poll`, `flush`, a consumer's `poll`/`consume`) that is not a number is `_INVALID_TYPE` (a TypeError, as confluent's), NaN `_INVALID_ARG`; `None` means no limit, where confluent requires a number.",
     ),
+    "classic-protocol-mode": (
+        "Consumer",
+        "`group.protocol` unset is `classic` only when the program sets `partition.assignment.strategy`, else `consumer` (librdkafka: `classic`); classic is a mode of the client over KIP-848's coordinator, which runs the first assignor of `partition.assignment.strategy`, and an eager rebalance starts at each member's next heartbeat, with no JoinGroup barrier.",
+    ),
+    "broker-timers-in-clients": (
+        "Consumer",
+        "The broker's timers run in the clients: a member's heartbeat removes the other members past their session or rebalance timeout, and a read_committed read held by a transaction past its `transaction.timeout.ms` aborts it (looking at most once a second); `lakelog coordinator sweep` is for what no running client sees.",
+    ),
     "python-regexes": (
         "Consumer",
         "Regexes are Python's `re`, resolved in the client (classic-protocol style) at its metadata refresh, not by the coordinator as KIP-848 does.",

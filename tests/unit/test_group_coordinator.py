@@ -158,7 +158,7 @@ def test_S6_2_range_assignor_splits_each_topic():
         "b": frozenset({("in", 3), ("in", 4)}),
     }
     with pytest.raises(InvalidRequest):
-        g.assign("roundrobin", {"a": ["in"]}, {"in": 1})
+        g.assign("sticky", {"a": ["in"]}, {"in": 1})  # the classic eager sticky assignor is not one of them
 
 
 def test_S6_2_uniform_assignor_is_balanced_and_sticky():

@@ -8,15 +8,17 @@ both, control rows (transaction markers) take offsets but are never returned, so
 offsets a reader sees have gaps (S5.4): positions move past whatever a fetch
 read, returned or not.
 
-With `group.id`, `subscribe()` makes the consumer a member of a KIP-848 group:
+With `group.id`, `subscribe()` makes the consumer a member of a group, under librdkafka's `group.protocol`
+(`consumer`, KIP-848, or `classic`: a mode of the client over the same coordinator, lakelog.client.consumer.protocol):
 `poll()`/`consume()` heartbeat through the group coordinator every
 `heartbeat.interval.ms`, revoke what the coordinator takes away (`on_revoke`, then
 the smaller owned set is reported at once so the member epoch moves on, S6.2) and
 then assign what it gives (`on_assign`). A new partition starts at the group's
 committed offset, fetched as a stable offset in read_committed (S7.3: while a
 transaction holds pending offsets for it, the fetch is retried after a backoff
-growing from `retry.backoff.ms` to `retry.backoff.max.ms`), else by
-`auto.offset.reset`. After a revocation the consumer
+growing from `retry.backoff.ms` to `retry.backoff.max.ms`; one past its transaction.timeout.ms is aborted, S4.7,
+lakelog.client.transaction_timer), else by `auto.offset.reset`. Under classic range or roundrobin a rebalance is
+eager: all revoked, then the whole assignment given. After a revocation the consumer
 commits nothing until its member epoch has moved past the revocation epoch
 (S6.6), except inside `on_revoke`, where the coordinator holds the bump. A member
 the coordinator fenced (UnknownMemberId, FencedMemberEpoch) loses its partitions
@@ -55,6 +57,9 @@ from lakelog.client.consumer.membership import GroupMembership
 from lakelog.client.consumer.metadata import Metadata
 from lakelog.client.consumer.offsets import OffsetCommits
 from lakelog.client.consumer.state import ConsumerState, RebalanceCallback
+from lakelog.client.consumer.stats import consumer_stats, count_received
+from lakelog.client.sasl import set_sasl_credentials
+from lakelog.client.statistics import Statistics
 from lakelog.client.timeouts import check_timeout
 from lakelog.client.types import ClusterMetadata, Message, TopicPartition
 from lakelog.config import storage_options
@@ -67,7 +72,7 @@ from lakelog.store.io.retry import RetryPolicy
 # The logger a consumer without confluent-kafka's `logger` config logs to: the package's, as users configure it.
 default_logger = logging.getLogger(__package__)
 
-CALLBACK_KEYS = ("on_commit", "error_cb")
+CALLBACK_KEYS = ("on_commit", "error_cb", "stats_cb")
 # How long poll() sleeps with no partition assigned (between looks at the group).
 IDLE_BACKOFF_S = 0.05
 
@@ -93,6 +98,11 @@ class Consumer:
             callbacks.get("error_cb"),
             member_id,
         )
+        # stats_cb every statistics.interval.ms, and the records poll returned per partition that it reports.
+        self._stats = Statistics(
+            callbacks.get("stats_cb"), self.config["statistics.interval.ms"], clock, "consumer", self.config["client.id"]
+        )
+        self._received: dict[tuple[str, int], list[int]] = {}
         # The parts, each over the state and the parts below it.
         self._fetcher = Fetcher(state)
         self._metadata = Metadata(state, self._fetcher)
@@ -158,7 +168,8 @@ class Consumer:
         self._group.unsubscribe()
 
     def memberid(self) -> str | None:
-        """This member's id: made by the client when it was created (KIP-848 with KIP-1082), so set before the first poll."""
+        """This member's id: under the consumer protocol made by the client at creation (KIP-1082), so set before the
+        first poll; under classic the coordinator's, None until joined."""
         return self._group.memberid()
 
     def consumer_group_metadata(self) -> GroupMetadata:
@@ -187,6 +198,10 @@ class Consumer:
         """Store `message.offset() + 1` (or `offsets`) for the next commit; needs enable.auto.offset.store=false."""
         self._offsets.store_offsets(message, offsets)
 
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Accepted as confluent-kafka takes it, and unused: a root authenticates through its store."""
+        set_sasl_credentials(self._logger, username, password)
+
     # -- reading ---------------------------------------------------------------------
 
     def poll(self, timeout: float | None = None) -> Message | None:
@@ -212,8 +227,11 @@ class Consumer:
             exceeded = self._group.max_poll_exceeded()
             if exceeded is not None:
                 return [exceeded]
-            return self._consume(num_messages, timeout)
+            messages = self._consume(num_messages, timeout)
+            count_received(self._received, messages)
+            return messages
         finally:
+            self._stats.maybe_emit(lambda: consumer_stats(self._state, self._received))
             self._state.last_poll_s = self._state.now_s()
 
     def _consume(self, num_messages: int, timeout: float | None) -> list[Message]:

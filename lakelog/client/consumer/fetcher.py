@@ -310,6 +310,11 @@ class Fetcher:
         if state.position >= self.end_offset(log):
             self.look(state)
         end = self.end_offset(log)
+        if state.position >= end and end < log.high_watermark():
+            # Held at the LSO by an open transaction: the broker's timer aborts it once past its timeout (S4.7).
+            if self._state.transaction_timer.held(f"{log.topic}-{log.partition} at its last stable offset {end}"):
+                log.refresh()
+                end = self.end_offset(log)
         # Every fetch moves the position forward, but in read_committed it may return nothing (all aborted).
         while state.position < end and not state.buffer:
             try:

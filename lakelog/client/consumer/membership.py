@@ -1,4 +1,7 @@
-"""A `Consumer` as a member of a KIP-848 group (S6): subscribe, heartbeat, reconcile, lose, leave.
+"""A `Consumer` as a member of a group (S6): subscribe, heartbeat, reconcile, lose, leave.
+
+Over KIP-848's heartbeats in both protocols (`protocol`): the consumer protocol and classic cooperative-sticky
+reconcile incrementally; classic range and roundrobin eagerly (`_reconcile_eager`).
 
 The client's half of the protocol: `Membership` is what the member knows of
 itself, and each heartbeat's response is reconciled, revoking first and then
@@ -100,12 +103,13 @@ class GroupMembership:
 
     def memberid(self) -> str | None:
         """This member's id: made by the client when it was created (KIP-848 with KIP-1082), so set before the first
-        poll; the one the coordinator holds once joined. None without group.id."""
+        poll; the one the coordinator holds once joined. Under the classic protocol the coordinator's, None until
+        joined. None without group.id."""
         self._state.check_open()
         membership = self._state.membership
         if membership is not None and membership.member_id:
             return membership.member_id
-        return self._state.client_member_id
+        return None if self._state.protocol.classic else self._state.client_member_id
 
     def consumer_group_metadata(self) -> GroupMetadata:
         """Who commits, at which member epoch (KIP-447): pass it to `Producer.send_offsets_to_transaction`.
@@ -154,7 +158,8 @@ class GroupMembership:
         """One heartbeat and what follows from its response; True if another one should follow at once."""
         request = Heartbeat(
             self._state.require_group("subscribe"),  # a member has a group.id: subscribe() required it
-            membership.member_id or self._state.client_member_id or "",  # joining: the id this client made (KIP-1082)
+            # Joining: the id this client made (KIP-1082); under classic the coordinator makes it.
+            membership.member_id or ("" if self._state.protocol.classic else self._state.client_member_id or ""),
             membership.member_epoch,
             membership.topics,
             frozenset(self._state.assigned),
@@ -175,8 +180,61 @@ class GroupMembership:
             if self._state.error_cb is not None:
                 self._state.error_cb(error.error)
             return False
+        known_epoch = membership.member_epoch
         membership.member_id, membership.member_epoch = response.member_id, response.member_epoch
+        if self._state.protocol.eager:
+            return self._reconcile_eager(membership, known_epoch, response.assignment)
         return self._reconcile(membership, response.assignment)
+
+    def _reconcile_eager(self, membership: Membership, known_epoch: int, target: frozenset[TopicPartitionKey]) -> bool:
+        """The classic eager protocol (range, roundrobin): any rebalance (a new member epoch, or a changed
+        assignment) revokes every owned partition (`on_revoke` with all of them) and then gives the whole new
+        assignment (`on_assign`), which the callback may take with assign(); True to heartbeat again at once.
+
+        The coordinator still decides with its rules (S6.2): only what it took away is a revocation there (S6.6),
+        and the whole assignment is given once the coordinator has moved the member past it."""
+        owned = set(self._state.assigned)
+        if membership.member_epoch == known_epoch and owned == target:
+            return False
+        taken = sorted(owned - target)
+        if owned:
+            revoked = [TopicPartition(*tp, self._fetcher.position_of(tp)) for tp in sorted(owned)]
+            self._state.logger.info(
+                "group %s member %s (epoch %d): rebalance, revoking all of %s",
+                self._state.group_id,
+                membership.member_id,
+                membership.member_epoch,
+                _names(sorted(owned)),
+            )
+            if taken:
+                membership.next_heartbeat = 0.0
+                membership.revocation_epoch = membership.member_epoch  # S6.6, as in _reconcile
+            try:
+                membership.in_callback = "on_revoke"
+                try:
+                    self._offsets.auto_commit(sorted(owned))
+                finally:
+                    membership.in_callback = None
+                self._callback(membership, "on_revoke", membership.on_revoke, revoked)
+            finally:
+                self._state.assigned, self._state.stored = {}, {}
+            if taken:
+                return True  # the whole assignment comes once the coordinator took the revocation
+        partitions = [TopicPartition(*tp) for tp in sorted(target)]
+        self._state.logger.info(
+            "group %s member %s (epoch %d): assigned %s",
+            self._state.group_id,
+            membership.member_id,
+            membership.member_epoch,
+            _names(sorted(target)),
+        )
+        membership.assigned_by_callback = False
+        try:
+            self._callback(membership, "on_assign", membership.on_assign, partitions)
+        finally:
+            if not membership.assigned_by_callback:
+                self._fetcher.add(partitions)
+        return False
 
     def _reconcile(self, membership: Membership, target: frozenset[TopicPartitionKey]) -> bool:
         """Revoke first, then assign (S6.2); True if partitions were revoked (to be reported at once)."""

@@ -187,10 +187,12 @@ class OffsetCommits:
             records = self._state.coordinator().fetch_offsets(self._state.group_id, wanted, require_stable=self._require_stable)
         except UnstableOffsetCommit as error:
             held = {tuple(tp) for tp in getattr(error, "partitions", wanted)}
+            # The broker's timer: a transaction past its timeout that holds these offsets is aborted (S4.7).
+            finished = self._state.transaction_timer.held(f"group {self._state.group_id}'s committed offsets")
             for tp in wanted:
                 if tp in held:
                     state = self._state.assigned[tp]
-                    state.resolve_after = now + self._state.retry.delay_s(state.resolve_retries)
+                    state.resolve_after = now if finished else now + self._state.retry.delay_s(state.resolve_retries)
                     state.resolve_retries += 1
             rest = [tp for tp in wanted if tp not in held]
             if not rest:

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from lakelog.client.consumer.protocol import GroupProtocol
 from lakelog.client.consumer.subscription import Subscription
+from lakelog.client.transaction_timer import TransactionTimer
 from lakelog.client.types import Message, TopicPartition
 from lakelog.config import Config
 from lakelog.coordinator.group.coordinator import GroupCoordinator
@@ -72,6 +74,8 @@ class Membership:
     next_heartbeat: float = 0.0
     # Inside a rebalance callback (on_revoke may commit: the coordinator holds the bump meanwhile).
     in_callback: str | None = None
+    # Eager (classic range/roundrobin): the callback took the assignment itself with assign() or unassign().
+    assigned_by_callback: bool = False
     # Inside a heartbeat and what follows from it (no second heartbeat may start meanwhile).
     busy: bool = False
     # An error that showed this member fenced (from a commit) or out of the group (max.poll.interval.ms); handled
@@ -108,6 +112,8 @@ class ConsumerState:
         self.instance_id: str | None = consumer_config["group.instance.id"]
         if self.instance_id is not None and self.group_id is None:
             raise InvalidConfig("group.instance.id needs group.id", key="group.instance.id")
+        # librdkafka's group.protocol (classic or consumer) and the assignor this member asks for.
+        self.protocol = GroupProtocol.from_config(consumer_config)
         self.on_commit = on_commit
         self.error_cb = error_cb
         self.assigned: dict[TopicPartitionKey, Assigned] = {}
@@ -116,6 +122,8 @@ class ConsumerState:
         self.turn = 0
         self.closed = False
         self.groups: GroupCoordinator | None = None
+        # The broker's transaction timer (S4.7): run when an open transaction holds a read_committed read.
+        self.transaction_timer = TransactionTimer(root, retry, clock, logger)
         self.membership: Membership | None = None
         # KIP-848 with KIP-1082: the client makes its member id, so memberid() has it before the first poll.
         self.client_member_id = client_member_id
@@ -133,9 +141,7 @@ class ConsumerState:
     def coordinator(self) -> GroupCoordinator:
         """The group coordinator, made on first use."""
         if self.groups is None:
-            self.groups = GroupCoordinator(
-                self.root, assignor=self.config["group.remote.assignor"], retry=self.retry, clock=self.clock
-            )
+            self.groups = GroupCoordinator(self.root, assignor=self.protocol.assignor or None, retry=self.retry, clock=self.clock)
         return self.groups
 
     def now_s(self) -> float:
@@ -152,15 +158,28 @@ class ConsumerState:
         return self.group_id
 
     def check_manual(self, call: str) -> None:
-        """In a group the coordinator assigns: only the rebalance callbacks may change the assignment."""
+        """In a group the coordinator assigns: only the rebalance callbacks may change the assignment, with
+        assign()/unassign() under the eager protocol and incremental_assign()/incremental_unassign() otherwise."""
         membership = self.membership
         if membership is None:
             return
-        if membership.in_callback is None or not call.startswith("incremental_"):
+        if membership.in_callback is None:
             raise state_error(
                 f"{call}() is not allowed while subscribed: the group assigns partitions "
-                "(incremental_assign/incremental_unassign only inside on_assign/on_revoke/on_lost)"
+                "(only inside on_assign/on_revoke/on_lost)"
             )
+        incremental = call.startswith("incremental_")
+        if self.protocol.eager and incremental:
+            raise state_error(
+                "Changes to the current assignment must be made using assign() when rebalance protocol type is EAGER"
+            )
+        if not self.protocol.eager and not incremental:
+            raise state_error(
+                "Changes to the current assignment must be made using incremental_assign() or incremental_unassign() "
+                "when rebalance protocol type is COOPERATIVE"
+            )
+        if not incremental:
+            membership.assigned_by_callback = True
 
 
 def state_error(reason: str) -> KafkaException:

@@ -1,24 +1,20 @@
 """`Producer`: confluent-kafka's producer API over partition logs, idempotent by default, built from parts as Kafka's is.
 
-- `accumulator`: produced messages batched per partition (RecordAccumulator);
-- `sender`: a closed batch appended with its header, retried on one policy (Sender);
-- `transactions`: the identity, sequences and transaction state (TransactionManager);
-- `reports`: delivery reports, built in one place and served by poll()/flush();
+- `accumulator`: produced messages batched per partition (RecordAccumulator); `sender`: a closed batch appended
+  with its header, retried on one policy (Sender); `transactions`: the identity, sequences and transaction state;
+- `reports`: delivery reports, built in one place and served by poll()/flush(); `stats`: stats_cb's statistics;
 - `topics`: partition counts, first-use creation, partitioning;
 - `gate` / `idempotent_gate`: the quality gates (S11), which return verdicts and decisions;
 - `gated`: those acted on with the parts above (a batch's send, a gated transaction's commit).
 
-A batch is sent (one Parquet file, one commit) when `batch.num.messages` or `batch.size` is
-reached, when `linger.ms` has passed (checked by `produce`, `poll` and `flush`), or when a
-message's `expected_offset` cannot join the open batch.
+A batch is sent (one Parquet file, one commit) when `batch.num.messages` or `batch.size` is reached, when
+`linger.ms` has passed (checked by `produce`, `poll` and `flush`), or when a message's `expected_offset` cannot join.
 
-Thread-safe, as confluent-kafka's Producer: every public call runs under the producer's
-re-entrant lock (`locked`), so a thread may poll() while others produce() or run a transaction;
-delivery callbacks run on the thread that calls poll()/flush() and may produce() again.
+Thread-safe, as confluent-kafka's Producer: every public call runs under the producer's re-entrant lock (`locked`);
+delivery callbacks (and stats_cb) run on the thread that calls poll()/flush() and may produce() again.
 
-Time is passed in: `clock` (milliseconds, the wall clock by default) stamps messages, times
-`linger.ms`, and is the clock of the coordinators and partition logs the producer calls (S4.7:
-transaction timeouts are decided on it).
+Time is passed in: `clock` (milliseconds, the wall clock by default) stamps messages, times `linger.ms`, and is the
+clock of the coordinators and partition logs the producer calls (S4.7: transaction timeouts are decided on it).
 """
 
 from __future__ import annotations
@@ -47,8 +43,11 @@ from lakelog.client.producer.idempotent_gate import IdempotentGate
 from lakelog.client.producer.limits import check_expected_offset, check_timestamp, headers_size, too_large
 from lakelog.client.producer.reports import DeliveryReports
 from lakelog.client.producer.sender import Sender
+from lakelog.client.producer.stats import producer_stats
 from lakelog.client.producer.topics import ProducerTopics, undeliverable
 from lakelog.client.producer.transactions import TransactionManager, TransactionState
+from lakelog.client.sasl import set_sasl_credentials
+from lakelog.client.statistics import Statistics
 from lakelog.client.timeouts import check_timeout
 from lakelog.client.types import ClusterMetadata
 from lakelog.config import storage_options
@@ -62,7 +61,7 @@ from lakelog.typedef import TopicPartitionKey
 if TYPE_CHECKING:
     from lakelog.coordinator.transaction.coordinator import TransactionCoordinator
 
-CALLBACK_KEYS = ("on_delivery", "error_cb")
+CALLBACK_KEYS = ("on_delivery", "error_cb", "stats_cb")
 CLOSED = "Producer has been closed"
 # The longest single sleep of a waiting poll(): it looks again at the queue (and the clock) this often.
 POLL_STEP_S = 0.1
@@ -112,6 +111,8 @@ class Producer:
         self._closed = False
         self._max_bytes = conf_["message.max.bytes"]
         self._reports = DeliveryReports(callbacks.get("on_delivery"))
+        stats_cb, interval_ms = callbacks.get("stats_cb"), conf_["statistics.interval.ms"]
+        self._stats = Statistics(stats_cb, interval_ms, clock, "producer", conf_["client.id"])
         self._accumulator = RecordAccumulator(conf_["batch.num.messages"], conf_["batch.size"], conf_["linger.ms"], clock)
         self._transactions = TransactionManager(root, conf_, retry, clock, self._logger, lambda *tp: self._sender.lend(*tp))
         self._sender = Sender(
@@ -217,10 +218,9 @@ class Producer:
         callback: DeliveryCallback | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> int:
-        """Queue each message dict (value, key, headers, partition, timestamp, callback) as produce()
-        would; returns how many were queued. A message that cannot be queued gets its error as
-        `_error` in its dict, as confluent-kafka's. Malformed input raises TypeError before any is queued.
-        Atomic: another thread's produce() does not land between the batch's messages."""
+        """Queue each message dict (value, key, headers, partition, timestamp, callback) as produce() would; returns
+        how many were queued. A message that cannot be queued gets its error as `_error` in its dict, as confluent's.
+        Malformed input raises TypeError before any is queued. Atomic: no other produce() lands between them."""
         if not check_batch(topic, messages, partition):
             return 0
         self._require_open()
@@ -244,22 +244,24 @@ class Producer:
             queued += 1
         return queued
 
+    def _emit_stats(self) -> None:
+        self._stats.maybe_emit(lambda: producer_stats(len(self), self._reports, self._transactions))
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Accepted as confluent-kafka takes it, and unused: a root authenticates through its store."""
+        set_sasl_credentials(self._logger, username, password)
+
     def poll(self, timeout: float | None = None) -> int:
         """Serve delivery reports; returns how many were served.
 
-        Waits up to `timeout` seconds for one (None or negative: as long as a queued batch
-        has to linger): a batch is sent once its linger.ms has passed on the producer's
-        clock, and poll returns as soon as reports are ready. An idle producer waits the
-        whole timeout, in steps of at most POLL_STEP_S, so `while running: p.poll(1.0)`
-        does not spin.
-
-        Each look at the queue is made under the producer's lock and each sleep outside it:
-        a waiting poll never holds up produce() or flush() on another thread, and serves the
-        reports their sends queue at its next look. A producer closed by another thread
-        while poll waits ends the wait (0: close() served what was queued)."""
+        Waits up to `timeout` seconds for one (None or negative: as long as a queued batch has to linger): a batch
+        is sent once its linger.ms has passed on the producer's clock, and poll returns as soon as reports are
+        ready. An idle producer waits the whole timeout, in steps of at most POLL_STEP_S (`poll(1.0)` never spins).
+        It looks under the producer's lock and sleeps outside it; a close() meanwhile ends the wait (0)."""
         timeout = check_timeout(timeout)
         with self._lock:
             self._require_open()
+            self._emit_stats()
             self._send_lingered()
             if self._reports:
                 return self._reports.serve()
@@ -287,6 +289,7 @@ class Producer:
         (until `timeout` seconds have passed, if given); returns how many are left (0: a send does not wait on
         a broker, so nothing is still in flight when it returns)."""
         self._require_open()
+        self._emit_stats()
         timeout = check_timeout(timeout)
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         accumulator = self._accumulator

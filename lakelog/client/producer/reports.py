@@ -26,6 +26,8 @@ class DeliveryReports:
         # Each batch's messages, or their count when none has a callback to go to.
         self._queue: deque[tuple[TopicPartitionKey, Sequence[Pending] | int, int, KafkaError | None]] = deque()
         self._count = 0
+        # Per partition: messages and bytes delivered, and the last offset written (for the statistics).
+        self.delivered: dict[TopicPartitionKey, list[int]] = {}
 
     def report(self, tp: TopicPartitionKey, messages: Sequence[Pending], base_offset: int, error: KafkaError | None) -> None:
         """Queue the report of each message of a batch: delivered at `base_offset` onwards, or failed with `error`."""
@@ -33,6 +35,11 @@ class DeliveryReports:
             return
         count = len(messages)
         self._count += count
+        if error is None:
+            counts = self.delivered.setdefault(tp, [0, 0, -1])
+            counts[0] += count
+            counts[1] += sum(len(key or b"") + len(value or b"") for key, value, *_ in messages)
+            counts[2] = base_offset + count - 1
         if self.default_on_delivery is None and not any(pending[ON_DELIVERY] for pending in messages):
             self._queue.append((tp, count, base_offset, error))
         else:

@@ -310,7 +310,8 @@ class TransactionManager:
             raise InvalidRequest("group_metadata must come from Consumer.consumer_group_metadata()")
         if not isinstance(positions, (list, tuple)) or not all(isinstance(p, TopicPartition) for p in positions):
             raise InvalidRequest("send_offsets_to_transaction takes a list of TopicPartition")
-        offsets = {(p.topic, p.partition): (p.offset, p.metadata) for p in positions}
+        # As librdkafka: a partition with no position yet (a logical offset, OFFSET_INVALID) is left out.
+        offsets = {(p.topic, p.partition): (p.offset, p.metadata) for p in positions if p.offset >= 0}
         if not offsets:
             return
         if self.groups is None:

@@ -7,6 +7,7 @@ from lakelog.coordinator.group.membership import (
     delete_group,
     expire_members,
     heartbeat,
+    heartbeat_expiring,
     lease_renewal,
 )
 from lakelog.coordinator.group.offsets import (
@@ -97,6 +98,7 @@ __all__ = [
     "fetch_offsets",
     "from_row",
     "heartbeat",
+    "heartbeat_expiring",
     "lease_renewal",
     "partition_for_group",
     "record_key",

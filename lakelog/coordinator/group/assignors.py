@@ -1,4 +1,10 @@
-"""The server-side assignors of consumer groups (KIP-848): `range` and `uniform` (balanced and sticky)."""
+"""The group coordinator's assignors, pure functions of the members' subscriptions and the partition counts.
+
+KIP-848's server-side `uniform` (balanced and sticky) and `range`, and the classic protocol's `roundrobin` and
+`cooperative-sticky` (balanced and sticky: `uniform`'s algorithm under its classic name); the classic `range` is
+KIP-848's `range`. `range` co-partitions: topics of equal partition count subscribed by the same members give
+partition n of each to one member (what state stores with a changelog per input partition rely on).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from lakelog.coordinator.group.records import TopicPartitionKey
 from lakelog.errors import InvalidRequest
 
-ASSIGNORS = ("uniform", "range")
+ASSIGNORS = ("uniform", "range", "roundrobin", "cooperative-sticky")
 
 
 def assign(
@@ -16,11 +22,14 @@ def assign(
     topic_partitions: Mapping[str, int],
     previous: Mapping[str, frozenset[TopicPartitionKey]] | None = None,
 ) -> dict[str, frozenset[TopicPartitionKey]]:
-    """The server-side assignors: `range` (per topic, ranges over sorted members) and `uniform`
-    (balanced over all partitions, sticky: members keep what they had within their share)."""
+    """`range` (per topic, ranges over sorted members), `roundrobin` (all partitions in turn over sorted members)
+    and `uniform` / `cooperative-sticky` (balanced over all partitions, sticky: members keep what they had within
+    their share)."""
     if assignor == "range":
         return _range(members, topic_partitions)
-    if assignor == "uniform":
+    if assignor == "roundrobin":
+        return _roundrobin(members, topic_partitions)
+    if assignor in ("uniform", "cooperative-sticky"):
         return _uniform(members, topic_partitions, previous or {})
     raise InvalidRequest(f"unknown assignor {assignor!r}; expected one of {', '.join(ASSIGNORS)}")
 
@@ -37,6 +46,29 @@ def _range(members: Mapping[str, Iterable[str]], topic_partitions: Mapping[str, 
             size = share + (1 if index < extra else 0)
             result[member].update((topic, p) for p in range(start, start + size))
             start += size
+    return {member: frozenset(tps) for member, tps in result.items()}
+
+
+def _roundrobin(
+    members: Mapping[str, Iterable[str]], topic_partitions: Mapping[str, int]
+) -> dict[str, frozenset[TopicPartitionKey]]:
+    """Kafka's RoundRobinAssignor: every partition of every topic in order, each to the next subscribed member."""
+    subscriptions = {member: set(topics) for member, topics in members.items()}
+    result: dict[str, set[TopicPartitionKey]] = {member: set() for member in subscriptions}
+    order = sorted(subscriptions)
+    if not order:
+        return {}
+    topics = sorted({topic for subscribed in subscriptions.values() for topic in subscribed})
+    turn = 0
+    for topic in topics:
+        for partition in range(topic_partitions.get(topic, 0)):
+            # The next member in the circle that subscribes to the topic.
+            for step in range(len(order)):
+                member = order[(turn + step) % len(order)]
+                if topic in subscriptions[member]:
+                    result[member].add((topic, partition))
+                    turn = (turn + step + 1) % len(order)
+                    break
     return {member: frozenset(tps) for member, tps in result.items()}
 
 

@@ -100,7 +100,8 @@ class GroupCoordinator:
             if group is not None:
                 topics.update(t for member in group.members.values() for t in member.metadata.subscribed_topics)
             counts = self._partition_counts(topics)
-            return handlers.heartbeat(group, request, counts, self._clock(), self.group_config, joining)
+            # S6.5 without a sweep: the other members past their session timeout are removed in this write.
+            return handlers.heartbeat_expiring(group, request, counts, self._clock(), self.group_config, joining)
 
         return self._run(request.group_id, decide)
 

@@ -150,6 +150,31 @@ def heartbeat(
     return Outcome(tuple(records), HeartbeatResponse(member.metadata.member_id, current.member_epoch, current.assigned))
 
 
+def heartbeat_expiring(
+    group: Group | None,
+    request: Heartbeat,
+    topic_partitions: Mapping[str, int],
+    now_ms: int,
+    config: GroupConfig = GroupConfig(),
+    new_member_id: str | None = None,
+) -> GroupOutcome[HeartbeatResponse]:
+    """`heartbeat`, after removing the other members past their session or rebalance timeout (S6.5): the
+    broker's session timer, run by the members themselves, in the same write as the heartbeat's own records.
+
+    The sweep's rule (`expire_members`) on the snapshot this heartbeat decides on, so a root needs no scheduler
+    for a group to move on from a dead member. A refused heartbeat writes nothing, the expiry included (S8.3)."""
+    records: tuple[GroupLogRecord, ...] = ()
+    if group is not None:
+        expired = expire_members(group, topic_partitions, now_ms, keep=request.member_id or None)
+        if expired.records:
+            records = expired.records
+            group = _apply(group, records)
+    outcome = heartbeat(group, request, topic_partitions, now_ms, config, new_member_id)
+    if not outcome.ok or not records:
+        return outcome
+    return Outcome(records + tuple(outcome.records), outcome.response)
+
+
 def _reconcile_others(group: Group, records: list[GroupLogRecord], requester: str | None, now_ms: int) -> list[GroupLogRecord]:
     """After `records`, move every other member that has nothing to revoke to its target in the same
     write: the epoch bump and any freed partitions of its target (S6.2, S6.3).
@@ -275,11 +300,15 @@ def lease_renewal(group: Group | None, member_id: str, now_ms: int) -> tuple[Gro
 # -- timeouts (the sweep) ----------------------------------------------------------------------
 
 
-def expire_members(group: Group, topic_partitions: Mapping[str, int], now_ms: int) -> GroupOutcome[list[str]]:
+def expire_members(
+    group: Group, topic_partitions: Mapping[str, int], now_ms: int, keep: str | None = None
+) -> GroupOutcome[list[str]]:
     """S6.5: remove members past their lease (last renewal + session.timeout.ms), or stuck revoking past
-    their rebalance timeout."""
+    their rebalance timeout; never `keep` (the member whose request is deciding: it is alive)."""
     expired = []
     for member_id, member in sorted(group.members.items()):
+        if member_id == keep:
+            continue
         metadata, current = member.metadata, member.current
         if metadata.lease_expired(now_ms):
             expired.append(member_id)

@@ -23,11 +23,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from lakelog import config as config_module
 from lakelog.coordinator import transaction as txn
+from lakelog.coordinator.runtime.outcome import Outcome
 from lakelog.coordinator.runtime.state_log import CoordinatorLog, StateCodec
 from lakelog.coordinator.transaction import (
     AddPartitionsResult,
@@ -41,6 +41,7 @@ from lakelog.coordinator.transaction import (
     TxnState,
 )
 from lakelog.coordinator.transaction.handlers import TxnOutcome
+from lakelog.coordinator.transaction.results import SweepReport
 from lakelog.coordinator.transaction.staged_markers import StagedMarkers
 from lakelog.errors import ConcurrentTransactions, InvalidRequest, KafkaTimeout, ProducerFenced
 from lakelog.log import PartitionLog, allocate_producer_id, open_partition
@@ -66,21 +67,6 @@ FAULT_BEFORE_ADD = "before_add"
 MAX_MARKER_THREADS = 16
 
 FaultHook = Callable[[str, Mapping[str, Any]], None]
-
-
-@dataclass
-class SweepReport:
-    """What one sweep did, counted per action."""
-
-    partitions_scanned: int = 0
-    ids_seen: int = 0
-    aborted_timed_out: list[str] = field(default_factory=list)
-    rolled_forward: list[str] = field(default_factory=list)
-    expired: list[str] = field(default_factory=list)
-
-    @property
-    def changed_anything(self) -> bool:
-        return bool(self.aborted_timed_out or self.rolled_forward or self.expired)
 
 
 class TransactionCoordinator:
@@ -327,10 +313,12 @@ class TransactionCoordinator:
 
     # -- the sweep (S4.7, S8.2) -------------------------------------------------------
 
-    def sweep(self) -> SweepReport:
+    def sweep(self, *, expire: bool = True) -> SweepReport:
         """Abort transactions past their timeout (fencing their producer), roll decided ones
-        forward, expire idle transactional ids. Idempotent; safe beside clients and other sweeps."""
+        forward, expire idle transactional ids (not with `expire=False`: what a client held by a
+        transaction runs, the broker's transaction timer). Idempotent; safe beside clients and other sweeps."""
         report = SweepReport()
+        skipped = {SweepAction.NONE} if expire else {SweepAction.NONE, SweepAction.EXPIRE}
         for partition in existing_internal_partitions(self.root, TRANSACTION_STATE_LOG):
             state_log = self._log(partition)
             report.partitions_scanned += 1
@@ -338,12 +326,13 @@ class TransactionCoordinator:
             for transactional_id, metadata in list(state.items()):
                 report.ids_seen += 1
                 # Most ids need nothing: look on the state in hand, commit (on the latest) only if something is due.
-                if txn.sweep(metadata, self._clock(), self.config).response is SweepAction.NONE:
+                if txn.sweep(metadata, self._clock(), self.config).response in skipped:
                     continue
 
                 # `transactional_id` bound as a default: this iteration's id (the closure runs within it).
                 def sweep(state: dict[str, TransactionMetadata], transactional_id: str = transactional_id) -> TxnOutcome[Any]:
-                    return txn.sweep(state.get(transactional_id), self._clock(), self.config)
+                    outcome = txn.sweep(state.get(transactional_id), self._clock(), self.config)
+                    return Outcome(response=SweepAction.NONE) if outcome.response in skipped else outcome
 
                 outcome = self._logged(state_log.run(sweep))
                 action = outcome.response

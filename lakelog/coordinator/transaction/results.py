@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lakelog.coordinator.transaction.metadata import TransactionMetadata
 from lakelog.coordinator.transaction.state import CONTROL_OF
@@ -67,3 +67,18 @@ def markers_for(metadata: TransactionMetadata | None) -> TransactionMarkers | No
         producer_epoch=metadata.producer_epoch,
         partitions=tuple(sorted(metadata.partitions)),
     )
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did, counted per action."""
+
+    partitions_scanned: int = 0
+    ids_seen: int = 0
+    aborted_timed_out: list[str] = field(default_factory=list)
+    rolled_forward: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+
+    @property
+    def changed_anything(self) -> bool:
+        return bool(self.aborted_timed_out or self.rolled_forward or self.expired)
