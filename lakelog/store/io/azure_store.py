@@ -34,6 +34,20 @@ class AzureFileIO(ObjectFileIO):
     def _make_client(self) -> ObjectClient:
         return AzureClient(self.settings)
 
+    def delta_options(self) -> dict[str, str]:
+        """object_store's (delta-rs's) keys for the same account, endpoint and credential."""
+        connection = self.settings.get("connection_string", "")
+        options = {}
+        for key, part in (("account_name", "AccountName"), ("account_key", "AccountKey"), ("sas_token", "SharedAccessSignature")):
+            value = self.settings.get(key) or _connection_part(connection, part)
+            if value:
+                options[{"sas_token": "azure_storage_sas_key"}.get(key, f"azure_storage_{key}")] = value.lstrip("?")
+        endpoint = self.settings.get("blob_endpoint") or _connection_part(connection, "BlobEndpoint")
+        if endpoint:
+            options["azure_storage_endpoint"] = endpoint.rstrip("/")
+            options["allow_http"] = str(endpoint.startswith("http://")).lower()
+        return options
+
 
 class AzureClient(ObjectClient):
     def __init__(self, settings: dict[str, str]) -> None:

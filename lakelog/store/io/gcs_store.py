@@ -33,6 +33,19 @@ class GcsFileIO(ObjectFileIO):
     def _make_client(self) -> ObjectClient:
         return GcsClient(self.settings)
 
+    def delta_options(self) -> dict[str, str]:
+        """object_store's (delta-rs's) keys: the service account's key file, or an emulator's address (object_store
+        reads `gcs_base_url` and `disable_oauth` from a service account key, which it takes inline)."""
+        import json
+
+        if self.settings.get("emulator_host"):
+            host = self.settings["emulator_host"]
+            key = {"gcs_base_url": host if "://" in host else f"http://{host}", "disable_oauth": True}
+            return {"google_service_account_key": json.dumps({**key, "client_email": "", "private_key": "", "private_key_id": ""})}
+        if self.settings.get("application_credentials"):
+            return {"google_service_account": self.settings["application_credentials"]}
+        return {}
+
 
 class GcsClient(ObjectClient):
     """One google-cloud-storage client per thread (its HTTP session is not shared between threads)."""
