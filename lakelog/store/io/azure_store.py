@@ -58,9 +58,12 @@ class AzureClient(ObjectClient):
                 "an Azure root needs the azure extra: pip install 'lakelog[azure]'", key="lakelog.root"
             ) from None
         self.account_url, credential = _account(settings)
-        options: dict[str, Any] = {}
-        if settings.get("max_retries"):
-            options["retry_total"] = int(settings["max_retries"])
+        from azure.storage.blob import LinearRetry
+
+        # The library's default waits 15 s and more before a retry: a commit whose answer was lost would stall the
+        # writer that long. Retries half a second apart, as many as `max_retries` (2 unless set).
+        retries = int(settings["max_retries"]) if settings.get("max_retries") else 2
+        options: dict[str, Any] = {"retry_policy": LinearRetry(backoff=0.5, random_jitter_range=0.25, retry_total=retries)}
         if settings.get("connect_timeout"):
             options["connection_timeout"] = parse_duration_s("connect_timeout", settings["connect_timeout"])
         if settings.get("timeout"):
@@ -164,7 +167,8 @@ class _faults:
 
         if error is None or not isinstance(error, AzureError):
             return None
-        code = str(getattr(error, "error_code", "") or "")
+        raw = getattr(error, "error_code", "") or ""
+        code = str(getattr(raw, "value", raw))
         status = getattr(getattr(error, "response", None), "status_code", None)
         if self.taken and isinstance(error, (ResourceExistsError, ResourceModifiedError)) and (code in _TAKEN or not code):
             return None  # the conditional create refused: the caller's False
@@ -173,7 +177,10 @@ class _faults:
             raise KafkaStorageError(f"{text} (NoSuchBucket)", uri=self.uri) from None
         if code in ("BlobNotFound", "ResourceNotFound") or (status == 404 and self.doing != "writing"):
             raise FileNotFoundError(self.uri) from None
-        if code in _REFUSED and status == 403 and code != "AuthenticationFailed":
+        if status == 403 and (code == "AuthenticationFailed" or "failed to authenticate" in text):
+            # A wrong key or SAS signature (Azurite says AuthorizationFailure "Server failed to authenticate").
+            raise KafkaStorageError(f"{text} (AuthenticationFailed)", uri=self.uri) from None
+        if code in _REFUSED and status == 403:
             raise AccessDenied(text, uri=self.uri) from None
         if isinstance(error, ResourceExistsError) and status == 409:
             raise ConditionalWriteConflict(text, uri=self.uri) from None

@@ -168,7 +168,8 @@ class _faults:
             return None  # the conditional create refused: the caller's False
         text = f"{self.doing} {self.uri} failed: {_describe(error)}"
         if isinstance(error, api.NotFound):
-            if "bucket" in str(error).lower() and "does not exist" in str(error).lower():
+            # An upload never finds its object absent: a 404 to one is the bucket's (as "bucket does not exist" is).
+            if self.doing == "writing" or ("bucket" in str(error).lower() and "does not exist" in str(error).lower()):
                 raise KafkaStorageError(f"{text} (NoSuchBucket)", uri=self.uri) from None
             raise FileNotFoundError(self.uri) from None
         if isinstance(error, api.Unauthorized) or isinstance(error, auth.GoogleAuthError):
