@@ -257,7 +257,9 @@ class FakeGcs(Emulator):
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
-        return storage.Client(project="lakelog", credentials=AnonymousCredentials(), client_options={"api_endpoint": self.endpoint_url})
+        return storage.Client(
+            project="lakelog", credentials=AnonymousCredentials(), client_options={"api_endpoint": self.endpoint_url}
+        )
 
     def create_bucket(self, name: str) -> str:
         self.client().create_bucket(name)

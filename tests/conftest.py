@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
-from helpers import root_logger_state
 from cloud_emulators import Azurite, FakeGcs, available
+from helpers import root_logger_state
 from s3emulator import S3Emulator
 
 from lakelog.log import create_topic

@@ -253,7 +253,9 @@ def test_S12_1_the_account_key_and_sas_appear_in_no_output_of_a_failing_run(azur
     environment = {key: value for key, value in os.environ.items() if key != "LAKELOG_ROOT"}
     by_sas = {key: value for key, value in environment.items() if key != "AZURE_STORAGE_CONNECTION_STRING"}
     by_sas.update(
-        AZURE_STORAGE_ACCOUNT_NAME=azurite.account, AZURE_STORAGE_SAS_TOKEN=sas, AZURE_STORAGE_BLOB_ENDPOINT=azurite.blob_endpoint()
+        AZURE_STORAGE_ACCOUNT_NAME=azurite.account,
+        AZURE_STORAGE_SAS_TOKEN=sas,
+        AZURE_STORAGE_BLOB_ENDPOINT=azurite.blob_endpoint(),
     )
     for env in (environment, by_sas):
         result = subprocess.run(

@@ -54,16 +54,14 @@ class AzureClient(ObjectClient):
         try:
             from azure.storage.blob import BlobServiceClient
         except ImportError:
-            raise InvalidConfig(
-                "an Azure root needs the azure extra: pip install 'lakelog[azure]'", key="lakelog.root"
-            ) from None
+            raise InvalidConfig("an Azure root needs the azure extra: pip install 'lakelog[azure]'", key="lakelog.root") from None
         self.account_url, credential = _account(settings)
         from azure.storage.blob import LinearRetry
 
         # The library's default waits 15 s and more before a retry: a commit whose answer was lost would stall the
-        # writer that long. Retries half a second apart, as many as `max_retries` (2 unless set).
+        # writer that long. Retries a second apart (jittered 0-2 s), as many as `max_retries` (2 unless set).
         retries = int(settings["max_retries"]) if settings.get("max_retries") else 2
-        options: dict[str, Any] = {"retry_policy": LinearRetry(backoff=0.5, random_jitter_range=0.25, retry_total=retries)}
+        options: dict[str, Any] = {"retry_policy": LinearRetry(backoff=1, random_jitter_range=1, retry_total=retries)}
         if settings.get("connect_timeout"):
             options["connection_timeout"] = parse_duration_s("connect_timeout", settings["connect_timeout"])
         if settings.get("timeout"):
@@ -102,7 +100,9 @@ class AzureClient(ObjectClient):
         except (ResourceExistsError, ResourceModifiedError):
             return False
 
-    def list(self, bucket: str, prefix: str, uri: str, *, recursive: bool) -> tuple[builtins.list[ObjectInfo], builtins.list[str]]:
+    def list(
+        self, bucket: str, prefix: str, uri: str, *, recursive: bool
+    ) -> tuple[builtins.list[ObjectInfo], builtins.list[str]]:
         objects: builtins.list[ObjectInfo] = []
         prefixes: builtins.list[str] = []
         container = self.service.get_container_client(bucket)
@@ -112,8 +112,8 @@ class AzureClient(ObjectClient):
                 if not hasattr(item, "size"):  # a BlobPrefix: a folder directly under the prefix
                     prefixes.append(item.name)
                     continue
-                mtime = item.last_modified.timestamp() if item.last_modified else None
-                objects.append(ObjectInfo(item.name, item.size or 0, mtime))
+                modified = getattr(item, "last_modified", None)
+                objects.append(ObjectInfo(item.name, getattr(item, "size", 0) or 0, modified.timestamp() if modified else None))
         return objects, prefixes
 
     def delete(self, bucket: str, key: str, uri: str) -> bool:
@@ -141,7 +141,7 @@ def _account(settings: dict[str, str]) -> tuple[str, Any]:
     if sas:
         return endpoint.rstrip("/"), sas.lstrip("?")
     try:
-        from azure.identity import DefaultAzureCredential  # type: ignore[import-not-found]
+        from azure.identity import DefaultAzureCredential
     except ImportError:
         raise InvalidConfig(
             f"no credential for the storage account {name!r}: set AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN "

@@ -41,7 +41,9 @@ class GcsFileIO(ObjectFileIO):
         if self.settings.get("emulator_host"):
             host = self.settings["emulator_host"]
             key = {"gcs_base_url": host if "://" in host else f"http://{host}", "disable_oauth": True}
-            return {"google_service_account_key": json.dumps({**key, "client_email": "", "private_key": "", "private_key_id": ""})}
+            return {
+                "google_service_account_key": json.dumps({**key, "client_email": "", "private_key": "", "private_key_id": ""})
+            }
         if self.settings.get("application_credentials"):
             return {"google_service_account": self.settings["application_credentials"]}
         return {}
@@ -131,12 +133,20 @@ class GcsClient(ObjectClient):
         except PreconditionFailed:
             return False
 
-    def list(self, bucket: str, prefix: str, uri: str, *, recursive: bool) -> tuple[builtins.list[ObjectInfo], builtins.list[str]]:
+    def list(
+        self, bucket: str, prefix: str, uri: str, *, recursive: bool
+    ) -> tuple[builtins.list[ObjectInfo], builtins.list[str]]:
         with _faults("listing", uri):
             found = self._client().list_blobs(
-                bucket, prefix=prefix or None, delimiter=None if recursive else "/", timeout=self.timeout, retry=self._retry(False)
+                bucket,
+                prefix=prefix or None,
+                delimiter=None if recursive else "/",
+                timeout=self.timeout,
+                retry=self._retry(False),
             )
-            objects = [ObjectInfo(blob.name, blob.size or 0, blob.updated.timestamp() if blob.updated else None) for blob in found]
+            objects = [
+                ObjectInfo(blob.name, blob.size or 0, blob.updated.timestamp() if blob.updated else None) for blob in found
+            ]
             prefixes = sorted(found.prefixes)
         return objects, prefixes
 

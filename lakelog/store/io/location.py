@@ -23,7 +23,9 @@ from lakelog.store.io.s3_settings import s3_settings
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$", re.DOTALL)
 # Hadoop's ADLS Gen2 spelling: abfss://<container>@<account>.dfs.core.windows.net/<prefix> (or .blob.).
 _ABFS_HOST = re.compile(r"^([^@/]+)@([a-z0-9]+)\.(?:dfs|blob)\.[^/]+$")
-KNOWN = "a local path, file:///path, s3://bucket/prefix, az://container/prefix (abfss://container@account...) or gs://bucket/prefix"
+KNOWN = (
+    "a local path, file:///path, s3://bucket/prefix, az://container/prefix (abfss://container@account...) or gs://bucket/prefix"
+)
 
 _file_ios: dict[tuple, FileIO] = {}
 _file_ios_lock = threading.Lock()

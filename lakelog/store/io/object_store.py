@@ -56,7 +56,9 @@ class ObjectClient:
         """
         raise NotImplementedError
 
-    def list(self, bucket: str, prefix: str, uri: str, *, recursive: bool) -> tuple[builtins.list[ObjectInfo], builtins.list[str]]:
+    def list(
+        self, bucket: str, prefix: str, uri: str, *, recursive: bool
+    ) -> tuple[builtins.list[ObjectInfo], builtins.list[str]]:
         """The objects under `prefix` (all, or with `recursive` False those directly under it) and, not recursive,
         the prefixes of the folders directly under it (each ending in `/`)."""
         raise NotImplementedError
@@ -153,7 +155,9 @@ class ObjectFileIO(FileIO):
         for found in objects:
             if found.key.endswith("/"):
                 continue  # a folder marker another tool left
-            entries[found.key] = FileStatus(self._uri(bucket, found.key), found.key.rsplit("/", 1)[-1], False, found.size, found.mtime)
+            entries[found.key] = FileStatus(
+                self._uri(bucket, found.key), found.key.rsplit("/", 1)[-1], False, found.size, found.mtime
+            )
             if recursive:
                 parts = found.key[len(prefix) :].split("/")[:-1]
                 for depth in range(1, len(parts) + 1):
