@@ -81,7 +81,7 @@ def _spark_sql_init(args: argparse.Namespace) -> int:
         if args.properties_file:
             write_properties_file(args.properties_file, shell_properties(args.root, secrets=True))
             shell = f"--properties-file {args.properties_file} "
-        elif not args.root.is_local:
+        elif args.root.scheme == "s3":
             # No key on the command line or in a file: S3A reads them from the shell's AWS_* environment.
             shell = shell_arguments(shell_properties(args.root, secrets=False)) + " "
     if args.output:

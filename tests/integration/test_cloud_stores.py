@@ -26,6 +26,9 @@ from lakelog.errors import InvalidConfig, KafkaStorageError, SaslAuthenticationF
 from lakelog.log import create_topic, open_partition, payload_table
 from lakelog.store import Location, check_root
 
+# On one worker: each emulator starts once for the module (Azurite takes 2-10 s on a loaded machine), not per worker.
+pytestmark = pytest.mark.xdist_group("cloud-stores")
+
 REPO = Path(__file__).resolve().parents[2]
 COMMIT_FILE = r"/_delta_log/\d{20}\.json$"
 KINDS = ("azure", "gcs")
