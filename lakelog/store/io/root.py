@@ -148,7 +148,7 @@ def _probe(location: Location) -> str:
         return CHECKED
     raise InvalidConfig(
         f"lakelog.root {location.uri}: the store at {location.io.endpoint()} overwrote an object that a conditional "
-        f"create (If-None-Match / ifGenerationMatch) should have refused; two writers could both commit one Delta "
+        f"create, a conditional put (If-None-Match / ifGenerationMatch), should have refused; two writers could both commit one Delta "
         f"version there",
         key="lakelog.root",
     )
