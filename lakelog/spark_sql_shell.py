@@ -30,7 +30,7 @@ FILE_MODE = 0o600
 def shell_properties(root: Location, *, secrets: bool) -> dict[str, str]:
     """lakelog's jars and Delta (if fetched), and for an S3 root S3A from its settings; keys only if `secrets`."""
     properties = dict(jars.spark_conf())
-    if not root.is_local:
+    if root.scheme == "s3":
         properties.update(spark_s3a(root.io.settings))
     if not secrets:
         properties = {key: value for key, value in properties.items() if not is_secret(key)}

@@ -47,10 +47,12 @@ def jvm_has(spark: SparkSession, class_name: str) -> bool:
 
 
 def reads_through_delta(spark: SparkSession, location: Location) -> bool:
-    """Whether `spark` reads tables under `location` with Delta's reader: it has Delta, and S3A for an S3 root."""
+    """Whether `spark` reads tables under `location` with Delta's reader: it has Delta, and S3A for an S3 root.
+
+    Azure and GCS roots are read by lakelog's own reader: the jars hold no Hadoop connector for them yet."""
     if not jvm_has(spark, DELTA_SOURCE):
         return False
-    return location.is_local or jvm_has(spark, S3A)
+    return location.is_local or (location.scheme == "s3" and jvm_has(spark, S3A))
 
 
 def delta_uri(location: Location) -> str:
@@ -61,7 +63,7 @@ def delta_uri(location: Location) -> str:
 
 def fs_options(location: Location) -> dict[str, str]:
     """Hadoop properties for a read of `location`: S3A from the root's storage settings; none for a local root."""
-    if location.is_local:
+    if location.scheme != "s3":
         return {}
     return hadoop_s3a(location.io.settings)
 

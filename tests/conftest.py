@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from cloud_emulators import Azurite, FakeGcs, available
 from helpers import root_logger_state
 from s3emulator import S3Emulator
 
 from lakelog.log import create_topic
 from lakelog.store import initialise_root
 
-ROOT_KINDS = ("local", "s3")
+ROOT_KINDS = ("local", "s3", "azure", "gcs")
 TEST_BUCKET = "lakelog-tests"
 
 
@@ -41,7 +42,7 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers",
-        "roots(*kinds, release=()): run the module's tests on these kinds of root (local, s3); "
+        "roots(*kinds, release=()): run the module's tests on these kinds of root (local, s3, azure, gcs); "
         "those named in release run in the release tier only",
     )
 
@@ -180,15 +181,55 @@ def s3_root(s3: S3Emulator) -> str:
     return f"s3://{bucket}/lake"
 
 
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Azurite]:
+    """The session's Azurite (Blob service, in memory); AZURE_STORAGE_CONNECTION_STRING is in os.environ while it runs."""
+    reason = available("azure")
+    if reason:
+        pytest.skip(reason)
+    with Azurite() as emulator, emulator.exported():
+        yield emulator
+
+
+@pytest.fixture
+def azure_root(azurite: Azurite) -> str:
+    """A fresh, empty root on Azurite, in a container of its own: `az://t<unique>/lake`."""
+    container = f"t{uuid.uuid4().hex[:20]}"
+    azurite.create_container(container)
+    return f"az://{container}/lake"
+
+
+@pytest.fixture(scope="session")
+def fake_gcs() -> Iterator[FakeGcs]:
+    """The session's fake-gcs-server (in memory); STORAGE_EMULATOR_HOST is in os.environ while it runs."""
+    reason = available("gcs")
+    if reason:
+        pytest.skip(reason)
+    with FakeGcs() as emulator, emulator.exported():
+        yield emulator
+
+
+@pytest.fixture
+def gcs_root(fake_gcs: FakeGcs) -> str:
+    """A fresh, empty root on fake-gcs-server, in a bucket of its own: `gs://t<unique>/lake`."""
+    bucket = f"t{uuid.uuid4().hex[:20]}"
+    fake_gcs.create_bucket(bucket)
+    return f"gs://{bucket}/lake"
+
+
 @pytest.fixture
 def root_kind() -> str:
     return "local"
 
 
+OBJECT_ROOTS = {"s3": "s3_root", "azure": "azure_root", "gcs": "gcs_root"}
+
+
 @pytest.fixture
 def root(request, tmp_path, root_kind: str) -> str:
-    """A fresh root, as users pass it (a string), made as `lakelog init` makes one: a local folder, or an S3 prefix."""
-    root = request.getfixturevalue("s3_root") if root_kind == "s3" else str(tmp_path / "root")
+    """A fresh root, as users pass it (a string), made as `lakelog init` makes one: a local folder, or a prefix on
+    an object store's emulator (S3, Azure, GCS)."""
+    root = request.getfixturevalue(OBJECT_ROOTS[root_kind]) if root_kind in OBJECT_ROOTS else str(tmp_path / "root")
     initialise_root(root)  # the clients refuse a folder or prefix that is no root (a typo)
     return root
 

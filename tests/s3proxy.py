@@ -1,5 +1,11 @@
-"""An HTTP proxy in front of the S3 emulator that models a store's faults: conditional writes ignored,
-answers lost, requests held (gates); in threads of the test process, or in a process of its own.
+"""An HTTP proxy in front of an object store's emulator (S3, Azurite, fake-gcs-server) that models a store's faults:
+conditional writes ignored, answers lost, requests held (gates); in threads of the test process, or in a process of
+its own.
+
+The conditional write it strips is each store's: the `If-None-Match` / `If-Match` headers of a PUT (S3, Azure's Put
+Blob) and the `ifGenerationMatch` / `ifMetagenerationMatch` query parameters of an upload (GCS). Rules match a
+request's URL path or, for a GCS upload (a POST whose object name is in the query or in the body's JSON part), the
+object's name as `/<name>`.
 
 Split from tests/s3emulator.py (the emulator itself); see its docstring for what was measured.
 """
@@ -35,6 +41,32 @@ HOP_BY_HOP = {
     "upgrade",
 }
 CONDITIONAL_PUT_HEADERS = ("if-none-match", "if-match")
+CONDITIONAL_PARAMETERS = ("ifGenerationMatch", "ifMetagenerationMatch")
+_UPLOAD_NAME = re.compile(rb'"name"\s*:\s*"([^"]+)"')
+
+
+def _targets(path: str, query: str, body: bytes | None) -> list[str]:
+    """What a rule's regex is searched in: the URL path, and a GCS upload's object name as `/<name>`."""
+    targets = [path]
+    names = urllib.parse.parse_qs(query).get("name", [])
+    if not names and body and "/upload/" in path:
+        found = _UPLOAD_NAME.search(body[:4096])
+        names = [found.group(1).decode()] if found else []
+    return targets + [f"/{name}" for name in names]
+
+
+def _stripped_query(target: str) -> tuple[str, dict[str, str]]:
+    """The request target without GCS's conditional parameters, and those it had."""
+    parsed = urllib.parse.urlsplit(target)
+    kept, removed = [], {}
+    for key, value in urllib.parse.parse_qsl(parsed.query, keep_blank_values=True):
+        if key in CONDITIONAL_PARAMETERS:
+            removed[key] = value
+        else:
+            kept.append((key, value))
+    if not removed:
+        return target, {}
+    return urllib.parse.urlunsplit(("", "", parsed.path, urllib.parse.urlencode(kept), "")), removed
 
 
 class Gate:
@@ -54,8 +86,8 @@ class Gate:
         self._condition = threading.Condition()
         self._next_ticket = 0
 
-    def matches(self, method: str, path: str) -> bool:
-        return method == self.method and self.pattern.search(path) is not None
+    def matches(self, method: str, targets: list[str]) -> bool:
+        return method == self.method and any(self.pattern.search(target) for target in targets)
 
     def enter(self) -> int | None:
         """Wait for the other parties; returns this request's ticket, or None if the gate is already spent."""
@@ -172,11 +204,11 @@ class NoConditionalPutProxy:
         with self._lock:
             self._lost.append([re.compile(path), method, times])
 
-    def _take_lost_response(self, method: str, path: str) -> bool:
+    def _take_lost_response(self, method: str, targets: list[str]) -> bool:
         with self._lock:
             for rule in self._lost:
                 pattern, wanted, left = rule
-                if left > 0 and method == wanted and pattern.search(path):
+                if left > 0 and method == wanted and any(pattern.search(target) for target in targets):
                     rule[2] -= 1
                     return True
         return False
@@ -185,10 +217,10 @@ class NoConditionalPutProxy:
         with self._lock:
             self.requests.append(request)
 
-    def _gate_for(self, method: str, path: str) -> Gate | None:
+    def _gate_for(self, method: str, targets: list[str]) -> Gate | None:
         with self._lock:
             for gate in self.gates:
-                if gate.arrived < gate.parties and gate.matches(method, path):
+                if gate.arrived < gate.parties and gate.matches(method, targets):
                     return gate
         return None
 
@@ -261,11 +293,17 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def _forward(self) -> None:
         proxy = self.proxy
         body, chunked = self._read_body()
-        path = urllib.parse.urlsplit(self.path).path
+        parsed = urllib.parse.urlsplit(self.path)
+        path = parsed.path
         if path.startswith(CONTROL):
             self._control(path[len(CONTROL) :], json.loads(body or b"{}"))
             return
+        targets = _targets(urllib.parse.unquote(path), parsed.query, body)
         record = ProxiedRequest(self.command, self.path, started=time.monotonic())
+        self._target = self.path
+        if proxy.strip and self.command in ("PUT", "POST"):
+            self._target, removed = _stripped_query(self.path)
+            record.stripped.update(removed)
         if proxy.delay > 0:
             time.sleep(proxy.delay)
         headers: list[tuple[str, str]] = []
@@ -281,7 +319,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             headers.append(("Content-Length", str(len(body or b""))))
         if record.stripped and proxy.credentials is not None:
             headers = _resign(self.command, self.path, headers, body, proxy.credentials)
-        gate = proxy._gate_for(self.command, path)
+        gate = proxy._gate_for(self.command, targets)
         ticket = gate.enter() if gate is not None else None
         status = 502
         try:
@@ -300,7 +338,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         record.status = status
         record.ended = time.monotonic()
         proxy._record(record)
-        if proxy._take_lost_response(self.command, path):
+        if proxy._take_lost_response(self.command, targets):
             # The store did the request; its answer never reaches the client (a timeout after the PUT was sent).
             record.response_lost = True
             self.close_connection = True
@@ -334,7 +372,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 self._upstream = http.client.HTTPConnection(self.proxy.upstream_host, self.proxy.upstream_port, timeout=300)
             conn = self._upstream
             try:
-                conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                conn.putrequest(self.command, self._target, skip_host=True, skip_accept_encoding=True)
                 for name, value in headers:
                     conn.putheader(name, value)
                 conn.endheaders(body)

@@ -1,7 +1,7 @@
 """Topic Assets: `lakelog://<root>/<topic>`, so downstream DAGs can be scheduled on committed data.
 
 The root is written as its scheme, then its path: an S3 root `s3://bucket/prefix`
-gives `lakelog://s3/bucket/prefix/orders`, a local root `/data/lake` (that is,
+gives `lakelog://s3/bucket/prefix/orders` (Azure's `az://` and GCS's `gs://` likewise), a local root `/data/lake` (that is,
 `file:///data/lake`) gives `lakelog://file/data/lake/orders`.
 The operators emit an event on their topic's Asset when their transaction
 commits, never before, so a DAG scheduled on it reads committed rows.
@@ -76,9 +76,10 @@ def sanitize_uri(uri: urllib.parse.SplitResult) -> urllib.parse.SplitResult:
     """Airflow's URI normaliser for the `lakelog` scheme: a topic under a root, nothing else."""
     if uri.query or uri.fragment:
         raise ValueError("a lakelog Asset URI has no query or fragment: lakelog://<root>/<topic>")
-    if uri.netloc not in ("file", "s3") or "/" not in uri.path.strip("/"):
+    if uri.netloc not in ("file", "s3", "az", "gs") or "/" not in uri.path.strip("/"):
         raise ValueError(
-            "a lakelog Asset URI names a root and a topic: lakelog://file/<path>/<topic> or lakelog://s3/<bucket>/<prefix>/<topic>"
+            "a lakelog Asset URI names a root and a topic: lakelog://file/<path>/<topic> or "
+            "lakelog://<s3|az|gs>/<bucket>/<prefix>/<topic>"
         )
     return uri
 

@@ -1,8 +1,8 @@
 """The `lakelog` command: its common options, its commands (one module each) and how errors leave it.
 
-Every command takes `--root` (or $LAKELOG_ROOT): a folder, `file:///path` or
-`s3://bucket/prefix`, with `--storage-option KEY=VALUE` overriding the `AWS_*`
-environment. Bad input exits with code 2, any other failure with code 1, each
+Every command takes `--root` (or $LAKELOG_ROOT): a folder, `file:///path`,
+`s3://bucket/prefix`, `az://container/prefix` or `gs://bucket/prefix`, with
+`--storage-option KEY=VALUE` overriding the store's environment (`AWS_*`, `AZURE_STORAGE_*`, `GOOGLE_*`). Bad input exits with code 2, any other failure with code 1, each
 with one line on stderr naming the Kafka error code; never a traceback.
 """
 
@@ -122,7 +122,7 @@ def _build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--root",
         default=os.environ.get("LAKELOG_ROOT"),
-        help="root: a folder, file:///path or s3://bucket/prefix (default $LAKELOG_ROOT)",
+        help="root: a folder, file:///path, s3://bucket/prefix, az://container/prefix or gs://bucket/prefix (default $LAKELOG_ROOT)",
     )
     common.add_argument(
         "--storage-option",

@@ -1,8 +1,9 @@
 """A root as the entry points see it (the command line, the Airflow provider, the pipelines): open one, make one,
 list its topics and count a topic's partitions, without reaching into the store and log layers themselves.
 
-A root is a URI everywhere: a folder, `file:///path` or `s3://bucket/prefix`; `storage_options` override the
-`AWS_*` environment (endpoint_url, region, access keys, ...).
+A root is a URI everywhere: a folder, `file:///path`, `s3://bucket/prefix`, `az://container/prefix` (or
+`abfss://container@account.dfs.core.windows.net/prefix`) or `gs://bucket/prefix`; `storage_options` override the
+store's environment (`AWS_*`, `AZURE_STORAGE_*`, `GOOGLE_*`: endpoint_url, region, access keys, ...).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from lakelog.log import list_topics, topic_config
 from lakelog.store import Location, check_root, initialise_root, open_root
-from lakelog.store.io.fileio import S3_KEYS, storage_key
+from lakelog.store.io.s3_settings import STORAGE_KEYS, storage_key
 
 
 def make_root(root: Any, storage_options: Mapping[str, Any] | None = None) -> tuple[Location, str]:
@@ -34,13 +35,13 @@ def partition_count(root: str | Location, topic: str) -> int:
 
 
 def split_storage_options(storage_options: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """Storage options split in two: the `AWS_*` variables lakelog's file IO reads (by variable name), and the
+    """Storage options split in two: the environment variables lakelog's file IO reads (by variable name), and the
     settings no variable carries (timeouts, retries; by key). InvalidConfig for an unknown key."""
     variables: dict[str, str] = {}
     options: dict[str, str] = {}
     for raw_key, value in storage_options.items():
         key = storage_key(raw_key)
-        variable = S3_KEYS[key]
+        variable = STORAGE_KEYS[key]
         if variable is not None:
             variables[variable] = str(value)
         else:

@@ -16,11 +16,19 @@ from typing import Any
 REDACTED = "<redacted>"
 # Key names whose values are secret: store credentials and librdkafka's security settings.
 _SECRET_KEY = re.compile(
-    r"(password|passphrase|secret|token|credential|access_key|private\.key|ssl\.key\.pem|sasl\.oauthbearer\.config)",
+    r"(password|passphrase|secret|token|credential|access_key|account_key|connection_string|private\.key|ssl\.key\.pem"
+    r"|sasl\.oauthbearer\.config)",
     re.IGNORECASE,
 )
-# The AWS environment variables holding credentials (lakelog.store.io.s3_settings.S3_KEYS).
-SECRET_ENVIRONMENT = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+# The environment variables holding store credentials (lakelog.store.io.s3_settings.STORAGE_KEYS).
+SECRET_ENVIRONMENT = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_CONNECTION_STRING",
+)
 # Credentials and signatures as request logs print them: headers (`'X-Amz-Security-Token': b'...'`,
 # `x-amz-security-token:...` in a canonical request), query parameters, and botocore's `Signature:\n<hex>`.
 _SECRET_TEXT = (
@@ -29,6 +37,10 @@ _SECRET_TEXT = (
     re.compile(r"((?:Credential|Signature)=)[^,\s'\"&]+"),
     re.compile(r"(Signature:\s*)[0-9a-fA-F]{16,}"),
     re.compile(r"((?:aws_)?(?:secret_access_key|session_token|access_key_id)['\"]?\s*[:=]\s*['\"]?)[^'\"\s,}]+", re.IGNORECASE),
+    # Azure: a connection string's key or SAS, a SAS's signature in a URL, a SharedKey Authorization's signature.
+    re.compile(r"((?:AccountKey|SharedAccessSignature)=)[^;'\"\s]+", re.IGNORECASE),
+    re.compile(r"([?&]sig=)[^&\s'\"]+"),
+    re.compile(r"(SharedKey(?:Lite)? [^:\s]+:)[^'\"\s,]+"),
 )
 # Values shorter than this are not searched for in text (a 1-character "secret" would redact every line).
 _MIN_SECRET_LENGTH = 4

@@ -38,9 +38,9 @@ def test_every_store_damage_is_survived_or_refused_and_loses_nothing(root, tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.roots("s3")
+@pytest.mark.roots("s3", "azure", "gcs", release=("azure", "gcs"))
 def test_every_store_damage_on_s3_is_survived_or_refused_and_loses_nothing(root, tmp_path, rng):
-    """The same damage through the S3 FileIO, on the emulator."""
+    """The same damage through an object store's FileIO (S3, Azure, GCS), on its emulator."""
     (tmp_path / "history").mkdir()
     assert_survived_or_refused(root, tmp_path / "history", rng)
 

@@ -26,7 +26,7 @@ from lakelog.errors import (
 from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location
 
-pytestmark = pytest.mark.roots("local", "s3")
+pytestmark = pytest.mark.roots("local", "s3", "azure", "gcs", release=("azure", "gcs"))
 
 GROUP = "g"
 FAST = {"heartbeat.interval.ms": 50, "auto.offset.reset": "earliest", "enable.auto.commit": False}

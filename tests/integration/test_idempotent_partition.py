@@ -25,7 +25,7 @@ from lakelog.log.partition import LOG_END_OFFSET_APP_ID
 from lakelog.log.producer_state import ProducerEntry
 from lakelog.log.records import MAX_SEQUENCE, conform_payload, stamp
 
-pytestmark = pytest.mark.roots("local", "s3")
+pytestmark = pytest.mark.roots("local", "s3", "azure", "gcs", release=("azure", "gcs"))
 
 
 # -- S3 idempotent producer --------------------------------------------------------

@@ -34,7 +34,7 @@ from lakelog.log import BatchHeader, ControlType, allocate_producer_id, open_par
 from lakelog.log.partition_file import partition_files
 from lakelog.log.records import PARTITION_SCHEMA
 
-pytestmark = pytest.mark.roots("local", "s3")
+pytestmark = pytest.mark.roots("local", "s3", "azure", "gcs", release=("azure", "gcs"))
 
 
 # -- S1 partition log ------------------------------------------------------------

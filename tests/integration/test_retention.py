@@ -60,7 +60,7 @@ def open_log(root, clock):
     return make
 
 
-@pytest.mark.roots("local", "s3")
+@pytest.mark.roots("local", "s3", "azure", "gcs", release=("azure", "gcs"))
 def test_s9_1_retention_ms_removes_whole_files_past_it_and_moves_the_log_start(topic, open_log, caplog):
     name = topic({"retention.ms": DAY_MS})
     log = open_log(name)
@@ -137,7 +137,7 @@ def test_s9_2_an_open_transactions_rows_survive_retention(topic, open_log, clock
     assert open_log(name).fetch(9).rows.num_rows == 0
 
 
-@pytest.mark.roots("local", "s3")
+@pytest.mark.roots("local", "s3", "azure", "gcs", release=("azure", "gcs"))
 def test_s9_1_delete_records_moves_the_log_start_into_a_file_and_removes_files_below_it(topic, open_log):
     name = topic({"retention.ms": -1})
     log = open_log(name)

@@ -37,7 +37,7 @@ from lakelog.log import BatchHeader, open_partition, payload_table
 from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location
 
-pytestmark = pytest.mark.roots("local", "s3")
+pytestmark = pytest.mark.roots("local", "s3", "azure", "gcs", release=("azure", "gcs"))
 
 TOPIC = "orders"
 

@@ -74,7 +74,7 @@ def parse_connection(conn_id: str, extra: Any, login: str | None = None, passwor
         raise InvalidConfig(f"{where}: unknown extra keys {unknown}; known: {sorted(_EXTRA_KEYS)}")
     root = extra.get("root")
     if not isinstance(root, str) or not root.strip():
-        raise InvalidConfig(f"{where}: extra has no root; set extra.root to a folder or s3://bucket/prefix")
+        raise InvalidConfig(f"{where}: extra has no root; set extra.root to a folder or a URI (s3://, az://, gs://)")
     sections: dict[str, dict[str, Any]] = {}
     for name in ("storage_options", "config", *CLIENT_KINDS):
         section = extra.get(name) or {}

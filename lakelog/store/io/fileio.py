@@ -42,8 +42,10 @@ logger = logging.getLogger(__name__)
 
 LOCAL = "file"
 S3 = "s3"
-# URI schemes a root may have, and what each one is read as.
-SCHEMES = {"file": LOCAL, "s3": S3, "s3a": S3}
+AZURE = "az"
+GCS = "gs"
+# URI schemes a root may have, and what each one is read as (Azure: Delta's `az://` and Hadoop's `abfs(s)://`).
+SCHEMES = {"file": LOCAL, "s3": S3, "s3a": S3, "az": AZURE, "abfs": AZURE, "abfss": AZURE, "gs": GCS}
 
 
 # The decoded bytes of one row group of a data file: what a fetch of an offset range decodes at least.
@@ -93,6 +95,10 @@ class FileIO:
         return f"{type(self).__name__}({shown})"
 
     # -- what the engines need -------------------------------------------------
+
+    def endpoint(self) -> str:
+        """Where this FileIO's requests go, for messages."""
+        return "this machine"
 
     def delta_options(self) -> dict[str, str] | None:
         """Storage options for delta-rs (None: its defaults)."""

@@ -13,11 +13,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakelog.errors import InvalidArgument, InvalidConfig
-from lakelog.store.io.fileio import LOCAL, S3, SCHEMES, FileIO, FileStatus, LocalFileIO
+from lakelog.store.io.azure_store import AzureFileIO
+from lakelog.store.io.cloud_settings import azure_settings, gcs_settings
+from lakelog.store.io.fileio import AZURE, GCS, LOCAL, S3, SCHEMES, FileIO, FileStatus, LocalFileIO
+from lakelog.store.io.gcs_store import GcsFileIO
 from lakelog.store.io.s3_fileio import S3FileIO
 from lakelog.store.io.s3_settings import s3_settings
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$", re.DOTALL)
+# Hadoop's ADLS Gen2 spelling: abfss://<container>@<account>.dfs.core.windows.net/<prefix> (or .blob.).
+_ABFS_HOST = re.compile(r"^([^@/]+)@([a-z0-9]+)\.(?:dfs|blob)\.[^/]+$")
+KNOWN = (
+    "a local path, file:///path, s3://bucket/prefix, az://container/prefix (abfss://container@account...) or gs://bucket/prefix"
+)
 
 _file_ios: dict[tuple, FileIO] = {}
 _file_ios_lock = threading.Lock()
@@ -25,7 +33,7 @@ _file_ios_lock = threading.Lock()
 
 def load_file_io(scheme: str, settings: Mapping[str, str] | None = None) -> FileIO:
     """The FileIO of `scheme` with these settings (one shared instance per distinct set)."""
-    kind = {LOCAL: LocalFileIO, S3: S3FileIO}[scheme]
+    kind = {LOCAL: LocalFileIO, S3: S3FileIO, AZURE: AzureFileIO, GCS: GcsFileIO}[scheme]
     key = (scheme, tuple(sorted((settings or {}).items())))
     with _file_ios_lock:
         if key not in _file_ios:
@@ -38,7 +46,8 @@ class Location:
     """A URI (a root, or a table or file under it) with the FileIO that serves it.
 
     `str(location)` is the URI: an absolute local path for local roots (delta-rs
-    and pyarrow take those), `s3://bucket/prefix` for S3. `location / "name"`
+    and pyarrow take those), `s3://bucket/prefix` for S3, `az://container/prefix` for Azure (an `abfss://` URI's
+    account goes into the settings), `gs://bucket/prefix` for GCS. `location / "name"`
     is a child sharing the FileIO.
     """
 
@@ -60,7 +69,7 @@ class Location:
         scheme, rest = match.group(1).lower(), match.group(2)
         if scheme not in SCHEMES:
             raise InvalidConfig(
-                f"{what} {value} has the unknown scheme {scheme!r}; a root is a local path, file:///path or s3://bucket/prefix",
+                f"{what} {value} has the unknown scheme {scheme!r}; a root is {KNOWN}",
                 key=what,
             )
         if SCHEMES[scheme] == LOCAL:
@@ -70,10 +79,24 @@ class Location:
                     f"{what} {value} names host {parsed.netloc!r}; file:// URIs are local: file:///path", key=what
                 )
             return cls(os.path.abspath(urllib.parse.unquote(parsed.path)), load_file_io(LOCAL))
+        kind = SCHEMES[scheme]
         bucket, _, prefix = rest.partition("/")
+        account = None
+        if kind == AZURE and "@" in bucket:
+            host = _ABFS_HOST.match(bucket)
+            if host is None:
+                raise InvalidConfig(
+                    f"{what} {value}: write abfss://container@account.dfs.core.windows.net/prefix or az://container/prefix",
+                    key=what,
+                )
+            bucket, account = host.group(1), host.group(2)
         if not bucket:
-            raise InvalidConfig(f"{what} {value} names no bucket: write s3://bucket/prefix", key=what)
-        uri = f"s3://{bucket}/{prefix.strip('/')}".rstrip("/")
+            raise InvalidConfig(f"{what} {value} names no bucket: write {kind}://bucket/prefix", key=what)
+        uri = f"{kind}://{bucket}/{prefix.strip('/')}".rstrip("/")
+        if kind == AZURE:
+            return cls(uri, load_file_io(AZURE, azure_settings(storage_options, account)))
+        if kind == GCS:
+            return cls(uri, load_file_io(GCS, gcs_settings(storage_options)))
         return cls(uri, load_file_io(S3, s3_settings(storage_options)))
 
     def __str__(self) -> str:
@@ -112,7 +135,7 @@ class Location:
 
     @property
     def bucket(self) -> str | None:
-        return self.uri.split("://", 1)[1].split("/", 1)[0] if self.io.scheme == S3 else None
+        return self.uri.split("://", 1)[1].split("/", 1)[0] if self.io.scheme != LOCAL else None
 
     # Shorthands for this location's own bytes.
     def exists(self) -> bool:

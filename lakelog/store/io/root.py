@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from lakelog.errors import InvalidConfig, KafkaException, KafkaStorageError, SaslAuthenticationFailed
-from lakelog.store.io.fileio import one_line
+from lakelog.store.io.faults import AccessDenied, ConditionalWriteConflict
+from lakelog.store.io.fileio import S3, one_line
 from lakelog.store.io.location import Location
-from lakelog.store.io.s3_requests import AccessDenied, ConditionalWriteConflict
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ _verified_lock = threading.Lock()
 
 
 def check_root(root: Any, storage_options: Mapping[str, Any] | None = None) -> Location:
-    """The root as a Location, checked: a local root must not be a file; an S3 root must be safe to commit on.
+    """The root as a Location, checked: a local root must not be a file; an object store root must be safe to commit on.
 
     Raises InvalidConfig (unknown scheme, missing bucket, a file as root, a store
     without conditional put), SaslAuthenticationFailed (credentials refused) or
@@ -74,7 +74,11 @@ def check_root(root: Any, storage_options: Mapping[str, Any] | None = None) -> L
 
 
 def verify_conditional_put(location: Location) -> str:
-    """Put one object twice under the root with `If-None-Match: *`: the store must refuse the second (412).
+    """Put one object twice under the root with the store's conditional create: the store must refuse the second.
+
+    S3: `If-None-Match: *` (412); Azure: Put Blob with `If-None-Match: *` (409/412); GCS: `ifGenerationMatch=0`
+    (412). An emulator that ignores the condition on the path commits take (fake-gcs-server before mid-2026) is
+    refused here.
 
     Returns CHECKED, TRUSTED (no keys, AWS S3 itself) or UNCHECKED (the keys may
     not write under the root); raises for a store that must not be used.
@@ -85,6 +89,15 @@ def verify_conditional_put(location: Location) -> str:
     itself, which has honoured conditional writes since August 2024.
     """
     settings = location.io.settings
+    if location.scheme == S3:
+        verdict = _s3_trust(location, settings)
+        if verdict is not None:
+            return verdict
+    return _probe(location)
+
+
+def _s3_trust(location: Location, settings: dict[str, str]) -> str | None:
+    """TRUSTED for AWS S3 itself without static keys, nothing to say (probe it) otherwise; raises for unsafe settings."""
     if settings.get("s3_allow_unsafe_rename", "false").lower() == "true":
         raise InvalidConfig(
             f"lakelog.root {location.uri}: s3_allow_unsafe_rename commits by copy and delete, which two writers "
@@ -100,6 +113,10 @@ def verify_conditional_put(location: Location) -> str:
             )
         logger.info("no static keys for %s: trusting AWS S3's conditional writes", location.uri)
         return TRUSTED
+    return None
+
+
+def _probe(location: Location) -> str:
     probe = f"{location.uri.rstrip('/')}/{PROBES_DIR}/{uuid.uuid4().hex}"
     io = location.io
     try:
@@ -130,8 +147,9 @@ def verify_conditional_put(location: Location) -> str:
     if not overwritten:
         return CHECKED
     raise InvalidConfig(
-        f"lakelog.root {location.uri}: the store overwrote an object that a conditional put (If-None-Match) "
-        f"should have refused; two writers could both commit one Delta version there",
+        f"lakelog.root {location.uri}: the store at {location.io.endpoint()} overwrote an object that a conditional "
+        f"create, a conditional put (If-None-Match / ifGenerationMatch), should have refused; two writers could both commit one Delta "
+        f"version there",
         key="lakelog.root",
     )
 
@@ -139,13 +157,22 @@ def verify_conditional_put(location: Location) -> str:
 def root_error(location: Location, error: BaseException) -> KafkaException:
     """What a failure to reach a root means for the user: a missing bucket, refused credentials, or an outage."""
     text = one_line(error)
-    where = location.io.settings.get("endpoint_url") or "the default AWS endpoint"
+    where = location.io.endpoint()
     if "NoSuchBucket" in text or "NO_SUCH_BUCKET" in text:
         return InvalidConfig(
             f"lakelog.root {location.uri}: bucket {location.bucket} does not exist at {where}", key="lakelog.root"
         )
     if any(
-        word in text for word in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403 Forbidden", "ExpiredToken", "InvalidToken")
+        word in text
+        for word in (
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "403 Forbidden",
+            "ExpiredToken",
+            "InvalidToken",
+            "AuthenticationFailed",
+            "401 Unauthorized",
+        )
     ):
         return SaslAuthenticationFailed(f"lakelog.root {location.uri}: {where} refused the credentials ({_reason(text)})")
     return KafkaStorageError(f"lakelog.root {location.uri}: cannot reach {where}: {_reason(text)}", uri=location.uri)
@@ -158,6 +185,8 @@ def _reason(text: str) -> str:
         "InvalidAccessKeyId",
         "SignatureDoesNotMatch",
         "AccessDenied",
+        "AuthenticationFailed",
+        "401 Unauthorized",
         "ExpiredToken",
         "timed out",
         "dns error",

@@ -33,6 +33,9 @@ class S3FileIO(FileIO):
 
     scheme = S3
 
+    def endpoint(self) -> str:
+        return self.settings.get("endpoint_url") or "the default AWS endpoint"
+
     def delta_options(self) -> dict[str, str]:
         options = {}
         for key, value in self.settings.items():

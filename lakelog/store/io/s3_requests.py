@@ -24,6 +24,7 @@ import botocore.session
 from botocore.awsrequest import AWSRequest
 
 from lakelog.errors import KafkaStorageError
+from lakelog.store.io.faults import AccessDenied, ConditionalWriteConflict
 from lakelog.store.io.s3_settings import parse_duration_s
 
 logger = logging.getLogger(__name__)
@@ -36,14 +37,6 @@ _TAKEN = {"412", "PreconditionFailed"}
 _CONFLICT = {"409", "ConditionalRequestConflict", "OperationAborted"}
 # Connections the client keeps per process (botocore: 10): one per request sent side by side.
 MAX_POOL_CONNECTIONS = 32
-
-
-class ConditionalWriteConflict(KafkaStorageError):
-    """A conditional PUT the store refused as racing another one: its outcome is the log's to tell."""
-
-
-class AccessDenied(KafkaStorageError):
-    """The store answered 403 AccessDenied: valid keys that may not make this request under this prefix."""
 
 
 class S3Requests:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lakelog.errors import InvalidConfig
+from lakelog.store.io.cloud_settings import AZURE_KEYS, CLOUD_SECRET_KEYS, GCS_KEYS, cloud_key
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,9 @@ S3_KEYS = {
     # delta-rs's copy-then-delete commit: not atomic, so a root that asks for it is refused (S12.2).
     "s3_allow_unsafe_rename": "AWS_S3_ALLOW_UNSAFE_RENAME",
 }
-SECRET_KEYS = ("access_key_id", "secret_access_key", "session_token")
+# Every store's option keys, with their variables: what `lakelog.storage.*` may name, whatever the root's scheme.
+STORAGE_KEYS = {**S3_KEYS, **AZURE_KEYS, **GCS_KEYS}
+SECRET_KEYS = ("access_key_id", "secret_access_key", "session_token", *CLOUD_SECRET_KEYS)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
 
 
@@ -55,6 +58,8 @@ def s3_settings(options: Mapping[str, Any] | None, environ: Mapping[str, str] | 
         settings["endpoint_url"] = environ["AWS_ENDPOINT"]
     for raw_key, value in (options or {}).items():
         key = storage_key(raw_key)
+        if key not in S3_KEYS:
+            continue  # an Azure or GCS option: not this store's setting
         if value is None:
             settings.pop(key, None)
             continue
@@ -64,12 +69,17 @@ def s3_settings(options: Mapping[str, Any] | None, environ: Mapping[str, str] | 
 
 
 def storage_key(raw_key: Any) -> str:
-    """The canonical name of a storage option (`AWS_ENDPOINT_URL`, `aws_endpoint_url` -> `endpoint_url`)."""
+    """The canonical name of a storage option of any store (`AWS_ENDPOINT_URL`, `aws_endpoint_url` -> `endpoint_url`;
+    `AZURE_STORAGE_ACCOUNT_NAME` -> `account_name`; `STORAGE_EMULATOR_HOST` -> `emulator_host`)."""
     key = str(raw_key).strip().lower()
     if key not in S3_KEYS and key.startswith("aws_"):
         key = key[len("aws_") :]
     if key not in S3_KEYS:
-        raise InvalidConfig(f"unknown storage option {raw_key!r}; known: {', '.join(S3_KEYS)}", key=f"lakelog.storage.{raw_key}")
+        key = cloud_key(key) or key
+    if key not in STORAGE_KEYS:
+        raise InvalidConfig(
+            f"unknown storage option {raw_key!r}; known: {', '.join(STORAGE_KEYS)}", key=f"lakelog.storage.{raw_key}"
+        )
     return key
 
 
@@ -103,4 +113,4 @@ def parse_duration_s(key: str, text: str) -> float:
     return value * {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
 
 
-__all__ = ["S3_KEYS", "SECRET_KEYS", "parse_duration_s", "s3_settings", "storage_key"]
+__all__ = ["S3_KEYS", "SECRET_KEYS", "STORAGE_KEYS", "parse_duration_s", "s3_settings", "storage_key"]
