@@ -3,9 +3,11 @@
 A read_committed consumer stops at a partition's last stable offset, and its committed-offset fetch waits on pending
 transactional offsets (S7.3), for as long as the transaction that holds them is open. Kafka's broker aborts a
 transaction past its `transaction.timeout.ms` by itself; here the held client does: it runs the coordinator sweep's
-timeout step (`TransactionCoordinator.sweep(expire=False)`), which aborts what is past its timeout with an epoch
-bump (the holder is fenced) and finishes what was decided. Safety rests on that epoch and on the strict commit,
-never on the clock: the clock only decides when to try, at most once per `HELD_LOOK_MS`. A root needs no scheduler
+timeout step (`TransactionCoordinator.sweep(expire=False, patient=True)`), which aborts what is past its timeout
+with an epoch bump (the holder is fenced) and finishes what was decided once that too waited past its timeout (until
+then its owner writes its own markers, and a reader finishing them would race it for nothing). Safety rests on that
+epoch and on the strict commit, never on the clock: the clock only decides when to try, at most once per
+`HELD_LOOK_MS`. A root needs no scheduler
 for a program's own progress; `lakelog coordinator sweep` stays for what no client is there to see.
 """
 
@@ -42,7 +44,7 @@ class TransactionTimer:
         self._next_look_ms = now + HELD_LOOK_MS
         if self._coordinator is None:
             self._coordinator = TransactionCoordinator(self._root, clock=self._clock, retry=self._retry)
-        report = self._coordinator.sweep(expire=False)
+        report = self._coordinator.sweep(expire=False, patient=True)
         finished = report.aborted_timed_out + report.rolled_forward
         if finished:
             self._logger.info(

@@ -150,9 +150,10 @@ def test_groups_bad_input_exits_2_with_one_line_and_writes_nothing(lakelog, lake
 
 def test_S6_5_coordinator_sweep_removes_members_past_their_session(lakelog, lake, orders):
     """The member joined a minute ago by its passed-in clock, with a 45 s session: the sweep, a process on
-    the wall clock, finds its lease over without the test waiting for it."""
-    member_id = join(lake, "etl", orders, session_timeout_ms=45_000, clock=FakeClock(wall_clock_ms() - 60_000))
+    the wall clock, finds its lease over without the test waiting for it. The live member joins first: a member
+    that joins later, on the wall clock, expires the stale one itself (the broker's session timer, S6.5)."""
     live_id = join(lake, "etl", orders, session_timeout_ms=45_000)
+    member_id = join(lake, "etl", orders, session_timeout_ms=45_000, clock=FakeClock(wall_clock_ms() - 60_000))
     report = json.loads(ok(lakelog("coordinator", "sweep", "--root", lake)))
     assert report["members_expired"] == [{"group": "etl", "member_id": member_id}]
     assert set(GroupCoordinator(lake).describe("etl").members) == {live_id}

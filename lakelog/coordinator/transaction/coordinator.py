@@ -313,12 +313,19 @@ class TransactionCoordinator:
 
     # -- the sweep (S4.7, S8.2) -------------------------------------------------------
 
-    def sweep(self, *, expire: bool = True) -> SweepReport:
-        """Abort transactions past their timeout (fencing their producer), roll decided ones
-        forward, expire idle transactional ids (not with `expire=False`: what a client held by a
-        transaction runs, the broker's transaction timer). Idempotent; safe beside clients and other sweeps."""
+    def sweep(self, *, expire: bool = True, patient: bool = False) -> SweepReport:
+        """Abort transactions past their timeout (fencing their producer), roll decided ones forward, expire idle
+        transactional ids. A client held by a transaction (the broker's timer) runs it with `expire=False` and
+        `patient`: a decided one is rolled forward only once it too waited past its timeout, as its owner writes its
+        own markers until then. Idempotent; safe beside clients and other sweeps."""
         report = SweepReport()
-        skipped = {SweepAction.NONE} if expire else {SweepAction.NONE, SweepAction.EXPIRE}
+        ignored = {SweepAction.NONE} if expire else {SweepAction.NONE, SweepAction.EXPIRE}
+
+        def due(metadata: TransactionMetadata | None) -> SweepAction:
+            action, now = txn.sweep(metadata, self._clock(), self.config).response, self._clock()
+            early = patient and metadata is not None and now - metadata.txn_last_update_ms <= metadata.transaction_timeout_ms
+            return SweepAction.NONE if action in ignored or (early and action is SweepAction.ROLL_FORWARD) else action
+
         for partition in existing_internal_partitions(self.root, TRANSACTION_STATE_LOG):
             state_log = self._log(partition)
             report.partitions_scanned += 1
@@ -326,13 +333,15 @@ class TransactionCoordinator:
             for transactional_id, metadata in list(state.items()):
                 report.ids_seen += 1
                 # Most ids need nothing: look on the state in hand, commit (on the latest) only if something is due.
-                if txn.sweep(metadata, self._clock(), self.config).response in skipped:
+                if due(metadata) is SweepAction.NONE:
                     continue
 
                 # `transactional_id` bound as a default: this iteration's id (the closure runs within it).
                 def sweep(state: dict[str, TransactionMetadata], transactional_id: str = transactional_id) -> TxnOutcome[Any]:
-                    outcome = txn.sweep(state.get(transactional_id), self._clock(), self.config)
-                    return Outcome(response=SweepAction.NONE) if outcome.response in skipped else outcome
+                    current = state.get(transactional_id)
+                    if due(current) is SweepAction.NONE:
+                        return Outcome(response=SweepAction.NONE)
+                    return txn.sweep(current, self._clock(), self.config)
 
                 outcome = self._logged(state_log.run(sweep))
                 action = outcome.response

@@ -27,6 +27,7 @@ from pathlib import Path
 
 HOLD_TIMEOUT_S = 120.0
 READ_TASKS = 4
+EXECUTORS = 2  # the cluster's two one-core workers
 
 
 def held_source(hold: Path, mode: str):
@@ -86,9 +87,21 @@ def main() -> None:
     spark.stop()
 
 
+def wait_for_executors(context, count: int = EXECUTORS) -> None:
+    """Until `count` executors are alive in the driver: after a case killed one, the next case's stages must again
+    have two to spread over (the retried task already ran on the survivor, before its replacement started)."""
+    deadline = time.monotonic() + HOLD_TIMEOUT_S
+    # The block managers the driver knows: its own and one per live executor (PySpark's tracker has no executor list).
+    while context._jsc.sc().getExecutorMemoryStatus().size() - 1 < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {count} executors after {HOLD_TIMEOUT_S:.0f} s")
+        time.sleep(0.1)
+
+
 def run_case(spark, number: int, case: dict, hold: str | None) -> dict:
     """One root: both reads, the write (held on purpose if the case says `hold`), the view job if it says `view`."""
     context = spark.sparkContext
+    wait_for_executors(context)
     root, storage = case["root"], {f"storage.{key}": value for key, value in case.get("storage", {}).items()}
 
     def topic(isolation_level: str):
