@@ -324,7 +324,8 @@ class TransactionCoordinator:
         def due(metadata: TransactionMetadata | None) -> SweepAction:
             action, now = txn.sweep(metadata, self._clock(), self.config).response, self._clock()
             early = patient and metadata is not None and now - metadata.txn_last_update_ms <= metadata.transaction_timeout_ms
-            return SweepAction.NONE if action in ignored or (early and action is SweepAction.ROLL_FORWARD) else action
+            skip = action is None or action in ignored or (early and action is SweepAction.ROLL_FORWARD)
+            return SweepAction.NONE if skip or action is None else action
 
         for partition in existing_internal_partitions(self.root, TRANSACTION_STATE_LOG):
             state_log = self._log(partition)
