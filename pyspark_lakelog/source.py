@@ -13,7 +13,8 @@ Parquet reader cannot (S3 here: no hadoop-aws jars).
 Writes stage Parquet files under `<root>/_spark_staging/<write>/` on the
 executors, through the root's FileIO; the driver's commit appends them all as
 one lakelog transaction (lakelog.jobs.batch_writer) and deletes the staging
-folder.
+folder. A folder a killed driver left behind is removed by the sweep
+(lakelog.jobs.spark_staging).
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ from pyspark.sql.types import StructType
 
 from lakelog import catalog, config
 from lakelog.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
+from lakelog.jobs.spark_staging import SPARK_STAGING_DIR as STAGING_DIR
 from lakelog.log.records import PAYLOAD_SCHEMA
 from lakelog.log.scan import KAFKA_SCHEMA, PartitionScan
 from lakelog.store import DataFile, FileIO, Location, PinnedSnapshot, Table
 from lakelog.store.io.fileio import one_line
 from pyspark_lakelog.options import DEFAULT_PARTITION_BYTES, ReadOptions, WriteOptions, write_partition_count
 
-STAGING_DIR = "_spark_staging"
 # What opening a piece of a partition costs a task, in bytes of reading: Spark's spark.sql.files.openCostInBytes.
 OPEN_COST_BYTES = 4 << 20
 # Tasks a read is packed into at least, wherever it has that many pieces (Spark's minimum is its default

@@ -1,8 +1,8 @@
 """`lakelog coordinator sweep`: one pass of the coordinator sweep over a root (lakelog.jobs.maintenance), as JSON.
 
 Aborts timed-out transactions and rolls decided ones forward, expires idle transactional ids, removes dead group
-members (S4.7, S6.5), cleans every topic's log (S9.1, S9.3), compacts the internal logs (S9.3) and tombstones spent
-batch records (S9.4).
+members (S4.7, S6.5), cleans every topic's log (S9.1, S9.3), compacts the internal logs (S9.3), tombstones spent
+batch records (S9.4) and removes the staged files of Spark writes that never committed (S9.5).
 """
 
 from __future__ import annotations

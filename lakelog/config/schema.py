@@ -109,5 +109,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "group.consumer.partition.revocation.epochs.enable": BOOL,
         # Kafka's broker key: whether a client's allow.auto.create.topics may create a missing topic.
         "auto.create.topics.enable": BOOL,
+        # lakelog's own: how old a Spark write's staged files get before the sweep removes them.
+        "staging.retention.ms": POSITIVE,
     },
 }

@@ -15,12 +15,13 @@ from lakelog.coordinator.compaction.internal_compaction import InternalCompactio
 from lakelog.coordinator.group.coordinator import GroupCoordinator
 from lakelog.coordinator.transaction.coordinator import SweepReport, TransactionCoordinator
 from lakelog.jobs.sink_records import SpentRecords, sweep_sink_records
+from lakelog.jobs.spark_staging import StagingRemoval, clean_spark_staging
 from lakelog.log.partition import wall_clock_ms
 from lakelog.log.retention import PartitionCleaning, clean_topics
 from lakelog.store import Location, open_root
 
 # The sweep's steps, in the order `sweep` runs them; each may be skipped.
-SWEEP_STEPS = ("transactions", "groups", "log-cleaner", "internal-compaction", "sink-records")
+SWEEP_STEPS = ("transactions", "groups", "log-cleaner", "internal-compaction", "sink-records", "spark-staging")
 
 
 class Sweeper:
@@ -55,6 +56,10 @@ class Sweeper:
         """Tombstone batch records whose rows are all gone, then compact __sink_batches by key (S9.3, S9.4)."""
         return sweep_sink_records(self.root, wall_clock_ms() if now_ms is None else now_ms)
 
+    def spark_staging(self, now_ms: int | None = None) -> list[StagingRemoval]:
+        """Remove the staged files of Spark writes whose driver died before committing, past `staging.retention.ms`."""
+        return clean_spark_staging(self.root, wall_clock_ms() if now_ms is None else now_ms)
+
 
 def sweep(root: str | Location, skip: Iterable[str] = ()) -> dict[str, Any]:
     """One pass of every step but those in `skip` (names of SWEEP_STEPS), as `lakelog coordinator sweep` reports it."""
@@ -74,6 +79,8 @@ def sweep(root: str | Location, skip: Iterable[str] = ()) -> dict[str, Any]:
         report["internal_compaction"] = [dataclasses.asdict(done) for done in sweeper.internal_compaction()]
     if "sink-records" not in left_out:
         report["sink_records"] = [dataclasses.asdict(done) for done in sweeper.sink_records()]
+    if "spark-staging" not in left_out:
+        report["spark_staging"] = [dataclasses.asdict(done) for done in sweeper.spark_staging()]
     return report
 
 

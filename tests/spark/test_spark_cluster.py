@@ -10,6 +10,7 @@ whose every record lands once (S4, S10.2), the committed-view job; an executor S
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -26,7 +27,9 @@ from spark_events import EventLog
 from spark_histories import HistoryWriter, consumer_rows, fetch_rows
 
 from lakelog import catalog, jars, sql
+from lakelog.jobs.maintenance import Sweeper
 from lakelog.log import READ_COMMITTED, READ_UNCOMMITTED, create_topic, open_partition
+from lakelog.log.partition import wall_clock_ms
 from lakelog.store import Location
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-cluster")]
@@ -36,6 +39,7 @@ TOPIC_JOB = Path(__file__).resolve().parent / "cluster_jobs" / "topic_job.py"
 PARTITIONS = 4
 SUBMIT_TIMEOUT_S = 300
 PIPELINES = REPO / "pipelines"
+DAY_MS = 86_400_000  # staging.retention.ms's default
 
 
 @pytest.fixture(scope="module")
@@ -255,6 +259,55 @@ def test_a_local_and_an_s3_root_in_one_application_with_an_executor_killed_mid_w
         delta=False,
     )
     assert len({task.executor_id for task in log.tasks}) == 3, "no executor replaced the killed one"
+
+
+def test_S10_2_S9_5_a_driver_killed_before_its_commit_is_finished_by_a_rerun_and_the_sweep_removes_its_files(
+    cluster, request, tmp_path
+):
+    """The driver SIGKILLed after every write task staged its files and before its transaction: nothing of the write
+    is visible (S4.4). The rerun (the same transactional.id and batch.id, S10.1) commits the unit once (S10.2) beside
+    the dead write's staged files, which the sweep removes once they are past `staging.retention.ms` and not before
+    (S9.5: tidiness on a clock, no safety)."""
+    root, options = make_root(request, "local", tmp_path / "case-0")
+    held = history(root)
+    case = {"root": root, "storage": options, "source": "orders", "dest": "copied"}
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    runs = {}
+    for run, mode in (("killed", "driver"), ("rerun", None)):
+        runs[run] = tmp_path / run
+        runs[run].mkdir()
+        (runs[run] / "spec.json").write_text(json.dumps({"cases": [{**case, "hold": mode}], "hold": str(hold)}))
+
+    def arguments(run: str) -> list[str]:
+        return [str(runs[run] / "spec.json"), str(runs[run] / "result.json")]
+
+    killed = submit(cluster, runs["killed"], "killed", TOPIC_JOB, arguments("killed"), delta=False)
+    commit = json.loads(wait_for_file(hold / "commit-held", killed[0], cluster))
+    staging = Location.of(root, options) / "_spark_staging"
+    staged = {info.uri for info in staging.list(recursive=True) if not info.is_dir}
+    assert {uri for uri, _ in commit["files"]} == staged and len(staged) >= 2, (commit, staged)
+    committed = fetch_rows(root, "orders", READ_COMMITTED)
+    assert sum(records for _, records in commit["files"]) == len(committed)
+    print(f"killing the driver (spark-submit's process group {killed[0].pid}) before its commit of {len(staged)} files")
+    os.killpg(killed[0].pid, signal.SIGKILL)
+    killed[0].wait()
+    with contextlib.suppress(ProcessLookupError):  # the commit's Python worker, if it outlived its JVM
+        os.kill(commit["pid"], signal.SIGKILL)
+    assert consumer_rows(root, "copied", READ_COMMITTED) == []
+
+    _, log = finish(cluster, submit(cluster, runs["rerun"], "rerun", TOPIC_JOB, arguments("rerun"), delta=False))
+    written = Counter(row[3] for row in consumer_rows(root, "copied", READ_COMMITTED))
+    assert written == Counter(row[3] for row in committed) and max(written.values()) == 1
+    assert not {row[3] for row in consumer_rows(root, "copied", READ_UNCOMMITTED)} & (held["aborted"] | held["open"])
+    assert log.spread_over_two("0 write"), log.executors_by_stage("0 write")
+    assert {info.uri for info in staging.list(recursive=True) if not info.is_dir} == staged  # the rerun's are gone
+
+    assert Sweeper(root).spark_staging() == []  # minutes old: kept
+    (removed,) = Sweeper(root).spark_staging(wall_clock_ms() + DAY_MS + 60_000)
+    assert (staging / removed.write).uri == commit["staging"] and removed.files == len(staged)
+    assert not staging.list(recursive=True)
+    assert Counter(row[3] for row in consumer_rows(root, "copied", READ_COMMITTED)) == written
 
 
 # The release tier: lakelog's JVM jars (Delta's reader; on S3 through S3A, set per read from the root's shipped

@@ -13,7 +13,9 @@ view job's Location): the tests start this driver and the cluster without any AW
 lakelog's own writer registered as `lakelog_held`, whose partition 0 task, on its first attempt, holds after it has
 staged all its rows in closed files and before its commit message reaches the driver (a flag-file handshake with the
 test in DIR, never a timer; DIR/held-0-0 names the staged files): `kill` holds it until the test has killed its
-executor (DIR/release), `speculate` until a speculative copy has staged the same rows and finished.
+executor (DIR/release), `speculate` until a speculative copy has staged the same rows and finished. `driver` holds
+the driver's commit instead, after every task staged its files and before the transaction (DIR/commit-held names
+them), for the test to kill the driver there.
 Kept free of pytest and of the tests' helpers: executors import only lakelog and pyspark.
 """
 
@@ -32,7 +34,8 @@ EXECUTORS = 2  # the cluster's two one-core workers
 
 def held_source(hold: Path, mode: str):
     """lakelog's own data source under the name `lakelog_held`, whose write task for partition 0 holds on its first
-    attempt after its writer has staged (and closed) its files and before its commit message goes to the driver.
+    attempt after its writer has staged (and closed) its files and before its commit message goes to the driver
+    (`kill`, `speculate`), or whose driver-side commit holds before its transaction (`driver`).
 
     Defined in a function so that cloudpickle ships the classes by value to the executors (see the module doc).
     """
@@ -45,7 +48,7 @@ def held_source(hold: Path, mode: str):
             staged = TopicWriter.write(self, iterator)
             context = TaskContext.get()
             partition, attempt = context.partitionId(), context.attemptNumber()
-            if partition == 0 and attempt == 0:
+            if partition == 0 and attempt == 0 and mode != "driver":
                 files = [[uri, records] for _, _, uri, records in staged.files]
                 (hold / f"held-{partition}-{attempt}").write_text(json.dumps({"pid": os.getpid(), "files": files}))
                 wanted = "release" if mode == "kill" else f"done-{partition}-"
@@ -55,6 +58,16 @@ def held_source(hold: Path, mode: str):
             if partition == 0 and attempt > 0:
                 (hold / f"done-{partition}-{attempt}").write_text(str(os.getpid()))
             return staged
+
+        def commit(self, messages):
+            if mode == "driver":
+                files = [[uri, records] for message in messages if message for _, _, uri, records in message.files]
+                (hold / "commit-held").write_text(json.dumps({"pid": os.getpid(), "staging": self.staging.uri, "files": files}))
+                deadline = time.monotonic() + HOLD_TIMEOUT_S
+                while time.monotonic() < deadline and not (hold / "release").exists():
+                    time.sleep(0.05)
+                raise RuntimeError("the test was to kill this driver before its commit")
+            return TopicWriter.commit(self, messages)
 
     class HeldLakelog(LakelogDataSource):
         @classmethod
