@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lakelog import version
-from lakelog.cli import consume, coordinator, groups, jars, load, produce, quality, sql, topics, transactions, upgrade, verify
+from lakelog.cli import console, consume, coordinator, groups, jars, load, produce, quality, sql, topics, transactions, upgrade, verify
 from lakelog.cli.common import BadInput, Parser, one_line
 from lakelog.client.roots import check_root, open_root
 from lakelog.config.secrets import RedactingFilter, environment_secrets, redact
@@ -51,7 +51,7 @@ BAD_INPUT_ERRORS = (
 )
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The command modules, in the order `lakelog --help` lists their commands.
-COMMANDS = (topics, produce, consume, load, transactions, groups, jars, upgrade, coordinator, sql, quality, verify)
+COMMANDS = (topics, produce, consume, load, transactions, groups, jars, upgrade, coordinator, sql, quality, verify, console)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
