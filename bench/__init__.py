@@ -39,4 +39,5 @@ BENCHMARKS = (
     "transaction_verification",
     "quality_gate",
     "kafka_reference",
+    "console_scale",
 )

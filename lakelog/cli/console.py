@@ -42,7 +42,7 @@ def _console(args: argparse.Namespace) -> int:
         from lakelog.console.app import ConsoleSettings, create_app
     except ImportError as error:
         raise NotImplementedWithoutExtra.missing("lakelog console", error.name or "starlette", "console") from None
-    settings = ConsoleSettings.of(args.root, args.allow_actions, args.refresh_ms)
+    settings = ConsoleSettings.of(args.root, args.allow_actions, args.refresh_ms, shown_root=args.given_root)
     listener = socket.create_server((args.host, args.port), family=socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     host, port = listener.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

@@ -16,7 +16,21 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lakelog import version
-from lakelog.cli import console, consume, coordinator, groups, jars, load, produce, quality, sql, topics, transactions, upgrade, verify
+from lakelog.cli import (
+    console,
+    consume,
+    coordinator,
+    groups,
+    jars,
+    load,
+    produce,
+    quality,
+    sql,
+    topics,
+    transactions,
+    upgrade,
+    verify,
+)
 from lakelog.cli.common import BadInput, Parser, one_line
 from lakelog.client.roots import check_root, open_root
 from lakelog.config.secrets import RedactingFilter, environment_secrets, redact
@@ -69,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
             # Only the commands that make a root take one that is none yet (a typo is UnresolvedRoot, exit 2).
             opening = check_root if getattr(args, "makes_root", False) else open_root
+            args.given_root = args.root  # as typed: what a page or a message shows the user
             args.root = opening(args.root, _storage_options(args))
         return args.handler(args)
     except BadInput as error:

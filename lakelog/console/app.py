@@ -1,6 +1,7 @@
 """The console's web application: a Starlette app of one root, its pages rendered by Jinja2 on the server.
 
-Every page is a stable URL whose query holds its filter and choices; a page asked for with the header
+Pages are rendered in Starlette's thread pool (the reads block on the store), so one slow page never holds
+another. Every page is a stable URL whose query holds its filter and choices; a page asked for with the header
 `X-Console-Fragment: 1` answers only its content, which the page's script fetches to refresh itself without a
 full reload (static/console.js). Actions (POST) are refused unless the console was started with actions allowed,
 and then only with the token it printed at start-up; each goes through the same Admin API as the CLI, is logged,
@@ -21,6 +22,7 @@ from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -55,10 +57,13 @@ class ConsoleSettings:
     token: str = ""
     refresh_ms: int = REFRESH_MS
     clock: Callable[[], int] = wall_clock_ms
+    # The root as the user gave it (a relative folder stays relative on the pages).
+    shown_root: str = ""
 
     @classmethod
-    def of(cls, root: Location, allow_actions: bool, refresh_ms: int = REFRESH_MS) -> ConsoleSettings:
-        return cls(root, allow_actions, secrets.token_urlsafe(18) if allow_actions else "", refresh_ms)
+    def of(cls, root: Location, allow_actions: bool, refresh_ms: int = REFRESH_MS, shown_root: str = "") -> ConsoleSettings:
+        token = secrets.token_urlsafe(18) if allow_actions else ""
+        return cls(root, allow_actions, token, refresh_ms, shown_root=shown_root or root.uri)
 
 
 def create_app(settings: ConsoleSettings) -> Starlette:
@@ -67,7 +72,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     templates = Jinja2Templates(directory=str(files / "templates"))
     templates.env.globals.update(charts=charts, render=render)
     root = settings.root
-    root_text = str(root.uri if isinstance(root, Location) else root)
+    root_text = settings.shown_root or root.uri
 
     def page(request: Request, name: str, **context: Any) -> Response:
         fragment = request.headers.get(FRAGMENT_HEADER) == "1"
@@ -82,25 +87,28 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         )
         return templates.TemplateResponse(request, name, context)
 
-    async def overview(request: Request) -> Response:
+    def overview(request: Request) -> Response:
         return page(request, "overview.html", view=state.overview(root, settings.clock()))
 
-    async def topic(request: Request) -> Response:
+    def topic(request: Request) -> Response:
         name = request.path_params["name"]
-        description, config, producers = state.topic(root, name)
+        description, config = state.topic(root, name)
         parts = description.partitions
         return page(
             request,
             "topic.html",
             topic=description,
             config=config,
-            producers=producers,
             labels=[str(p.id) for p in parts],
             sizes=[p.high_watermark - p.log_start_offset for p in parts],
             gaps=[p.high_watermark - p.last_stable_offset for p in parts],
         )
 
-    async def messages(request: Request) -> Response:
+    def producers(request: Request) -> Response:
+        name = request.path_params["name"]
+        return page(request, "producers.html", topic=name, partitions=state.producers(root, name))
+
+    def messages(request: Request) -> Response:
         name, partition = request.path_params["name"], int(request.path_params["partition"])
         offset = _int(request.query_params.get("offset"))
         shown = request.query_params.get("isolation", "read_uncommitted")
@@ -119,18 +127,22 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             offset=offset,
         )
 
-    async def transactions(request: Request) -> Response:
+    def transactions(request: Request) -> Response:
         now_ms = settings.clock()
         rows, hanging = state.transactions(root, now_ms)
         return page(request, "transactions.html", rows=rows, hanging=hanging, now_ms=now_ms)
 
-    async def groups(request: Request) -> Response:
+    def groups(request: Request) -> Response:
         return page(request, "groups.html", groups=list(state.groups(root)))
 
-    async def group(request: Request) -> Response:
+    def group(request: Request) -> Response:
         found = state.group(root, request.path_params["group_id"])
         lags = [0 if p.lag_committed is None else p.lag_committed.records for p in found.partitions]
         return page(request, "group.html", group=found, labels=[f"{p.topic}-{p.partition}" for p in found.partitions], lags=lags)
+
+    def quality(request: Request) -> Response:
+        suites, results = state.quality(root)
+        return page(request, "quality.html", suites=suites, results=results)
 
     async def action(request: Request) -> Response:
         form = await request.form()
@@ -142,26 +154,30 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             return _refused("actions are off: start the console with --allow-actions", back)
         if not hmac.compare_digest(str(form.get("token", "")), settings.token):
             return _refused("the action's token is not the one the console printed at start-up", back)
-        try:
-            said = ACTIONS[name](root, form)
-        except KeyError:
+        if name not in ACTIONS:
             return PlainTextResponse(f"no action {name!r}", status_code=404)
+        try:
+            said = await run_in_threadpool(ACTIONS[name], root, form)
+        except KeyError as error:
+            return _said(back, f"{name} refused: the form has no field {error}", refused=True)
         except (KafkaException, ValueError) as error:
             logger.warning("console: %s refused: %s", name, error)
             return _said(back, f"{name} refused: {_one_line(error)}", refused=True)
         logger.warning("console: %s: %s", name, said)
         return _said(back, said)
 
-    async def health(_: Request) -> Response:
+    def health(_: Request) -> Response:
         return PlainTextResponse("ok")
 
     routes = [
         Route("/", overview),
         Route("/topics/{name}", topic),
         Route("/topics/{name}/{partition:int}/messages", messages),
+        Route("/topics/{name}/producers", producers),
         Route("/transactions", transactions),
         Route("/groups", groups),
         Route("/groups/{group_id}", group),
+        Route("/quality", quality),
         Route("/actions/{action}", action, methods=["POST"]),
         Route("/health", health),
         Mount("/static", StaticFiles(directory=str(files / "static")), name="static"),

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 WIDTH = 640
 HEIGHT = 160
 MAX_BARS = 200
+# Up to this many bars, each is labelled under it.
+LABELLED_BARS = 32
 
 
 def bars(title: str, labels: Sequence[str], values: Sequence[int], chart_id: str) -> str:
@@ -25,7 +27,7 @@ def bars(title: str, labels: Sequence[str], values: Sequence[int], chart_id: str
     width = WIDTH / max(len(pairs), 1)
     parts = [
         f'<svg class="chart" id="{html.escape(chart_id)}" role="img" aria-label="{html.escape(shown_title)}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT + 20}" width="{WIDTH}" height="{HEIGHT + 20}">',
+        f'viewBox="0 0 {WIDTH} {HEIGHT + 34}" width="{WIDTH}" height="{HEIGHT + 34}">',
         f'<text x="0" y="12" class="chart-title">{html.escape(shown_title)}; max {top}</text>',
     ]
     for index, (label, value) in enumerate(pairs):
@@ -36,5 +38,9 @@ def bars(title: str, labels: Sequence[str], values: Sequence[int], chart_id: str
             f'y="{HEIGHT + 20 - height:.1f}" width="{max(width - 2, 1):.1f}" height="{height:.1f}">'
             f"<title>{html.escape(label)}: {value}</title></rect>"
         )
+        if len(pairs) <= LABELLED_BARS:
+            parts.append(
+                f'<text class="chart-label" x="{x + width / 2:.1f}" y="{HEIGHT + 32}" text-anchor="middle">{html.escape(label)}</text>'
+            )
     parts.append("</svg>")
     return "".join(parts)

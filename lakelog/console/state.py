@@ -162,13 +162,18 @@ def overview(root: Root, now_ms: int) -> Overview:
     return view
 
 
-def topic(root: Root, name: str) -> tuple[TopicDescription, list[tuple[str, Any]], dict[int, list[Any]]]:
-    """The topic's description, its config (retention and compaction first) and each partition's producers."""
+def topic(root: Root, name: str) -> tuple[TopicDescription, list[tuple[str, Any]]]:
+    """The topic's description and its config (retention and compaction first)."""
     description = admin(root).describe_topics([name])[name].result()
     config = [(key, description.config[key]) for key in TOPIC_KEYS if key in description.config]
     config += sorted((key, value) for key, value in description.config.items() if key not in TOPIC_KEYS)
-    producers = {p.id: transaction_admin.describe_producers(root, name, p.id) for p in description.partitions}
-    return description, config, producers
+    return description, config
+
+
+def producers(root: Root, name: str) -> list[tuple[int, list[Any]]]:
+    """Each partition's producer ids with their epoch, last sequence and last write (S3.5)."""
+    count = len(admin(root).describe_topics([name])[name].result().partitions)
+    return [(partition, transaction_admin.describe_producers(root, name, partition)) for partition in range(count)]
 
 
 def held_back(partition: PartitionDescription) -> int:
@@ -179,8 +184,17 @@ def held_back(partition: PartitionDescription) -> int:
 def hanging_transactions(root: Root, now_ms: int, topics: _Topics | None = None) -> list[HangingRow]:
     """Transactions holding a partition's LSO that no live producer will close (find-hanging), and by how much."""
     topics = _Topics(root) if topics is None else topics
+    # Only a partition whose LSO is below its high watermark can hold a transaction open: the others are not read.
+    holding = [
+        (description.name, partition.id)
+        for description in topics.every()
+        for partition in description.partitions
+        if partition.last_stable_offset < partition.high_watermark
+    ]
+    if not holding:
+        return []
     rows = []
-    for found in transaction_admin.find_hanging_transactions(root, now_ms=now_ms):
+    for found in transaction_admin.find_hanging_transactions(root, now_ms=now_ms, partitions=holding):
         described = topics.partition(found.topic, found.partition)
         high_watermark = found.last_stable_offset if described is None else described.high_watermark
         rows.append(
@@ -280,6 +294,62 @@ class _Topics:
             return None
         return description.partitions[partition]
 
+    def every(self) -> list[TopicDescription]:
+        """Every topic of the root, described (those read already are not read again)."""
+        missing = [name for name in topic_names(self.root) if name not in self.read]
+        for description in describe_topics(self.root, missing) if missing else []:
+            self.read[description.name] = description
+        return [description for description in self.read.values() if description is not None]
+
     def held_back(self, topic_name: str, partition: int) -> int:
         found = self.partition(topic_name, partition)
         return 0 if found is None else held_back(found)
+
+
+@dataclass
+class QualityRow:
+    validated_at: str
+    topic: str
+    suite: str
+    mode: str
+    success: bool
+    rows: int
+    unit: str
+    outcome: str
+    failures: list[str]
+
+
+def quality(root: Root, limit: int = 50) -> tuple[list[tuple[str, Any]], list[QualityRow]]:
+    """Each topic's suite (None: not gated) and the latest validation results with their failing expectations."""
+    import json
+
+    from lakelog.quality.results import outcome, read_results
+    from lakelog.quality.suites import read_suite
+
+    suites = [(name, read_suite(root, name)) for name in topic_names(root) if not name.startswith("__")]
+    results = []
+    for row in read_results(root, limit=limit).to_pylist():
+        failures = []
+        for failure in json.loads(row["failed_expectations"] or "[]"):
+            column = f" {failure['column']}" if failure.get("column") else ""
+            if failure.get("error"):
+                detail = f"error: {failure['error']}"
+            elif failure.get("unexpected_count") is not None:
+                detail = f"{failure['unexpected_count']} unexpected, e.g. {failure.get('unexpected_values')}"
+            else:
+                detail = f"observed {failure.get('observed_value')}"
+            failures.append(f"{failure['type']}{column}: {detail}")
+        results.append(
+            QualityRow(
+                row["validated_at"].strftime("%Y-%m-%d %H:%M:%S UTC"),
+                row["topic"],
+                row["suite_name"],
+                row["mode"],
+                bool(row["success"]),
+                row["row_count"],
+                row["transactional_id"] or row["load_unit"] or "-",
+                outcome(root, row),
+                failures,
+            )
+        )
+    return suites, results

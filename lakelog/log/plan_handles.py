@@ -18,10 +18,11 @@ open does.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from lakelog.log.partition import PartitionLog
 from lakelog.store import Location
@@ -70,6 +71,18 @@ def give_back(location: Location, log: PartitionLog) -> None:
         _handles.move_to_end(key)
         while len(_handles) > KEPT_HANDLES:
             _handles.popitem(last=False)
+
+
+@contextlib.contextmanager
+def kept(root: str | Location, topic: str, partition: int) -> Iterator[PartitionLog]:
+    """The partition's handle at its latest version (kept and refreshed, or opened cold), given back after the
+    block: for a reader that looks at the same partitions again and again (a plan, a console's refresh)."""
+    from lakelog.log.topics import open_partition, partition_path  # topics does not import this module
+
+    location = partition_path(Location.of(root), topic, partition)
+    log = take(location, lambda: open_partition(root, topic, partition))
+    yield log
+    give_back(location, log)
 
 
 def forget() -> None:

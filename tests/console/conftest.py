@@ -3,6 +3,7 @@ read_committed group with no members."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -72,8 +73,40 @@ def make_scene(root: str) -> Scene:
     return Scene(root, live)
 
 
+AMOUNT_SUITE = {
+    "name": "amounts",
+    "expectations": [
+        {"type": "expect_column_values_to_be_between", "kwargs": {"column": "value.amount", "min_value": 0, "max_value": 100}}
+    ],
+    "meta": {},
+}
+
+
+def add_gated_topic(root: str) -> None:
+    """A topic gated by a suite in enforce mode (S11.1): one batch passes, one is refused (Great Expectations runs)."""
+    from lakelog.quality.suites import write_suite
+
+    create_topic(root, "payments", 1)
+    write_suite(root, "payments", json.dumps(AMOUNT_SUITE), mode="enforce")
+    errors = []
+    producer = Producer({"lakelog.root": root, "enable.idempotence": True})
+    for amount in (5, -3):
+        producer.produce("payments", value=json.dumps({"amount": amount}), on_delivery=lambda error, _: errors.append(error))
+        producer.flush()
+    producer.close()
+    assert errors[0] is None and errors[1] is not None, errors
+
+
 @pytest.fixture
 def scene(tmp_path):
     found = make_scene(str(tmp_path / "root"))
+    yield found
+    found.close()
+
+
+@pytest.fixture
+def gated_scene(tmp_path):
+    found = make_scene(str(tmp_path / "root"))
+    add_gated_topic(found.root)
     yield found
     found.close()

@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 
 from lakelog.admin import AdminClient
 from lakelog.client.admin import browse
+from lakelog.client.admin import transactions as transactions_admin
 from lakelog.client.roots import open_root
 from lakelog.console.app import ConsoleSettings, create_app
 
@@ -41,6 +42,11 @@ def test_S5_1_overview_and_topic_pages_show_the_admin_apis_offsets(scene):
         assert cell(topic, "data-partition", str(partition.id), "hw") == str(partition.high_watermark)
     assert cell(topic, "data-partition", "1", "gap") == "1"  # the live transaction's record
     assert 'id="chart-gap"' in topic and "retention.ms" in topic
+    producers = web.get("/topics/orders/producers").text
+    states = transactions_admin.describe_producers(scene.root, "orders", 1)
+    (live,) = states
+    assert cell(producers, "data-producer", str(live.producer_id), "open-from") == "0"
+    assert cell(producers, "data-producer", str(live.producer_id), "epoch") == str(live.producer_epoch)
     # A fragment is the content only (what the page's script swaps in).
     fragment = web.get("/topics/orders", headers={"X-Console-Fragment": "1"}).text
     assert fragment.startswith('<main id="content">') and "<header>" not in fragment
@@ -122,3 +128,15 @@ def test_S8_1_an_allowed_action_with_the_token_aborts_the_hanging_transaction_an
         data={"group": "readers", "strategy": "to-latest", "token": settings.token, "back": "/groups/readers"},
     )
     assert "offsets reset (to-latest)" in done.text and cell(done.text, "data-partition", "orders-0", "lag") == "0"
+
+
+def test_S11_2_quality_page_shows_each_suite_and_the_refused_batch_with_its_failing_expectation(gated_scene):
+    web, _ = client(gated_scene.root)
+    page = web.get("/quality").text
+    assert re.search(
+        r'<tr data-topic="payments"><td><a href="/topics/payments">payments</a></td>\s*<td>amounts</td><td>enforce</td>', page
+    )
+    assert re.search(r'<tr data-topic="orders">.*?not gated', page, re.S)
+    verdicts = re.findall(r'<td class="verdict">(\w+)</td>', page)
+    assert verdicts == ["FAILED", "passed"]  # latest first
+    assert "expect_column_values_to_be_between value.amount: 1 unexpected" in page

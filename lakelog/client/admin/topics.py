@@ -2,35 +2,51 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from lakelog.client.admin.types import NODE_ID, Node, Uuid
 from lakelog.client.types import PartitionDescription, TopicDescription
-from lakelog.log import open_partition, topic_config
+from lakelog.log import plan_handles, topic_config
 from lakelog.log.partition_file import partition_files
 from lakelog.store import Location
 
+# Partitions described side by side: on an object store each is a few small reads that wait on the store.
+DESCRIBE_THREADS = 16
+
 
 def describe_topic(root: str | Location, topic: str) -> TopicDescription:
-    """A topic's partitions (offsets incl. HW and LSO, files, table version, the node), its config and topic id."""
+    """A topic's partitions (offsets incl. HW and LSO, files, table version, the node), its config and topic id.
+
+    Each partition is read at its latest version through the process's kept handles (lakelog.log.plan_handles):
+    a process that describes a topic again (a console's refresh) refreshes them, a GET and a HEAD each on an
+    object store, instead of opening every partition cold.
+    """
     tc = topic_config(root, topic)
     node = Node(NODE_ID, str(root))
-    partitions = []
-    topic_id = None
-    for partition in range(tc.num_partitions):
-        log = open_partition(root, topic, partition)
-        if partition == 0:
-            topic_id = Uuid.of(log.table.table_id)
-        partitions.append(
-            PartitionDescription(
-                id=partition,
-                log_start_offset=log.log_start_offset(),
-                high_watermark=log.high_watermark(),
-                last_stable_offset=log.last_stable_offset(),
-                log_end_offset=log.log_end_offset(),
-                files=len(partition_files(log.table)),
-                table_version=log.version,
-                leader=node,
-                replicas=[node],
-                isr=[node],
+
+    def describe(partition: int) -> tuple[PartitionDescription, str]:
+        with plan_handles.kept(root, topic, partition) as log:
+            return (
+                PartitionDescription(
+                    id=partition,
+                    log_start_offset=log.log_start_offset(),
+                    high_watermark=log.high_watermark(),
+                    last_stable_offset=log.last_stable_offset(),
+                    log_end_offset=log.log_end_offset(),
+                    files=len(partition_files(log.table)),
+                    table_version=log.version,
+                    leader=node,
+                    replicas=[node],
+                    isr=[node],
+                ),
+                log.table.table_id,
             )
-        )
+
+    if tc.num_partitions == 1:
+        described = [describe(0)]
+    else:
+        with ThreadPoolExecutor(min(tc.num_partitions, DESCRIBE_THREADS), thread_name_prefix="lakelog-describe") as pool:
+            described = list(pool.map(describe, range(tc.num_partitions)))
+    partitions = [description for description, _ in described]
+    topic_id = Uuid.of(described[0][1]) if described else None
     return TopicDescription(topic, partitions, dict(tc.values), topic_id=topic_id, is_internal=topic.startswith("__"))

@@ -16,7 +16,9 @@ or joined it at a new epoch, in between, the abort is refused and writes nothing
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
@@ -24,7 +26,7 @@ import pyarrow.compute as pc
 from lakelog.coordinator import TransactionMetadata, TxnState
 from lakelog.coordinator.transaction.coordinator import FaultHook, TransactionCoordinator
 from lakelog.errors import InvalidRequest, InvalidTxnState, KafkaTimeout, OffsetMismatch, UnknownProducerId
-from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, topic_config
+from lakelog.log import ControlType, PartitionLog, list_topics, open_partition, plan_handles, topic_config
 from lakelog.log.partition import APPEND_TIMEOUT_S, wall_clock_ms
 from lakelog.log.partition_file import partition_files
 from lakelog.log.records import MAX_EPOCH
@@ -105,28 +107,30 @@ def describe_transaction(root: str | Location, transactional_id: str) -> Transac
 
 def describe_producers(root: str | Location, topic: str, partition: int) -> list[ProducerState]:
     """Every producer id with state in the partition (S3.5), with the start of its open transaction (-1 if none)."""
-    log = open_partition(root, topic, partition)
-    log.refresh()
-    open_transactions = log.open_transactions()
-    states = []
-    for producer_id in _producer_ids(log):
-        entry = log.producer_entry(producer_id)
-        if entry is None:
-            continue
-        states.append(
-            ProducerState(
-                producer_id=producer_id,
-                producer_epoch=entry.producer_epoch,
-                last_sequence=entry.last_sequence,
-                last_timestamp_ms=entry.last_timestamp_ms,
-                current_transaction_start_offset=open_transactions.get(producer_id, -1),
+    with plan_handles.kept(root, topic, partition) as log:  # at its latest version, refreshed if kept
+        open_transactions = log.open_transactions()
+        states = []
+        for producer_id in _producer_ids(log):
+            entry = log.producer_entry(producer_id)
+            if entry is None:
+                continue
+            states.append(
+                ProducerState(
+                    producer_id=producer_id,
+                    producer_epoch=entry.producer_epoch,
+                    last_sequence=entry.last_sequence,
+                    last_timestamp_ms=entry.last_timestamp_ms,
+                    current_transaction_start_offset=open_transactions.get(producer_id, -1),
+                )
             )
-        )
     return states
 
 
 def find_hanging_transactions(
-    root: str | Location, topic: str | None = None, now_ms: int | None = None
+    root: str | Location,
+    topic: str | None = None,
+    now_ms: int | None = None,
+    partitions: Iterable[tuple[str, int]] | None = None,
 ) -> list[HangingTransaction]:
     """Transactions that hold a partition's LSO and that no live producer will close (S8.1).
 
@@ -139,12 +143,25 @@ def find_hanging_transactions(
     transactions open in both with the same start offset are reported: a live
     transaction is covered from before its first write until after its last
     marker, so it cannot look hanging in that window.
+
+    `partitions` (topic, partition) limits the search to those (a caller that knows which partitions have an LSO
+    below their high watermark: only they can hold a transaction open); default every partition of `topic`, or
+    of every topic.
     """
-    logs = [
-        open_partition(root, name, partition)
-        for name in ([topic] if topic is not None else list_topics(root))
-        for partition in range(topic_config(root, name).num_partitions)
-    ]
+    with contextlib.ExitStack() as kept:
+        # The process's kept handles (lakelog.log.plan_handles), refreshed: a console's refresh does not open every
+        # partition cold.
+        if partitions is None:
+            partitions = [
+                (name, partition)
+                for name in ([topic] if topic is not None else list_topics(root))
+                for partition in range(topic_config(root, name).num_partitions)
+            ]
+        logs = [kept.enter_context(plan_handles.kept(root, name, partition)) for name, partition in partitions]
+        return _hanging(logs, root, now_ms)
+
+
+def _hanging(logs: list[PartitionLog], root: str | Location, now_ms: int | None) -> list[HangingTransaction]:
     now = wall_clock_ms() if now_ms is None else now_ms
     before = [set(log.open_transactions().items()) for log in logs]
     covering: dict[int, TransactionMetadata] = {}
