@@ -26,9 +26,11 @@ query fails the query with OffsetOutOfRange / UnknownTopicOrPartition when
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -36,9 +38,11 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from lakelog.catalog import user_topics
 from lakelog.errors import OffsetOutOfRange, UnknownTopicOrPartition
-from lakelog.log import READ_COMMITTED, PartitionLog, open_partition, topic_config
+from lakelog.log import READ_COMMITTED, PartitionLog, open_partition, plan_handles, topic_config
 from lakelog.log.partition import LOG_END_OFFSET_APP_ID
-from lakelog.log.scan import EARLIEST, LATEST, PartitionScan
+from lakelog.log.scan import EARLIEST, LATEST, PLAN_THREADS, PartitionScan
+from lakelog.log.topics import partition_path
+from lakelog.store import Location
 from lakelog.store.delta.pinned import pin
 from pyspark_lakelog.source import read_scans, scan_tasks
 from pyspark_lakelog.stream_options import StreamReadOptions
@@ -83,10 +87,11 @@ class TopicStreamReader(DataSourceStreamReader):
                         topic=topic,
                     )
                 offsets[topic] = {}
-                for partition in partitions:
-                    log = open_partition(self.options.root, topic, partition)
-                    spec = given[str(partition)] if given is not None else self._default_start()
-                    offsets[topic][str(partition)] = self._resolve_start(log, spec)
+                with _opened(self.options.root, [(topic, p) for p in partitions]) as logs:
+                    for partition in partitions:
+                        log = _existing(logs, topic, partition)
+                        spec = given[str(partition)] if given is not None else self._default_start()
+                        offsets[topic][str(partition)] = self._resolve_start(log, spec)
             self.initial = offsets
         return self.initial
 
@@ -95,9 +100,10 @@ class TopicStreamReader(DataSourceStreamReader):
         start = self.position if self.position is not None else self.initialOffset()
         begin: Offsets = {}
         end: Offsets = {}
-        for topic, partitions in self._partitions(start).items():
-            for partition in partitions:
-                log = open_partition(self.options.root, topic, partition)
+        wanted = [(topic, partition) for topic, partitions in self._partitions(start).items() for partition in partitions]
+        with _opened(self.options.root, wanted) as logs:
+            for topic, partition in wanted:
+                log = _existing(logs, topic, partition)
                 at = start.get(topic, {}).get(str(partition))
                 first = self._checked_start(log, at)
                 limit = log.last_stable_offset() if self.options.isolation_level == READ_COMMITTED else log.high_watermark()
@@ -112,18 +118,21 @@ class TopicStreamReader(DataSourceStreamReader):
         """The ranges [start, end) of every partition, planned on snapshots taken now (at or past `end`)."""
         self._advance(end)
         scans: list[PartitionScan] = []
+        wanted = []
         for topic, partitions in end.items():
             for key, stop in partitions.items():
                 at = start.get(topic, {}).get(key)
                 if at is not None and at > stop:
                     # Never planned by this reader (an end is never below its position): refuse, not read twice.
                     raise OffsetOutOfRange(f"{topic}-{key}: a micro-batch from offset {at} back to {stop}")
-                if at is not None and at == stop:
-                    continue  # nothing to read (a restart plans the checkpoint's last batch as end..end)
-                try:
-                    log = open_partition(self.options.root, topic, int(key))
-                except UnknownTopicOrPartition:
-                    self._lost(f"topic {topic} was deleted; offsets {at}-{stop} of partition {key} cannot be read", topic)
+                if at is None or at < stop:  # at == stop: nothing to read (a restart plans its last batch as end..end)
+                    wanted.append((topic, int(key)))
+        with _opened(self.options.root, wanted) as logs:
+            for topic, partition in wanted:
+                at, stop = start.get(topic, {}).get(str(partition)), end[topic][str(partition)]
+                log = logs[(topic, partition)]
+                if isinstance(log, UnknownTopicOrPartition):
+                    self._lost(f"topic {topic} was deleted; offsets {at}-{stop} of partition {partition} cannot be read", topic)
                     continue
                 first = self._checked_start(log, at)
                 if first < stop:
@@ -217,6 +226,45 @@ class TopicStreamReader(DataSourceStreamReader):
                 if topic not in topics:
                     self._lost(f"topic {topic} was deleted under the query", topic)
         return found
+
+
+@contextlib.contextmanager
+def _opened(
+    root: object, wanted: list[tuple[str, int]]
+) -> Iterator[dict[tuple[str, int], PartitionLog | UnknownTopicOrPartition]]:
+    """Each wanted partition's handle at its latest version (or the error that says it does not exist), opened side
+    by side (on an object store each is a few small reads that wait on the store), through the process's kept
+    handles (lakelog.log.plan_handles: the stream's Python worker plans every micro-batch again), given back after."""
+    location = Location.of(root)
+
+    def take(one: tuple[str, int]) -> tuple[tuple[str, int], PartitionLog | UnknownTopicOrPartition]:
+        topic, partition = one
+        try:
+            return one, plan_handles.take(
+                partition_path(location, topic, partition), lambda: open_partition(location, topic, partition)
+            )
+        except UnknownTopicOrPartition as error:
+            return one, error
+
+    if len(wanted) <= 1:
+        logs = dict(map(take, wanted))
+    else:
+        with ThreadPoolExecutor(min(len(wanted), PLAN_THREADS), thread_name_prefix="lakelog-stream") as pool:
+            logs = dict(pool.map(take, wanted))
+    try:
+        yield logs
+    finally:
+        for (topic, partition), log in logs.items():
+            if isinstance(log, PartitionLog):
+                plan_handles.give_back(partition_path(location, topic, partition), log)
+
+
+def _existing(logs: Mapping[tuple[str, int], PartitionLog | UnknownTopicOrPartition], topic: str, partition: int) -> PartitionLog:
+    """The handle of a partition the subscription lists; its UnknownTopicOrPartition if it is gone."""
+    log = logs[(topic, partition)]
+    if isinstance(log, UnknownTopicOrPartition):
+        raise log
+    return log
 
 
 def _scan(log: PartitionLog, isolation_level: str, start: int, end: int) -> PartitionScan:

@@ -4,8 +4,11 @@ the way they print tables and one-line errors."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from typing import Any, NoReturn
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
 
 
 class BadInput(Exception):
@@ -33,3 +36,19 @@ def one_line(text: str) -> str:
 
 
 __all__ = ["BadInput", "Parser", "one_line", "print_rows"]
+
+
+def wants_progress(args: argparse.Namespace) -> bool:
+    """A progress bar on stderr only for a person at a terminal: never in a pipe, a log or with --no-progress."""
+    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
+
+
+def add_progress_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (there is none unless stderr is a terminal)")
+
+
+def progress(items: Iterable[T], enabled: bool, total: int | None, desc: str, unit: str) -> Iterator[T]:
+    """`items`, with a bar on stderr (done, rate, time left) when `enabled`."""
+    from tqdm import tqdm
+
+    yield from tqdm(items, total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr)

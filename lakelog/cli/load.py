@@ -12,6 +12,7 @@ import argparse
 import json
 from typing import Any
 
+from lakelog.cli.common import add_progress_flag, wants_progress
 from lakelog.client.roots import partition_count
 from lakelog.jobs.load import default_load_id, load
 from lakelog.jobs.unit_load import load_unit
@@ -39,7 +40,7 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
         help="the load's name: a run with the same name resumes it, and a finished one appends nothing again "
         "(default: a digest of the source's bytes, so an edited file is a new load of every row)",
     )
-    loader.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_progress_flag(loader)
     loader.set_defaults(handler=_load)
 
 
@@ -55,7 +56,7 @@ def _load(args: argparse.Namespace) -> int:
         key_column=args.key_column,
         batch_records=args.batch_records,
         load_id=args.load_id,
-        progress=not args.no_progress,
+        progress=wants_progress(args),
     )
     print(
         json.dumps(
@@ -85,7 +86,7 @@ def _load_spread(args: argparse.Namespace) -> int:
         key_column=args.key_column,
         format=args.format,
         batch_records=args.batch_records,
-        progress=not args.no_progress,
+        progress=wants_progress(args),
     )
     offsets = {str(partition): list(span) for partition, span in sorted(result.offsets.items())}
     appended = result.rows if result.loaded else 0

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
-from lakelog.cli.common import BadInput
+from lakelog.cli.common import BadInput, add_progress_flag, progress, wants_progress
 from lakelog.client import AdminClient, NewTopic, TopicPartition
 from lakelog.client.roots import Location, make_root, partition_count, topic_names
 
@@ -41,6 +41,7 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     delete_records.add_argument(
         "--partition", type=int, action="append", default=None, help="a partition, repeatable (default: every partition)"
     )
+    add_progress_flag(delete_records)
     delete_records.set_defaults(handler=_topics_delete_records)
 
 
@@ -93,8 +94,8 @@ def _topics_delete_records(args: argparse.Namespace) -> int:
     """One line per partition: its log start offset afterwards (S9.1); the first refusal ends the command."""
     partitions = args.partition if args.partition is not None else range(partition_count(args.root, args.topic))
     requests = [TopicPartition(args.topic, partition, args.offset) for partition in partitions]
-    futures = AdminClient({"lakelog.root": args.root}).delete_records(requests)
-    for request in requests:
-        deleted = futures[request].result()
+    admin = AdminClient({"lakelog.root": args.root})
+    for request in progress(requests, wants_progress(args), len(requests), f"delete-records {args.topic}", "partition"):
+        deleted = admin.delete_records([request])[request].result()
         print(json.dumps({"topic": request.topic, "partition": request.partition, "low_watermark": deleted.low_watermark}))
     return 0

@@ -10,7 +10,7 @@ import argparse
 import logging
 from typing import Any
 
-from lakelog.cli.common import print_rows
+from lakelog.cli.common import add_progress_flag, print_rows, progress, wants_progress
 
 logger = logging.getLogger(__name__)
 
@@ -22,13 +22,18 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
         parents=[common],
         help="add the Delta writer features lakelog declares now (invariants) to older tables, so delta-spark reads them",
     )
+    add_progress_flag(upgrade)
     upgrade.set_defaults(handler=_upgrade_protocol)
 
 
 def _upgrade_protocol(args: argparse.Namespace) -> int:
-    from lakelog.jobs.protocol_upgrade import upgrade_root
+    from lakelog.jobs.protocol_upgrade import tables_under, upgrade_table
 
-    done = upgrade_root(args.root)
+    tables = list(tables_under(args.root))
+    done = {
+        table.uri: upgrade_table(table)
+        for table in progress(tables, wants_progress(args), len(tables), "upgrade-protocol", "table")
+    }
     print_rows(["table", "upgraded at version"], [[uri, "-" if version is None else version] for uri, version in done.items()])
     return 0
 

@@ -90,6 +90,9 @@ def venv(tmp_path_factory) -> Iterator[Venv]:
         assert f"lakelog/conf/{kind}.properties" in names
     assert "pyspark_lakelog/__init__.py" in names
     assert "lakelog/jvm/pom.xml" in names, "`lakelog jars fetch` fetches the JVM jars of the pom the wheel carries"
+    # The console's pages, script and style ship inside the package: nothing is fetched at run time.
+    for asset in ("templates/base.html", "templates/transactions.html", "static/console.js", "static/console.css"):
+        assert f"lakelog/console/{asset}" in names, asset
     # The Spark applications and the main job ship under lakelog's namespace, not as a top-level `pipelines`.
     for module in ("__init__", "demo", "consume_transform_produce", "materialize_committed_view", "partition_status"):
         assert f"lakelog/pipelines/{module}.py" in names
