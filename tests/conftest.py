@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from cloud_emulators import Azurite, FakeGcs, available
 from helpers import root_logger_state
+from postgres_server import PostgresServer
+from postgres_server import unavailable as postgres_unavailable
 from s3emulator import S3Emulator
 
 from lakelog.log import create_topic
@@ -215,6 +217,22 @@ def gcs_root(fake_gcs: FakeGcs) -> str:
     bucket = f"t{uuid.uuid4().hex[:20]}"
     fake_gcs.create_bucket(bucket)
     return f"gs://{bucket}/lake"
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL server (a cluster of its own on a loopback port); each test takes a database of it."""
+    reason = postgres_unavailable()
+    if reason:
+        pytest.skip(reason)
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres: PostgresServer) -> str:
+    """A fresh, empty database of the session's PostgreSQL server."""
+    return postgres.new_database()
 
 
 @pytest.fixture

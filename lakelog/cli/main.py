@@ -25,6 +25,7 @@ from lakelog.cli import (
     load,
     produce,
     quality,
+    sink,
     sql,
     topics,
     transactions,
@@ -65,7 +66,22 @@ BAD_INPUT_ERRORS = (
 )
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The command modules, in the order `lakelog --help` lists their commands.
-COMMANDS = (topics, produce, consume, load, transactions, groups, jars, upgrade, coordinator, sql, quality, verify, console)
+COMMANDS = (
+    topics,
+    produce,
+    consume,
+    load,
+    transactions,
+    groups,
+    jars,
+    upgrade,
+    coordinator,
+    sql,
+    quality,
+    verify,
+    console,
+    sink,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

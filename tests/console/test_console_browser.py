@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import STRAY_PRODUCER
 
 from lakelog.admin import AdminClient
+from tests.console.conftest import STRAY_PRODUCER
 
 CHROMIUM = os.environ.get("LAKELOG_CHROMIUM", "/usr/bin/chromium")
 FLAGS = [

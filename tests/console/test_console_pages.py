@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import STRAY_PRODUCER
 from helpers import table_fingerprint
 from starlette.testclient import TestClient
 
@@ -15,6 +14,7 @@ from lakelog.client.admin import browse
 from lakelog.client.admin import transactions as transactions_admin
 from lakelog.client.roots import open_root
 from lakelog.console.app import ConsoleSettings, create_app
+from tests.console.conftest import STRAY_PRODUCER
 
 
 def client(root: str, allow_actions: bool = False) -> tuple[TestClient, ConsoleSettings]:
