@@ -15,19 +15,44 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from cloud_emulators import Emulator
 from s3emulator import S3Emulator, exported_env
 from s3proxy import ProxiedRequest
 from s3proxy_process import ProxyProcess
 
 
 def kind(request: ProxiedRequest) -> str:
-    """PUT, HEAD, GET, LIST (a GET of a bucket listing) or DELETE/POST."""
+    """PUT, HEAD, GET, LIST (a GET of a bucket listing) or DELETE/POST, in S3's words on every store, so that one
+    operation's requests compare across stores:
+
+    - S3 and Azure (Put Blob, Get Blob, Get Blob Properties, Delete Blob) use these methods; a GET of a listing
+      (S3's `list-type`/`prefix`, Azure's `comp=list`) is LIST.
+    - GCS's JSON API: an upload (a POST to `/upload/storage/v1/...`, the create a commit is) is PUT; a GET of an
+      object's media (`alt=media`, or under `/download/`) is GET; a GET of its metadata (`/storage/v1/b/<bucket>/o/
+      <name>`, what the client's `get_blob` sends) or of a bucket's is HEAD; a GET of `/storage/v1/b/<bucket>/o` is
+      LIST.
+    """
     parts = urllib.parse.urlsplit(request.path)
+    query = urllib.parse.parse_qs(parts.query)
+    path = parts.path
+    if path.startswith(("/upload/storage/v1/", "/storage/v1/", "/download/storage/v1/")):
+        return _gcs_kind(request.method, path, query)
     if request.method == "GET":
-        query = urllib.parse.parse_qs(parts.query)
-        if "list-type" in query or "prefix" in query or parts.path.strip("/").count("/") == 0:
+        if "list-type" in query or "prefix" in query or query.get("comp") == ["list"] or path.strip("/").count("/") == 0:
             return "LIST"
     return request.method
+
+
+def _gcs_kind(method: str, path: str, query: dict[str, list[str]]) -> str:
+    if method == "POST" and path.startswith("/upload/"):
+        return "PUT"
+    if method == "GET":
+        if path.startswith("/download/") or query.get("alt") == ["media"]:
+            return "GET"
+        if path.rstrip("/").endswith("/o"):
+            return "LIST"
+        return "HEAD"  # an object's or a bucket's metadata
+    return method
 
 
 def depth(requests: Sequence[ProxiedRequest], delay: float) -> int:
@@ -75,9 +100,11 @@ class Trace:
 
 
 class DelayedStore:
-    """The S3 emulator behind a ProxyProcess that adds `delay` to every request; `env()` points clients at it."""
+    """An emulator (S3Emulator, or tests/cloud_emulators.py's Azurite or FakeGcs) behind a ProxyProcess that adds
+    `delay` to every request; `env()` is the emulator's settings pointing clients at the proxy (S3's AWS_ENDPOINT_URL,
+    Azure's connection string with the proxy as its BlobEndpoint, GCS's STORAGE_EMULATOR_HOST)."""
 
-    def __init__(self, emulator: S3Emulator, delay: float) -> None:
+    def __init__(self, emulator: S3Emulator | Emulator, delay: float) -> None:
         self.emulator = emulator
         self.proxy = ProxyProcess(emulator.endpoint_url, strip=False, delay=delay)
         self.delay = delay
@@ -94,7 +121,7 @@ class DelayedStore:
 
     @contextlib.contextmanager
     def exported(self) -> Iterator[DelayedStore]:
-        """The proxy's AWS_* settings in os.environ, restored afterwards."""
+        """The proxy's settings (`env()`) in os.environ, restored afterwards."""
         with exported_env(self.env()):
             yield self
 

@@ -1,8 +1,8 @@
 """The round trips an operation waits for on object storage, counted (never timed) at a delaying proxy in front of
-the S3 emulator (tests/round_trips.py): how many requests it makes, and how many of them were sent one after
-another (its depth). The bounds are what the commit path does today (docs/decisions/commit-path.md); the goals
-are in bench/round_trips.py, which measures them in time.
-"""
+the S3 emulator (tests/round_trips.py), and for an idempotent produce in front of Azurite and fake-gcs-server too:
+how many requests it makes, and how many of them were sent one after another (its depth). The bounds are what the
+commit path does today (docs/decisions/commit-path.md); the goals are in bench/round_trips.py, which measures them
+in time."""
 
 from __future__ import annotations
 
@@ -27,7 +27,26 @@ def delayed(s3):
         yield store
 
 
+# The emulator and root fixtures of each kind of object store (tests/conftest.py).
+STORES = {"s3": ("s3", "s3_root"), "azure": ("azurite", "azure_root"), "gcs": ("fake_gcs", "gcs_root")}
+
+
+@pytest.fixture
+def delayed_root(request, root_kind: str):
+    """The delaying proxy in front of the emulator of `root_kind`, and a fresh root on it."""
+    emulator_fixture, root_fixture = STORES[root_kind]
+    emulator = request.getfixturevalue(emulator_fixture)
+    root = request.getfixturevalue(root_fixture)
+    with DelayedStore(emulator, DELAY_S) as store:
+        yield store, root
+
+
 def settings(store: DelayedStore, root: str) -> dict[str, str]:
+    """The root's settings with every request through the proxy."""
+    if root.startswith("az://"):
+        return {"lakelog.root": root, "lakelog.storage.blob_endpoint": store.emulator.blob_endpoint(store.proxy.endpoint_url)}
+    if root.startswith("gs://"):
+        return {"lakelog.root": root, "lakelog.storage.emulator_host": store.proxy.endpoint_url}
     return {
         "lakelog.root": root,
         "lakelog.storage.endpoint_url": store.proxy.endpoint_url,
@@ -78,10 +97,13 @@ def test_a_transaction_waits_for_its_partitions_side_by_side(delayed, s3_root):
     producer.close()
 
 
-def test_an_idempotent_produce_and_flush_is_one_commit(delayed, s3_root):
+@pytest.mark.roots("s3", "azure", "gcs")
+def test_an_idempotent_produce_and_flush_is_one_commit(delayed_root):
     """An idempotent produce + flush is the read of the topic's quality suite (each batch is judged on the suite
-    attached when it is sent, S11.1) beside the data file's PUT, then the commit's PUT and the S9.5 read after it."""
-    config = settings(delayed, s3_root)
+    attached when it is sent, S11.1) beside the data file's PUT, then the commit's PUT and the S9.5 read after it:
+    the same four requests on each store (tests/round_trips.py names Azure's and GCS's requests in S3's words)."""
+    delayed, root = delayed_root
+    config = settings(delayed, root)
     AdminClient(config).create_topics([NewTopic("t", 1)])["t"].result()
     producer = Producer(config)
 
@@ -128,14 +150,16 @@ def test_an_idle_read_committed_consumer_looks_at_each_partition_once_per_long_p
     producer.close()
 
 
-def test_S5_2_a_plan_made_again_costs_a_get_and_a_head_per_partition(delayed, s3_root):
+@pytest.mark.roots("s3", "azure", "gcs")
+def test_S5_2_a_plan_made_again_costs_a_get_and_a_head_per_partition(delayed_root):
     """A scan plan opens each partition cold once per process (its log, the listing that proves its end, its
     transaction index); made again, it refreshes the kept handles: one GET of the next commit, one HEAD of the one
     in hand, per partition, and nothing of what it read before."""
     from lakelog.log import plan_handles
     from lakelog.log.scan import plan_scan
 
-    config = settings(delayed, s3_root)
+    delayed, root = delayed_root
+    config = settings(delayed, root)
     AdminClient(config).create_topics([NewTopic("planned", 3)])["planned"].result()
     producer = Producer(config)
     for partition in range(3):
@@ -144,7 +168,7 @@ def test_S5_2_a_plan_made_again_costs_a_get_and_a_head_per_partition(delayed, s3
     delayed.set_delay(0.0)  # counts only: no need to wait
     plan_handles.forget()
     with delayed.exported():  # the root's settings from the environment: the proxy's
-        cold = traced(delayed, lambda: plan_scan(s3_root, "planned"))
-        again = traced(delayed, lambda: plan_scan(s3_root, "planned"))
+        cold = traced(delayed, lambda: plan_scan(root, "planned"))
+        again = traced(delayed, lambda: plan_scan(root, "planned"))
     assert cold.count >= 3 * 5, cold.show()
     assert again.count == 3 * 2 and again.mix == {"GET": 3, "HEAD": 3}, again.show()

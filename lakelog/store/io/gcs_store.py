@@ -75,6 +75,16 @@ class GcsClient(ObjectClient):
         return client
 
     def _make(self) -> Any:
+        client = self._new_client()
+        # google-cloud-storage (3.x) keeps bucket metadata for its OpenTelemetry spans: each new client GETs its
+        # bucket's metadata on a background thread, and every 404 (an absent object: a consumer's look for the next
+        # commit, a topic with no quality suite) sends a bucket GET after it. Requests lakelog never asked for, a
+        # second request per absent read, for span attributes lakelog does not record.
+        if getattr(client, "_bucket_metadata_cache", None) is not None:
+            client._bucket_metadata_cache = None
+        return client
+
+    def _new_client(self) -> Any:
         from google.cloud import storage
 
         settings = self.settings
