@@ -7,7 +7,7 @@ page opened cold (a fresh page; the process's partition handles warm, as a runni
 page), and its page load. One refresh is the page's own fragment request (what its script fetches every
 --refresh-ms). On the S3 root (moto on loopback behind a counting proxy) the requests of one refresh are counted
 by kind: bounded by the partitions, never by the records. Ratios are each figure over the same at 10 partitions,
-measured in this run; the target of a refresh's requests is 3 per partition (a GET and a HEAD of each partition's
+measured in this run; the target of a refresh's requests is 3 per partition (two GETs of each partition's
 log, plus the page's own listing and coordinator reads).
 """
 

@@ -4,16 +4,17 @@ A scan plan (lakelog.log.scan) needs each partition's latest snapshot. Opened co
 `_last_checkpoint`, its checkpoint, every commit since, and the listing that proves the end of its log: on S3 eight
 or nine requests for a partition of a few commits (bench/scale.py). A driver plans the same topic again and again
 (every micro-batch of a stream, every view refresh of a long-lived scheduler worker, every read of a notebook), so
-the handles are kept here and refreshed (the log cleaner of a sweep, lakelog.log.retention, takes them too): a GET of the next commit and a HEAD of the one in hand when nothing is new
-(lakelog.store.delta.log `advance`), one GET per new commit otherwise.
+the handles are kept here and refreshed (the log cleaner of a sweep, lakelog.log.retention, takes them too): a
+GET of the next commit and a GET of the one in hand when nothing is new (still there, still this table's;
+lakelog.store.delta.log `advance`), one GET per new commit otherwise.
 
 A kept handle is a cache of what the table holds, never a decision: a plan only reads, and each plan refreshes
 the handle to the latest version before it pins the snapshot it reads (S5.2); the cleaner decides on the refreshed
 snapshot and commits strictly after it, as on a handle just opened (a lost race reloads it). A handle is taken out while a plan
 uses it (two plans at once never share one: the other opens its own), and dropped when its refresh fails in any
-way: a table deleted and made again under its name (the refresh finds another table's commit) or a topic whose
-configuration changed (its partition count among it) is then opened cold, which tells the cases apart as a first
-open does.
+way: a table deleted and made again under its name (the refresh finds another table's commit, at the next
+version or at the one in hand) or a topic whose configuration changed (its partition count among it) is then
+opened cold, which tells the cases apart as a first open does.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ transaction index kept between the plans of the process
 (lakelog.log.scan_state), so a plan folds only the rows appended since the
 last one, not the whole partition's headers. The partition handles are kept
 too (lakelog.log.plan_handles): a plan made again refreshes each partition (a
-GET and a HEAD when nothing is new) instead of opening it cold.
+GET of the next commit and one of the one in hand when nothing is new) instead of opening it cold.
 
 `PartitionScan.read` reads through `PartitionLog.fetch` on the pinned snapshot:
 the LSO, the aborted-transaction index and the row filter are the log's own,

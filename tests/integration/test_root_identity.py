@@ -57,6 +57,9 @@ CLI_COMMANDS = {
     "quality show": ["orders"],
     "quality delete": ["orders"],
     "quality report": ["--topic", "orders"],
+    "console": ["--port", "0"],
+    "sink postgres": ["--topic", "orders", "--dsn", "host=127.0.0.1 port=9", "--table", "t", "--columns", "a:text"],
+    "sink duckdb": ["--topic", "orders", "--database", "sink.duckdb", "--table", "t", "--columns", "a:text"],
 }
 # The commands that make a root: init, and the explicit admin call that creates a topic.
 MAKING_COMMANDS = ("init", "topics create")
@@ -161,6 +164,7 @@ def test_every_cli_command_on_a_mistyped_root_says_so_and_writes_nothing(root, t
         assert f"lakelog init --root {Location.of(typo).uri}" in lines[0], command
         assert result.stdout == "", command
     assert written(typo) == []
+    assert not (tmp_path / "sink.duckdb").exists()  # the refused sink opened no database
 
 
 def test_lakelog_init_makes_a_root_that_every_client_then_takes(typo):

@@ -223,3 +223,22 @@ def test_S5_2_a_plan_made_again_refreshes_its_kept_handles_to_the_latest_rows_an
     delete_topic(root, "kept")
     with pytest.raises(UnknownTopicOrPartition):
         plan_scan(root, "kept")
+
+
+def test_S12_3_a_topic_deleted_and_made_again_to_the_same_version_is_read_afresh_and_fences_old_handles(root):
+    """A kept handle, and a writer's handle, of a topic deleted and made again up to the very version they hold: the
+    refresh reads the commit in hand again and finds another table's, so the plan reads the new topic's rows (not
+    the deleted one's, from files gone) and the old handle is told its partition is unknown."""
+    from lakelog.log.topic_changes import delete_topic
+
+    create_topic(root, "again", 1)
+    open_partition(root, "again", 0).append(payload_table([b"old"]))
+    held = open_partition(root, "again", 0)
+    assert [values(scan) for scan in plan_scan(root, "again")] == [[b"old"]]
+    delete_topic(root, "again")
+    create_topic(root, "again", 1)
+    open_partition(root, "again", 0).append(payload_table([b"new"]))
+    assert open_partition(root, "again", 0).version == held.version  # the same version, another table
+    assert [values(scan) for scan in plan_scan(root, "again")] == [[b"new"]]
+    with pytest.raises(UnknownTopicOrPartition):
+        held.refresh()

@@ -18,7 +18,7 @@ def describe_topic(root: str | Location, topic: str) -> TopicDescription:
     """A topic's partitions (offsets incl. HW and LSO, files, table version, the node), its config and topic id.
 
     Each partition is read at its latest version through the process's kept handles (lakelog.log.plan_handles):
-    a process that describes a topic again (a console's refresh) refreshes them, a GET and a HEAD each on an
+    a process that describes a topic again (a console's refresh) refreshes them, two GETs each on an
     object store, instead of opening every partition cold.
     """
     tc = topic_config(root, topic)

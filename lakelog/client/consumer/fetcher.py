@@ -287,7 +287,7 @@ class Fetcher:
         """Look at the store for the partition's new commits if its long poll is due (Kafka's fetch.wait.max.ms).
 
         A look that finds nothing new waits before the next: IDLE_LOOK_S, then twice as long each time, up to
-        fetch.wait.max.ms, so an idle partition costs at most one look (a GET, and a HEAD) per fetch.wait.max.ms;
+        fetch.wait.max.ms, so an idle partition costs at most one look (two GETs) per fetch.wait.max.ms;
         a commit is seen within that wait of landing. A look that finds one makes the next immediate."""
         now = time.monotonic()
         if now < state.next_look:

@@ -110,7 +110,13 @@ class DeltaLog:
                 break
             snapshot.apply(actions, snapshot.version + 1)
             moved = True
-        if moved or snapshot.version < 0 or self.commit_exists(snapshot.version):
+        if moved or snapshot.version < 0:
+            return snapshot
+        # The one in hand, read again (a GET, as cheap as a HEAD for a commit): still there, and still this table's.
+        current = self.read_commit(snapshot.version)
+        if current is not None:
+            if not snapshot.still_holds(current):
+                raise DamagedLog(f"commit {snapshot.version} belongs to another table now: a table deleted and made again?")
             return snapshot
         logger.info(
             "%s: commit %d is gone (log cleanup): opening from the latest checkpoint", self.location.uri, snapshot.version

@@ -80,6 +80,8 @@ class Snapshot:
         # Values a layer above derived from this snapshot (`derived`), by its key: (version, value, step).
         self._derived: dict[object, tuple[int, Any, Step | None]] = {}
         self._schema: tuple[str, pa.Schema] | None = None
+        # The lakelog commit id of the commit at `version`, if this snapshot read that commit (not a checkpoint's).
+        self.commit_id: str | None = None
 
     # -- replay ------------------------------------------------------------------
 
@@ -109,6 +111,7 @@ class Snapshot:
         if not isinstance(info, dict) or not isinstance(info.get(COMMIT_ID_KEY), str):
             what = "is empty" if not actions else "has no lakelog commit info"
             raise DamagedLog(f"commit {version} {what}: no lakelog writer made it")
+        self.commit_id = info[COMMIT_ID_KEY]
         table = info.get(TABLE_ID_KEY)
         if table is None:
             return  # a commit of a writer from before tables carried their id
@@ -201,7 +204,27 @@ class Snapshot:
         other._unread_tombstones, other._taken_away = self._unread_tombstones, set(self._taken_away)
         other._entries = dict(self._entries)
         other._schema = self._schema
+        other.commit_id = self.commit_id
         return other
+
+    def still_holds(self, actions: list[dict[str, Any]]) -> bool:
+        """Whether `actions`, commit `version` read again, is still the commit this snapshot ends with: False if the
+        table was deleted and made again under its name up to the same version (another table id or commit id).
+
+        A table lakelog does not write (no commit info to tell) is taken as unchanged.
+        """
+        if not _is_lakelog_protocol(self.protocol):
+            return True
+        info = next((action["commitInfo"] for action in actions if "commitInfo" in action), None)
+        if not isinstance(info, dict) or not isinstance(info.get(COMMIT_ID_KEY), str):
+            raise DamagedLog(f"commit {self.version} {'is empty' if not actions else 'has no lakelog commit info'} now")
+        table = info.get(TABLE_ID_KEY)
+        if table is not None and table != self.table_id:
+            return False
+        if self.commit_id is not None and info[COMMIT_ID_KEY] != self.commit_id:
+            return False
+        self.commit_id = info[COMMIT_ID_KEY]
+        return True
 
     # -- reading -------------------------------------------------------------------
 
