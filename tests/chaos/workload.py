@@ -20,6 +20,11 @@ from lakelog.log import READ_COMMITTED, create_topic, open_partition
 TOPIC = "chaos"
 PARTITIONS = 2
 DRAIN_TIMEOUT_S = 60
+# The readers' long poll (fetch.wait.max.ms): an idle partition is looked at again at least this often, so a
+# poll of DRAIN_POLL_S, longer than it, that finds nothing means nothing more is there. With the default (500 ms)
+# a 0.3 s poll could end before the look that sees the last writes, and a planted skip went unseen.
+FETCH_WAIT_MS = 100
+DRAIN_POLL_S = 0.3
 
 # Planted bug -> what the misbehaving client does (and the anomaly class the checker must find).
 BUGS = {
@@ -47,7 +52,11 @@ def run_workload(root: str, history_dir: str, plan: list[PlannedTransaction], bu
     producer.init_transactions()
     uncommitted = bug in ("read-uncommitted", "read-uncommitted-open")
     reader = RecordingConsumer(
-        {"lakelog.root": root, "isolation.level": "read_uncommitted" if uncommitted else "read_committed"},
+        {
+            "lakelog.root": root,
+            "isolation.level": "read_uncommitted" if uncommitted else "read_committed",
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
+        },
         HistoryWriter(history_dir, "reader-0"),
         claims="read_committed",
     )
@@ -89,7 +98,7 @@ def run_workload(root: str, history_dir: str, plan: list[PlannedTransaction], bu
     reader.close()
     for name, isolation in (("reader-final", "read_committed"), ("monitor", "read_uncommitted")):
         with RecordingConsumer(
-            {"lakelog.root": root, "isolation.level": isolation},
+            {"lakelog.root": root, "isolation.level": isolation, "fetch.wait.max.ms": FETCH_WAIT_MS},
             HistoryWriter(history_dir, name),
             count_offsets=name == "monitor" and bug == "counted-offsets",
         ) as consumer:
@@ -140,6 +149,6 @@ def plain_sends(root: str, history_dir: str, out_of_order: bool) -> None:
 def drain(consumer: Consumer) -> None:
     """Consume until a poll finds nothing more (every write has ended before this is called)."""
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
-    while consumer.consume(1000, 0.3):
+    while consumer.consume(1000, DRAIN_POLL_S):
         if time.monotonic() > deadline:
             raise TimeoutError(f"still reading after {DRAIN_TIMEOUT_S} s")
