@@ -26,6 +26,12 @@ def table_fingerprint(path: str | os.PathLike[str]) -> list[tuple[str, int, str]
     return sorted(entries)
 
 
+def fingerprint_but_sweeps(root: str | os.PathLike[str]) -> list[tuple[str, int, str]]:
+    """`table_fingerprint` of a root less its `__sweeps` log, where every sweep leaves its row (a sweep that changes
+    nothing else is idempotent: S8.2)."""
+    return [entry for entry in table_fingerprint(root) if not entry[0].startswith("__sweeps/")]
+
+
 def folder_listing(path: str | os.PathLike[str]) -> list[str]:
     """Every file and folder under `path` (relative, sorted): catches empty folders a fingerprint misses.
 

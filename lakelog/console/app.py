@@ -88,17 +88,20 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         return templates.TemplateResponse(request, name, context)
 
     def overview(request: Request) -> Response:
-        return page(request, "overview.html", view=state.overview(root, settings.clock()))
+        view = state.overview(root, settings.clock())
+        labels = [f"-{len(view.commits_per_minute) - index} min" for index in range(len(view.commits_per_minute))]
+        return page(request, "overview.html", view=view, minute_labels=labels)
 
     def topic(request: Request) -> Response:
         name = request.path_params["name"]
-        description, config = state.topic(root, name)
+        description, config, history = state.topic(root, name, settings.clock())
         parts = description.partitions
         return page(
             request,
             "topic.html",
             topic=description,
             config=config,
+            history=history,
             labels=[str(p.id) for p in parts],
             sizes=[p.high_watermark - p.log_start_offset for p in parts],
             gaps=[p.high_watermark - p.last_stable_offset for p in parts],
@@ -136,7 +139,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         return page(request, "groups.html", groups=list(state.groups(root)))
 
     def group(request: Request) -> Response:
-        found = state.group(root, request.path_params["group_id"])
+        found = state.group(root, request.path_params["group_id"], settings.clock())
         lags = [0 if p.lag_committed is None else p.lag_committed.records for p in found.partitions]
         return page(request, "group.html", group=found, labels=[f"{p.topic}-{p.partition}" for p in found.partitions], lags=lags)
 

@@ -9,12 +9,13 @@ counts records (lakelog.client.admin.browse.records_lag, bounded per partition).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog.client import AdminClient
-from lakelog.client.admin import browse
+from lakelog.client.admin import browse, timeline
 from lakelog.client.admin import groups as group_admin
 from lakelog.client.admin import transactions as transaction_admin
 from lakelog.client.admin.browse import READ_COMMITTED, READ_UNCOMMITTED
@@ -29,6 +30,13 @@ Root = str | Location
 # Topic config keys a topic page shows first (retention and compaction); the rest follow in name order.
 TOPIC_KEYS = ("cleanup.policy", "retention.ms", "retention.bytes", "delete.retention.ms", "segment.files", "compression.type")
 ONGOING = "Ongoing"
+# The overview's chart of commits: one bar per minute over this many minutes.
+HISTORY_MINUTES = 60
+# A topic's chart of commits: at most this many bars over its history.
+HISTORY_BARS = 60
+MINUTE_MS = 60_000
+# A sweep older than this is flagged: the broker's timers (transaction and session timeouts) wait for the next one.
+SWEEP_STALE_MS = 10 * MINUTE_MS
 
 
 @dataclass
@@ -55,6 +63,19 @@ class Overview:
     open_transactions: int
     groups: int
     warnings: list[Warning_] = field(default_factory=list)
+    # Commits (data files written) per minute over the last HISTORY_MINUTES, oldest first, of every topic.
+    commits_per_minute: list[int] = field(default_factory=list)
+    last_sweep: timeline.SweepRow | None = None
+
+
+@dataclass
+class History:
+    """A topic's history from its files in hand (lakelog.client.admin.timeline)."""
+
+    offsets: list[tuple[int, int]]
+    bucket_minutes: int
+    commits: list[int]
+    bucket_labels: list[str]
 
 
 @dataclass
@@ -106,6 +127,8 @@ class GroupView:
     assignor: str
     members: list[Any]
     partitions: list[GroupPartition]
+    # (time, the group's offset lag then) at each of its offset commits still in its log.
+    lag_over_time: list[tuple[int, int]] = field(default_factory=list)
 
 
 def admin(root: Root) -> AdminClient:
@@ -126,8 +149,35 @@ def describe_topics(root: Root, names: list[str] | None = None) -> list[TopicDes
     return found
 
 
+def described_with_writes(
+    root: Root, names: list[str] | None = None
+) -> list[tuple[TopicDescription, dict[int, list[timeline.Written]]]]:
+    """Each topic's description and its partitions' commits, read in one refresh (deleted ones left out)."""
+    found = []
+    for name in topic_names(root) if names is None else names:
+        try:
+            found.append(timeline.topic_writes(root, name))
+        except KafkaException as error:  # deleted between the listing and the read: left out, and said
+            logger.info("console: topic %s is not described (%s)", name, error)
+    return found
+
+
+def history(writes: dict[int, list[timeline.Written]], now_ms: int) -> History:
+    """Offsets written over time, and commits per bucket from the first commit in hand to now."""
+    times = [write.time_ms for each in writes.values() for write in each]
+    first = min(times, default=now_ms)
+    span_minutes = max(1, -(-(now_ms - first) // MINUTE_MS))
+    bucket = max(1, -(-span_minutes // HISTORY_BARS))
+    bars = -(-span_minutes // bucket)
+    start = now_ms - bars * bucket * MINUTE_MS
+    commits = timeline.commits_per_bucket(times, start, now_ms + 1, bars)
+    labels = [time.strftime("%m-%d %H:%M", time.gmtime((start + index * bucket * MINUTE_MS) / 1000)) for index in range(bars)]
+    return History(timeline.offsets_over_time(writes), bucket, commits, labels)
+
+
 def overview(root: Root, now_ms: int) -> Overview:
-    topics = describe_topics(root)
+    read = described_with_writes(root)
+    topics = [description for description, _ in read]
     rows = [
         TopicRow(
             t.name,
@@ -142,6 +192,27 @@ def overview(root: Root, now_ms: int) -> Overview:
     listings = transaction_admin.list_transactions(root)
     groups = group_admin.list_groups(root)
     view = Overview(rows, len(listings), sum(1 for t in listings if str(t.state) == ONGOING), len(groups))
+    times = [write.time_ms for _, writes in read for each in writes.values() for write in each]
+    start = now_ms - HISTORY_MINUTES * MINUTE_MS
+    view.commits_per_minute = timeline.commits_per_bucket(times, start + 1, now_ms + 1, HISTORY_MINUTES)
+    view.last_sweep = timeline.last_sweep(root)
+    if view.last_sweep is None:
+        view.warnings.append(
+            Warning_(
+                "no sweep",
+                "no sweep has run: timed-out transactions and members stay until `lakelog coordinator sweep` runs",
+                "/transactions",
+            )
+        )
+    elif now_ms - view.last_sweep.finished_ms > SWEEP_STALE_MS:
+        minutes = (now_ms - view.last_sweep.finished_ms) // MINUTE_MS
+        view.warnings.append(
+            Warning_(
+                "sweep overdue",
+                f"the last sweep ended {minutes} minutes ago: timed-out transactions and members wait for the next",
+                "/transactions",
+            )
+        )
     memo = _Topics(root)
     memo.read.update((t.name, t) for t in topics)
     for hanging in hanging_transactions(root, now_ms, memo):
@@ -162,12 +233,12 @@ def overview(root: Root, now_ms: int) -> Overview:
     return view
 
 
-def topic(root: Root, name: str) -> tuple[TopicDescription, list[tuple[str, Any]]]:
-    """The topic's description and its config (retention and compaction first)."""
-    description = admin(root).describe_topics([name])[name].result()
+def topic(root: Root, name: str, now_ms: int) -> tuple[TopicDescription, list[tuple[str, Any]], History]:
+    """The topic's description, its config (retention and compaction first) and its history."""
+    description, writes = timeline.topic_writes(root, name)
     config = [(key, description.config[key]) for key in TOPIC_KEYS if key in description.config]
     config += sorted((key, value) for key, value in description.config.items() if key not in TOPIC_KEYS)
-    return description, config
+    return description, config, history(writes, now_ms)
 
 
 def producers(root: Root, name: str) -> list[tuple[int, list[Any]]]:
@@ -243,7 +314,7 @@ def transactions(root: Root, now_ms: int) -> tuple[list[TransactionRow], list[Ha
     return rows, hanging
 
 
-def group(root: Root, group_id: str) -> GroupView:
+def group(root: Root, group_id: str, now_ms: int | None = None) -> GroupView:
     description = group_admin.describe_group(root, group_id)
     partitions = []
     for row in group_admin.group_offsets(root, group_id):
@@ -262,6 +333,10 @@ def group(root: Root, group_id: str) -> GroupView:
                 row.lag_lso,
             )
         )
+    commits = timeline.offset_history(root, group_id)
+    writes: dict[tuple[str, int], list[timeline.Written]] = {}
+    for description_, by_partition in described_with_writes(root, sorted({commit.topic for commit in commits})):
+        writes.update(((description_.name, partition), each) for partition, each in by_partition.items())
     return GroupView(
         group_id,
         str(getattr(description.state, "name", description.state)),
@@ -270,6 +345,7 @@ def group(root: Root, group_id: str) -> GroupView:
         str(description.partition_assignor),
         list(description.members),
         partitions,
+        timeline.lag_over_time(commits, writes, now_ms),
     )
 
 

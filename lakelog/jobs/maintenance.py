@@ -8,7 +8,7 @@ S8.2, S9.1, S9.3, S9.4): overlapping or retried sweeps do no harm.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lakelog.coordinator.compaction.internal_compaction import InternalCompaction, compact_internal_logs
@@ -18,6 +18,7 @@ from lakelog.jobs.sink_records import SpentRecords, sweep_sink_records
 from lakelog.jobs.spark_staging import StagingRemoval, clean_spark_staging
 from lakelog.log.partition import wall_clock_ms
 from lakelog.log.retention import PartitionCleaning, clean_topics
+from lakelog.log.sweep_log import SweepRow, record_sweep
 from lakelog.store import Location, open_root
 
 # The sweep's steps, in the order `sweep` runs them; each may be skipped.
@@ -56,6 +57,18 @@ class Sweeper:
         """Tombstone batch records whose rows are all gone, then compact __sink_batches by key (S9.3, S9.4)."""
         return sweep_sink_records(self.root, wall_clock_ms() if now_ms is None else now_ms)
 
+    def record(self, started_ms: int, steps: Iterable[str], report: Mapping[str, Any]) -> SweepRow:
+        """Leave the sweep's row in `__sweeps` (lakelog.log.sweep_log): when it ran, its steps and how many things
+        each list of `report` holds, for an operator to see (never read by a rule)."""
+        counts: dict[str, int] = {}
+        for key, value in report.items():
+            for name, inner in value.items() if isinstance(value, Mapping) else [(key, value)]:
+                if isinstance(inner, list):
+                    counts[name] = len(inner)
+        row = SweepRow(started_ms, wall_clock_ms(), list(steps), counts)
+        record_sweep(self.root, row)
+        return row
+
     def spark_staging(self, now_ms: int | None = None) -> list[StagingRemoval]:
         """Remove the staged files of Spark writes whose driver died before committing, past `staging.retention.ms`."""
         return clean_spark_staging(self.root, wall_clock_ms() if now_ms is None else now_ms)
@@ -68,6 +81,7 @@ def sweep(root: str | Location, skip: Iterable[str] = ()) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown sweep step(s) {sorted(unknown)}; the steps are {', '.join(SWEEP_STEPS)}")
     sweeper = Sweeper(root)
+    started_ms = wall_clock_ms()
     report: dict[str, Any] = {}
     if "transactions" not in left_out:
         report.update(dataclasses.asdict(sweeper.transactions()))
@@ -81,6 +95,7 @@ def sweep(root: str | Location, skip: Iterable[str] = ()) -> dict[str, Any]:
         report["sink_records"] = [dataclasses.asdict(done) for done in sweeper.sink_records()]
     if "spark-staging" not in left_out:
         report["spark_staging"] = [dataclasses.asdict(done) for done in sweeper.spark_staging()]
+    sweeper.record(started_ms, [step for step in SWEEP_STEPS if step not in left_out], report)
     return report
 
 

@@ -17,7 +17,7 @@ TOPICS_DIR = "topics"
 # Internal logs kept outside `<root>/<log_name>/`, and their partition count where it is fixed by design:
 # the quality gates' results live under `<root>/quality/results/<n>`, one partition.
 INTERNAL_LOG_FOLDERS = {"__quality_results": ("quality", "results")}
-INTERNAL_LOG_PARTITIONS = {"__quality_results": 1, "__schemas": 1}
+INTERNAL_LOG_PARTITIONS = {"__quality_results": 1, "__schemas": 1, "__sweeps": 1}
 # Internal logs' own defaults under the topic defaults, as Kafka's internal topics have theirs: those the topic
 # defaults had before they moved for cold opens of topic partitions (lakelog/conf/topic.properties). A coordinator's
 # log takes several commits per transaction and is opened cold seldom; with the topic defaults a transaction's
@@ -174,6 +174,18 @@ def open_internal_partition(
         )
     table = first if partition == 0 else _open_or_create(folder / str(partition), decided)
     return PartitionLog(table, log_name, partition, decided, clock)
+
+
+def existing_internal_partition(
+    root: str | Location, log_name: str, partition: int, clock: Clock = wall_clock_ms
+) -> PartitionLog | None:
+    """Partition `partition` of an internal log if its table exists (None if not): for a reader, which never
+    creates one (open_internal_partition does, for the coordinators)."""
+    try:
+        table = Table.open(internal_log_path(root, log_name) / str(partition))
+    except TableNotFoundError:
+        return None
+    return PartitionLog(table, log_name, partition, TopicConfig.from_table_configuration(table.configuration), clock)
 
 
 def internal_log_path(root: str | Location, log_name: str) -> Location:

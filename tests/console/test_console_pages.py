@@ -3,6 +3,7 @@ matches the Admin API, refusals change nothing (S8.3), and the lag of a read_com
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -140,3 +141,54 @@ def test_S11_2_quality_page_shows_each_suite_and_the_refused_batch_with_its_fail
     verdicts = re.findall(r'<td class="verdict">(\w+)</td>', page)
     assert verdicts == ["FAILED", "passed"]  # latest first
     assert "expect_column_values_to_be_between value.amount: 1 unexpected" in page
+
+
+def chart(page: str, chart_id: str) -> str:
+    found = re.search(rf'<svg [^>]*id="{chart_id}".*?</svg>', page, re.S)
+    assert found, chart_id
+    return found.group(0)
+
+
+def test_S5_1_S6_1_charts_over_time_come_from_the_commit_history(scene):
+    """The topic's offsets and commits over time, the overview's commits per minute and the group's lag over time:
+    drawn from the partitions' files (one per commit) and the group's offset commits, matching the Admin API."""
+    web, _ = client(scene.root)
+    described = AdminClient({"lakelog.root": scene.root}).describe_topics(["orders"])["orders"].result()
+    topic = web.get("/topics/orders").text
+    offsets = chart(topic, "chart-offsets-over-time")
+    assert f'data-last="{sum(p.high_watermark for p in described.partitions)}"' in offsets  # 10 + 1
+    commits = [int(value) for value in re.findall(r'data-value="(\d+)"', chart(topic, "chart-commits-over-time"))]
+    # orders-0: three transactions' data and their three markers; orders-1: the live transaction's record.
+    assert sum(commits) == sum(p.files for p in described.partitions) == 7
+    overview = chart(web.get("/").text, "chart-commits-per-minute")
+    assert sum(int(value) for value in re.findall(r'data-value="(\d+)"', overview)) == 7 + 2  # and pay's two
+    lag = chart(web.get("/groups/readers").text, "chart-lag-over-time")
+    # At the group's commit (orders-0 at 3, its end then 7: the first two transactions and markers) the lag is 4;
+    # the third transaction (2 records and a marker) and the live record take it to (10 - 3) + (1 - 0).
+    values = [int(value) for value in re.findall(r"UTC: (\d+)</title>", lag)]
+    assert values[0] == 4 and values[-1] == 8 and 'data-last="8"' in lag, values
+
+
+def test_S9_5_the_overview_shows_the_last_sweep_from_its_row_and_flags_none_or_an_old_one(scene):
+    """Every sweep leaves a row in __sweeps (what it ran, when); the overview shows the newest, warns when no sweep
+    ever ran and when the last is older than SWEEP_STALE_MS. The row is shown, never decided on."""
+    from lakelog.console import state
+    from lakelog.jobs.maintenance import sweep
+    from lakelog.log.sweep_log import last_sweep
+
+    web, settings = client(scene.root)
+    before = web.get("/").text
+    assert 'data-kind="no sweep"' in before and re.search(r'id="last-sweep"><span class="n">never<', before)
+    report = sweep(scene.root)
+    row = last_sweep(scene.root)
+    assert row is not None and row.started_ms <= row.finished_ms
+    assert row.steps == ["transactions", "groups", "log-cleaner", "internal-compaction", "sink-records", "spark-staging"]
+    assert row.counts["aborted_timed_out"] == len(report["aborted_timed_out"])
+    after = web.get("/").text
+    assert 'data-kind="no sweep"' not in after and 'data-kind="sweep overdue"' not in after
+    assert "last sweep (" in after
+    later = dataclasses.replace(settings, clock=lambda: row.finished_ms + state.SWEEP_STALE_MS + 60_000)
+    assert 'data-kind="sweep overdue"' in TestClient(create_app(later)).get("/").text
+    sweep(scene.root, skip=["log-cleaner"])  # a second sweep's row is the newest
+    newest = last_sweep(scene.root)
+    assert newest is not None and newest.finished_ms >= row.finished_ms and "log-cleaner" not in newest.steps

@@ -11,6 +11,7 @@ retried runs do no harm.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -56,6 +57,7 @@ class LakelogSweepOperator(BaseOperator):
         report: dict[str, Any] = {}
         with task_errors("sweep"):
             sweeper = Sweeper(LakelogHook(self.lakelog_conn_id).location())
+            started_ms = int(time.time() * 1000)
             if self.transactions:
                 report["transactions"] = asdict(sweeper.transactions())
                 self.log.info("transaction sweep: %s", report["transactions"])
@@ -69,6 +71,9 @@ class LakelogSweepOperator(BaseOperator):
                 self.log.info("internal log compaction: %s", report["internal_compaction"])
                 report["sink_records"] = [asdict(done) for done in sweeper.sink_records()]
                 self.log.info("sink records: %s", report["sink_records"])
+            steps = [step for step, ran in (("transactions", self.transactions), ("groups", self.groups)) if ran]
+            steps += ["log-cleaner", "internal-compaction", "sink-records"] if self.log_cleaner else []
+            sweeper.record(started_ms, steps, report)
         return report
 
 

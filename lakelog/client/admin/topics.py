@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from lakelog.client.admin.types import NODE_ID, Node, Uuid
 from lakelog.client.types import PartitionDescription, TopicDescription
-from lakelog.log import plan_handles, topic_config
+from lakelog.log import PartitionLog, plan_handles, topic_config
 from lakelog.log.partition_file import partition_files
 from lakelog.store import Location
 
 # Partitions described side by side: on an object store each is a few small reads that wait on the store.
 DESCRIBE_THREADS = 16
+T = TypeVar("T")
 
 
 def describe_topic(root: str | Location, topic: str) -> TopicDescription:
@@ -21,10 +24,16 @@ def describe_topic(root: str | Location, topic: str) -> TopicDescription:
     a process that describes a topic again (a console's refresh) refreshes them, two GETs each on an
     object store, instead of opening every partition cold.
     """
+    return describe_topic_and(root, topic, _nothing)[0]
+
+
+def describe_topic_and(root: str | Location, topic: str, also: Callable[[PartitionLog], T]) -> tuple[TopicDescription, list[T]]:
+    """`describe_topic`, and `also(log)` of each partition's handle in the same refresh (a console's history of
+    the topic, lakelog.client.admin.timeline, costs no request more)."""
     tc = topic_config(root, topic)
     node = Node(NODE_ID, str(root))
 
-    def describe(partition: int) -> tuple[PartitionDescription, str]:
+    def describe(partition: int) -> tuple[PartitionDescription, str, T]:
         with plan_handles.kept(root, topic, partition) as log:
             return (
                 PartitionDescription(
@@ -40,6 +49,7 @@ def describe_topic(root: str | Location, topic: str) -> TopicDescription:
                     isr=[node],
                 ),
                 log.table.table_id,
+                also(log),
             )
 
     if tc.num_partitions == 1:
@@ -47,6 +57,11 @@ def describe_topic(root: str | Location, topic: str) -> TopicDescription:
     else:
         with ThreadPoolExecutor(min(tc.num_partitions, DESCRIBE_THREADS), thread_name_prefix="lakelog-describe") as pool:
             described = list(pool.map(describe, range(tc.num_partitions)))
-    partitions = [description for description, _ in described]
+    partitions = [description for description, _, _ in described]
     topic_id = Uuid.of(described[0][1]) if described else None
-    return TopicDescription(topic, partitions, dict(tc.values), topic_id=topic_id, is_internal=topic.startswith("__"))
+    description = TopicDescription(topic, partitions, dict(tc.values), topic_id=topic_id, is_internal=topic.startswith("__"))
+    return description, [extra for _, _, extra in described]
+
+
+def _nothing(log: PartitionLog) -> None:
+    return None

@@ -27,7 +27,7 @@ from lakelog.store.delta.snapshot import SnapshotError
 from lakelog.typedef import TopicPartitionKey
 
 # The internal logs whose partitions are partition tables, as lakelog.log.topics lays them out.
-INTERNAL_LOGS = ("__transaction_state", "__consumer_offsets", "__quality_results", "__sink_batches", "__schemas")
+INTERNAL_LOGS = ("__transaction_state", "__consumer_offsets", "__quality_results", "__sink_batches", "__schemas", "__sweeps")
 
 
 @dataclass
