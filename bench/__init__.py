@@ -40,4 +40,5 @@ BENCHMARKS = (
     "quality_gate",
     "kafka_reference",
     "console_scale",
+    "database_sink",
 )
