@@ -21,6 +21,7 @@ _EXPORTS = {
     "LakelogLoadOperator": "lakelog.airflow.operators.load",
     "LakelogTransformOperator": "lakelog.airflow.operators.transform",
     "LakelogSweepOperator": "lakelog.airflow.operators.sweep",
+    "LakelogSinkOperator": "lakelog.airflow.operators.sink",
     "LakelogSparkSubmitOperator": "lakelog.airflow.operators.spark_submit",
     "LakelogCommittedSensor": "lakelog.airflow.sensors.committed",
     "LakelogCommittedTrigger": "lakelog.airflow.triggers.committed",

@@ -37,6 +37,7 @@ def get_provider_info() -> dict[str, Any]:
                     "lakelog.airflow.operators.load",
                     "lakelog.airflow.operators.transform",
                     "lakelog.airflow.operators.sweep",
+                    "lakelog.airflow.operators.sink",
                     "lakelog.airflow.operators.spark_submit",
                 ],
             }
