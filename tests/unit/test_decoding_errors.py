@@ -35,3 +35,41 @@ def test_an_error_reaching_a_file_is_not_a_decoding_error():
     assert not is_decoding_error(FileNotFoundError("gone"))
     assert not is_decoding_error(OSError("When reading information for key: AWS Error NETWORK_CONNECTION: reset"))
     assert not is_decoding_error(None)
+
+
+def test_S12_2_every_byte_of_a_data_file_lakelog_wrote_flipped_is_damage_to_the_file_io_layer(tmp_path):
+    """Every byte of a partition's data file, one at a time, read back as the log reads it (page checksums on): the
+    read succeeds (the table's own checks judge those rows) or fails as damage, never as an outage or a raw error."""
+    import glob
+
+    from lakelog import Producer
+    from lakelog.errors import KafkaStorageError
+    from lakelog.log import create_topic
+    from lakelog.store import Location, initialise_root
+
+    root = str(tmp_path / "lake")
+    initialise_root(root)
+    create_topic(root, "t", 1)
+    producer = Producer({"lakelog.root": root})
+    for i in range(20):
+        producer.produce("t", key=f"k{i}", value=f"value-{i}" * 3, headers={"h": b"x"}, partition=0)
+    producer.flush()
+    (written,) = glob.glob(f"{root}/topics/t/0/*.parquet")
+    data = open(written, "rb").read()
+    io_layer, damaged_uri = Location.of(root).io, str(tmp_path / "damaged.parquet")
+    outages = []
+    for position in range(len(data)):
+        damaged = bytearray(data)
+        damaged[position] ^= 0xFF
+        with open(damaged_uri, "wb") as handle:
+            handle.write(damaged)
+        try:
+            io_layer.read_parquet(damaged_uri, None, None)
+        except pa.ArrowException:
+            pass  # ArrowInvalid, CorruptPage: the table makes them CorruptRecord
+        except KafkaStorageError as error:
+            if not is_decoding_error(error.__cause__):
+                outages.append((position, str(error.__cause__)))
+        except Exception as error:  # noqa: BLE001 - a raw error is the failure this test looks for
+            outages.append((position, f"{type(error).__name__}: {error}"))
+    assert outages == [], f"{len(outages)} of {len(data)} flips read as an outage or a raw error, e.g. {outages[:5]}"

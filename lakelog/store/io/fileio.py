@@ -323,9 +323,12 @@ class CorruptPage(pa.ArrowInvalid):
 
 @contextmanager
 def _page_errors(uri: str) -> Iterator[None]:
-    # pyarrow reports a failed page checksum as an IOError, which would read as a store that is down.
+    # pyarrow reports a failed page checksum as an IOError, which would read as a store that is down; a damaged
+    # name in the footer fails as it is decoded to text.
     try:
         yield
+    except UnicodeDecodeError as error:
+        raise CorruptPage(f"{uri}: a name in its footer is not UTF-8 ({error.reason})") from error
     except OSError as error:
         if "checksum" not in str(error).lower() and "page integrity" not in str(error).lower():
             raise
