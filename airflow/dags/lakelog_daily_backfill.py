@@ -41,7 +41,7 @@ from airflow.sdk import DAG
 from lakelog.airflow import LakelogLoadOperator, LakelogSparkSubmitOperator
 
 # Set these three when you copy the template.
-TOPIC = "events"  # created beforehand: `lakelog topics create events --partitions 4 --root ...`
+TOPIC = "events"  # created beforehand: `lakelog topics create --topic events --partitions 4 --root ...`
 KEY_COLUMN = None  # a column whose value keys each record (partitioning by key), or None
 START = datetime(2026, 1, 1)
 

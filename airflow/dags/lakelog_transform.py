@@ -11,8 +11,8 @@ commits with its offset or not at all.
 
 Setup (the topics must exist; the group is this DAG's own, no consumer may join it):
 
-    lakelog topics create orders --partitions 3 --root <root>
-    lakelog topics create orders-enriched --partitions 3 --root <root>
+    lakelog topics create --topic orders --partitions 3 --root <root>
+    lakelog topics create --topic orders-enriched --partitions 3 --root <root>
     AIRFLOW_CONN_LAKELOG_DEFAULT='{"conn_type": "lakelog", "extra": {"root": "<root>"}}'
 
 Params (defaults below; override them for a manual run): `input_topic`,

@@ -4,11 +4,14 @@ the way they print tables and one-line errors."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NoReturn, TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 class BadInput(Exception):
@@ -35,7 +38,32 @@ def one_line(text: str) -> str:
     return " / ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
-__all__ = ["BadInput", "Parser", "one_line", "print_rows"]
+def add_topic_argument(parser: argparse.ArgumentParser, help_text: str | None = None) -> None:
+    """`--topic NAME`, as Kafka's tools take it; the older positional form is still accepted, with a deprecation
+    line (`resolve_topic`)."""
+    parser.add_argument("--topic", help=help_text or "the topic (required)")
+    parser.add_argument("topic_positional", nargs="?", metavar="TOPIC", help=argparse.SUPPRESS)
+    parser.set_defaults(topic_command=parser.prog)
+
+
+def resolve_topic(args: argparse.Namespace) -> None:
+    """`args.topic` from `--topic` or the deprecated positional topic: BadInput if neither or two different ones."""
+    if not hasattr(args, "topic_positional"):
+        return
+    given, flag = args.topic_positional, args.topic
+    del args.topic_positional
+    command = getattr(args, "topic_command", "lakelog")
+    if given is not None:
+        if flag is not None and flag != given:
+            raise BadInput(f"{command}: two topics given, --topic {flag} and {given}: give one, as --topic")
+        if flag is None:
+            logger.warning("the topic as a positional argument is deprecated: write `%s --topic %s`", command, given)
+        args.topic = given
+    if args.topic is None:
+        raise BadInput(f"{command}: --topic is required")
+
+
+__all__ = ["BadInput", "Parser", "add_topic_argument", "one_line", "print_rows", "resolve_topic"]
 
 
 def wants_progress(args: argparse.Namespace) -> bool:

@@ -7,7 +7,7 @@ import base64
 import json
 from typing import Any, cast
 
-from lakelog.cli.common import BadInput
+from lakelog.cli.common import BadInput, add_topic_argument
 from lakelog.client import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 from lakelog.client.roots import partition_count
 from lakelog.errors import KafkaError
@@ -16,7 +16,7 @@ from lakelog.errors import KafkaError
 def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
     """Add `consume` to the command line's subparsers."""
     consume = commands.add_parser("consume", parents=[common], help="print messages as JSON lines")
-    consume.add_argument("topic")
+    add_topic_argument(consume)
     consume.add_argument("--partition", type=int, action="append", help="repeatable; default all")
     start = consume.add_mutually_exclusive_group()
     start.add_argument("--from-end", action="store_true", help="start at the high watermark (default: beginning)")

@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from lakelog.cli.common import add_progress_flag, wants_progress
+from lakelog.cli.common import add_progress_flag, add_topic_argument, wants_progress
 from lakelog.client.roots import partition_count
 from lakelog.jobs.load import default_load_id, load
 from lakelog.jobs.unit_load import load_unit
@@ -23,7 +23,7 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     loader = commands.add_parser(
         "load", parents=[common], help="bulk load a file exactly once (into one partition, or spread by key)"
     )
-    loader.add_argument("topic")
+    add_topic_argument(loader)
     loader.add_argument("source")
     loader.add_argument(
         "--partition",

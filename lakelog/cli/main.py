@@ -32,7 +32,7 @@ from lakelog.cli import (
     upgrade,
     verify,
 )
-from lakelog.cli.common import BadInput, Parser, one_line
+from lakelog.cli.common import BadInput, Parser, one_line, resolve_topic
 from lakelog.client.roots import check_root, open_root
 from lakelog.config.secrets import RedactingFilter, environment_secrets, redact
 from lakelog.errors import (
@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(getattr(args, "log_level", None) or _env_log_level(), _storage_options(args).values())
         if not getattr(args, "handler", None):
             raise BadInput(args.missing)
+        resolve_topic(args)
         if getattr(args, "takes_root", True):
             if not args.root:
                 raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")

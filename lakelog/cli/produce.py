@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from lakelog.cli.common import BadInput, one_line
+from lakelog.cli.common import BadInput, add_topic_argument, one_line
 from lakelog.client import Producer
 from lakelog.client.roots import partition_count
 from lakelog.errors import KafkaError
@@ -31,8 +31,8 @@ or any other JSON value, which is the message's value: "hello world" is stored a
 Every line is checked before anything is sent: a bad line writes nothing.
 
 examples:
-  echo '{"key": "c1", "value": "hello"}' | lakelog produce orders --root lake
-  echo '{"value": "entry 0", "partition": 0, "expected_offset": 0, "headers": {"source": "cli"}}' | lakelog produce ledger --root lake
+  echo '{"key": "c1", "value": "hello"}' | lakelog produce --topic orders --root lake
+  echo '{"value": "entry 0", "partition": 0, "expected_offset": 0, "headers": {"source": "cli"}}' | lakelog produce --topic ledger --root lake
 """
 
 _FIELD_CHECKS = {
@@ -76,7 +76,7 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
         epilog=STDIN_FORMAT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    produce.add_argument("topic")
+    add_topic_argument(produce)
     produce.add_argument(
         "--partition", type=int, default=-1, help="partition of lines that name none (default -1: the Producer's partitioner)"
     )

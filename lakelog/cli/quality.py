@@ -12,6 +12,7 @@ import logging
 import sys
 from typing import Any
 
+from lakelog.cli.common import add_topic_argument
 from lakelog.errors import InvalidRequest
 
 logger = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
         "quality", help="Great Expectations suites gating topics, and their validation results"
     ).add_subparsers(metavar="ACTION", parser_class=parser_class)
     setting = quality.add_parser("set", parents=[common], help="attach (or replace) a topic's expectation suite")
-    setting.add_argument("topic")
+    add_topic_argument(setting)
     setting.add_argument("--suite", required=True, metavar="FILE", help="a GX expectation suite as JSON ('-': stdin)")
     setting.add_argument(
         "--mode",
@@ -39,13 +40,13 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     )
     setting.set_defaults(handler=_set)
     show = quality.add_parser("show", parents=[common], help="print a topic's suite (GX JSON)")
-    show.add_argument("topic")
+    add_topic_argument(show)
     show.set_defaults(handler=_show)
     delete = quality.add_parser("delete", parents=[common], help="detach a topic's suite")
-    delete.add_argument("topic")
+    add_topic_argument(delete)
     delete.set_defaults(handler=_delete)
     report = quality.add_parser("report", parents=[common], help="the latest validation results of a topic")
-    report.add_argument("--topic", required=True)
+    add_topic_argument(report)
     report.add_argument("--limit", type=int, default=REPORT_LIMIT, help=f"results to print (default {REPORT_LIMIT})")
     report.add_argument("--json", action="store_true", help="one JSON object per result")
     report.set_defaults(handler=_report)

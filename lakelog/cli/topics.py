@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
-from lakelog.cli.common import BadInput, add_progress_flag, progress, wants_progress
+from lakelog.cli.common import BadInput, add_progress_flag, add_topic_argument, progress, wants_progress
 from lakelog.client import AdminClient, NewTopic, TopicPartition
 from lakelog.client.roots import Location, make_root, partition_count, topic_names
 
@@ -23,20 +23,20 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
         metavar="ACTION", parser_class=parser_class
     )
     create = topics.add_parser("create", parents=[common], help="create a topic")
-    create.add_argument("topic")
+    add_topic_argument(create)
     create.add_argument("--partitions", type=int, default=None)
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config, repeatable")
     create.set_defaults(handler=_topics_create, makes_root=True)
     listing = topics.add_parser("list", parents=[common], help="list topics")
     listing.set_defaults(handler=_topics_list)
     describe = topics.add_parser("describe", parents=[common], help="partitions, offsets and config of a topic")
-    describe.add_argument("topic")
+    add_topic_argument(describe)
     describe.add_argument("--json", action="store_true")
     describe.set_defaults(handler=_topics_describe)
     delete_records = topics.add_parser(
         "delete-records", parents=[common], help="move partitions' log start offset: delete every record before an offset"
     )
-    delete_records.add_argument("topic")
+    add_topic_argument(delete_records)
     delete_records.add_argument("--offset", type=int, required=True, help="delete the records before it; -1: the high watermark")
     delete_records.add_argument(
         "--partition", type=int, action="append", default=None, help="a partition, repeatable (default: every partition)"

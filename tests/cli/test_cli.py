@@ -48,7 +48,7 @@ def test_init_creates_the_root(lakelog, lake):
 
 
 def test_root_may_come_from_the_environment(lakelog, lake):
-    ok(lakelog("topics", "create", "from-env", env={"LAKELOG_ROOT": lake}))
+    ok(lakelog("topics", "create", "--topic", "from-env", env={"LAKELOG_ROOT": lake}))
     assert ok(lakelog("topics", "list", env={"LAKELOG_ROOT": lake})) == "from-env\n"
 
 
@@ -58,6 +58,7 @@ def test_topics_create_list_and_describe(lakelog, lake):
         lakelog(
             "topics",
             "create",
+            "--topic",
             "orders",
             "--partitions",
             "3",
@@ -70,14 +71,14 @@ def test_topics_create_list_and_describe(lakelog, lake):
         )
     )
     assert "orders" in out and "3 partition" in out
-    ok(lakelog("topics", "create", "audit", "--root", lake))
+    ok(lakelog("topics", "create", "--topic", "audit", "--root", lake))
     assert ok(lakelog("topics", "list", "--root", lake)) == "audit\norders\n"
 
-    text = ok(lakelog("topics", "describe", "orders", "--root", lake))
+    text = ok(lakelog("topics", "describe", "--topic", "orders", "--root", lake))
     assert "Topic: orders" in text and "PartitionCount: 3" in text
     assert "check.expected.offsets=True" in text and "compression.type=zstd" in text
 
-    description = json.loads(ok(lakelog("topics", "describe", "orders", "--json", "--root", lake)))
+    description = json.loads(ok(lakelog("topics", "describe", "--topic", "orders", "--json", "--root", lake)))
     assert description["name"] == "orders"
     assert [
         (p["id"], p["log_start_offset"], p["high_watermark"], p["log_end_offset"], p["files"], p["table_version"])
@@ -91,8 +92,28 @@ def test_topics_create_list_and_describe(lakelog, lake):
 # -- produce and consume ---------------------------------------------------------------
 
 
+def test_the_topic_is_a_flag_everywhere_and_the_old_positional_form_still_works_with_a_deprecation_line(lakelog, lake):
+    """Kafka's tools take --topic; the positional topic some commands took is accepted with one warning line."""
+    ok(lakelog("topics", "create", "--topic", "flagged", "--root", lake))
+    old = lakelog("topics", "create", "positional", "--root", lake)
+    assert old.returncode == 0, old.stderr
+    assert "deprecated: write `lakelog topics create --topic positional`" in old.stderr and old.stderr.count("\n") == 1
+    assert "positional" in ok(lakelog("topics", "list", "--root", lake))
+    for command in (["quality", "report"], ["consume"], ["topics", "describe"]):
+        flagged = lakelog(*command, "--topic", "flagged", "--root", lake)
+        assert flagged.returncode == 0 and "deprecated" not in flagged.stderr, flagged.stderr
+    before = table_fingerprint(lake)
+    both = lakelog("topics", "describe", "flagged", "--topic", "positional", "--root", lake)
+    assert both.returncode == 2 and both.stderr.strip().endswith(
+        "two topics given, --topic positional and flagged: give one, as --topic"
+    )
+    neither = lakelog("produce", "--root", lake, stdin='"x"\n')
+    assert neither.returncode == 2 and neither.stderr.strip() == "lakelog produce: --topic is required", neither.stderr
+    assert table_fingerprint(lake) == before  # S8.3: refused, nothing written
+
+
 def test_produce_json_lines_from_stdin_and_consume_them_back(lakelog, lake):
-    ok(lakelog("topics", "create", "events", "--root", lake))
+    ok(lakelog("topics", "create", "--topic", "events", "--root", lake))
     stdin = "\n".join(
         [
             json.dumps({"value": "plain", "key": "k1"}),
@@ -103,7 +124,7 @@ def test_produce_json_lines_from_stdin_and_consume_them_back(lakelog, lake):
             json.dumps({"value": "pinned", "partition": 0, "timestamp": 1_600_000_000_000}),
         ]
     )
-    result = lakelog("produce", "events", "--root", lake, stdin=stdin)
+    result = lakelog("produce", "--topic", "events", "--root", lake, stdin=stdin)
     ok(result)
     assert result.stdout == ""
     assert "delivered 5 message(s), 0 failed" in result.stderr
@@ -115,7 +136,7 @@ def test_produce_json_lines_from_stdin_and_consume_them_back(lakelog, lake):
         b'{"anything": "else"}',
         b"pinned",
     ]
-    printed = json_lines(ok(lakelog("consume", "events", "--root", lake)))
+    printed = json_lines(ok(lakelog("consume", "--topic", "events", "--root", lake)))
     assert [(m["topic"], m["partition"], m["offset"], m["key"], m["value"]) for m in printed] == [
         ("events", 0, 0, "k1", "plain"),
         ("events", 0, 1, None, '{"nested": [1, 2]}'),
@@ -137,7 +158,8 @@ def test_consume_offset_max_messages_from_end_and_partitions(lakelog, lake):
 
     def offsets(*args):
         return [
-            (m["partition"], m["offset"], m["value"]) for m in json_lines(ok(lakelog("consume", "multi", "--root", lake, *args)))
+            (m["partition"], m["offset"], m["value"])
+            for m in json_lines(ok(lakelog("consume", "--topic", "multi", "--root", lake, *args)))
         ]
 
     assert sorted(offsets()) == [(0, 0, "m0"), (0, 1, "m2"), (0, 2, "m4"), (1, 0, "m1"), (1, 1, "m3"), (1, 2, "m5")]
@@ -150,14 +172,14 @@ def test_consume_offset_max_messages_from_end_and_partitions(lakelog, lake):
 def test_produce_with_a_wrong_expected_offset_exits_1_and_writes_nothing(lakelog, lake):
     """S2.1, S8.3: the refused batch is reported as a failed delivery; the table is unchanged."""
     create_topic(lake, "t", 1)
-    ok(lakelog("produce", "t", "--root", lake, stdin='{"value": "first"}\n'))
+    ok(lakelog("produce", "--topic", "t", "--root", lake, stdin='{"value": "first"}\n'))
     before = table_fingerprint(lake + "/topics")
-    result = lakelog("produce", "t", "--root", lake, stdin='{"value": "late", "expected_offset": 0}\n')
+    result = lakelog("produce", "--topic", "t", "--root", lake, stdin='{"value": "late", "expected_offset": 0}\n')
     assert result.returncode == 1
     assert "delivered 0 message(s), 1 failed" in result.stderr
     assert "log end offset 1" in result.stderr
     assert table_fingerprint(lake + "/topics") == before
-    ok(lakelog("produce", "t", "--root", lake, stdin='{"value": "second", "expected_offset": 1}\n'))
+    ok(lakelog("produce", "--topic", "t", "--root", lake, stdin='{"value": "second", "expected_offset": 1}\n'))
     assert values_in_log(lake, "t") == [b"first", b"second"]
 
 
@@ -184,13 +206,13 @@ def write_source(folder, kind: str, rows=ROWS):
 def test_S2_4_load_appends_every_row_once_in_order_and_a_rerun_appends_nothing(lakelog, lake, tmp_path, kind):
     create_topic(lake, "loaded", 1)
     source = write_source(tmp_path, kind)
-    args = ("load", "loaded", source, "--key-column", "id", "--batch-records", "4", "--no-progress", "--root", lake)
+    args = ("load", "--topic", "loaded", source, "--key-column", "id", "--batch-records", "4", "--no-progress", "--root", lake)
     first = json.loads(ok(lakelog(*args)))
     assert (first["start_offset"], first["end_offset"], first["total_rows"]) == (0, 25, 25)
     assert (first["appended_by_this_run"], first["resumed_from_row"]) == (25, 0)
     assert open_partition(lake, "loaded", 0).version == 7  # ceil(25 / 4) commits
 
-    printed = json_lines(ok(lakelog("consume", "loaded", "--root", lake)))
+    printed = json_lines(ok(lakelog("consume", "--topic", "loaded", "--root", lake)))
     assert [m["offset"] for m in printed] == list(range(25))
     assert [json.loads(m["value"]) for m in printed] == ROWS
     assert [m["key"] for m in printed] == [str(r["id"]) for r in ROWS]
@@ -202,9 +224,9 @@ def test_S2_4_load_appends_every_row_once_in_order_and_a_rerun_appends_nothing(l
 
 def test_load_after_existing_data_starts_at_the_log_end_offset(lakelog, lake, tmp_path):
     create_topic(lake, "t", 1)
-    ok(lakelog("produce", "t", "--root", lake, stdin='"before"\n'))
+    ok(lakelog("produce", "--topic", "t", "--root", lake, stdin='"before"\n'))
     source = write_source(tmp_path, "jsonl", ROWS[:3])
-    result = json.loads(ok(lakelog("load", "t", source, "--no-progress", "--root", lake)))
+    result = json.loads(ok(lakelog("load", "--topic", "t", source, "--no-progress", "--root", lake)))
     assert (result["start_offset"], result["end_offset"]) == (1, 4)
     assert values_in_log(lake, "t") == [b"before"] + [json.dumps(r).encode() for r in ROWS[:3]]  # a JSON string is its text
 
@@ -213,7 +235,7 @@ def test_load_reports_the_true_row_count_of_a_csv_with_quoted_newlines(lakelog, 
     create_topic(lake, "t", 1)
     source = tmp_path / "notes.csv"
     source.write_text('id,note\n1,"first line\nsecond line"\n2,plain\n')
-    result = json.loads(ok(lakelog("load", "t", source, "--no-progress", "--root", lake)))
+    result = json.loads(ok(lakelog("load", "--topic", "t", source, "--no-progress", "--root", lake)))
     assert [json.loads(v) for v in values_in_log(lake, "t")] == [
         {"id": 1, "note": "first line\nsecond line"},
         {"id": 2, "note": "plain"},
@@ -262,35 +284,47 @@ BAD_INPUT = {
     "no command": (["--root", "{root}"], None, "command"),
     "no topics action": (["topics"], None, "an action is required (create, list"),
     "missing --root": (["topics", "list"], None, "--root"),
-    "missing --root for produce": (["produce", "t"], '"x"\n', "--root"),
-    "bad topic name": (["topics", "create", "bad name!", "--root", "{root}"], None, "bad name!"),
-    "dot topic name": (["topics", "create", "..", "--root", "{root}"], None, ".."),
-    "unknown config key": (["topics", "create", "u", "--config", "no.such.key=1", "--root", "{root}"], None, "no.such.key"),
+    "missing --root for produce": (["produce", "--topic", "t"], '"x"\n', "--root"),
+    "bad topic name": (["topics", "create", "--topic", "bad name!", "--root", "{root}"], None, "bad name!"),
+    "dot topic name": (["topics", "create", "--topic", "..", "--root", "{root}"], None, ".."),
+    "unknown config key": (
+        ["topics", "create", "--topic", "u", "--config", "no.such.key=1", "--root", "{root}"],
+        None,
+        "no.such.key",
+    ),
     "bad config value": (
-        ["topics", "create", "u", "--config", "num.partitions=many", "--root", "{root}"],
+        ["topics", "create", "--topic", "u", "--config", "num.partitions=many", "--root", "{root}"],
         None,
         "num.partitions",
     ),
-    "config without =": (["topics", "create", "u", "--config", "check.expected.offsets", "--root", "{root}"], None, "KEY=VALUE"),
-    "zero partitions": (["topics", "create", "u", "--partitions", "0", "--root", "{root}"], None, "partitions"),
-    "existing topic": (["topics", "create", "t", "--root", "{root}"], None, "exists"),
+    "config without =": (
+        ["topics", "create", "--topic", "u", "--config", "check.expected.offsets", "--root", "{root}"],
+        None,
+        "KEY=VALUE",
+    ),
+    "zero partitions": (["topics", "create", "--topic", "u", "--partitions", "0", "--root", "{root}"], None, "partitions"),
+    "existing topic": (["topics", "create", "--topic", "t", "--root", "{root}"], None, "exists"),
     "root is a file (init)": (["init", "--root", "{file}"], None, "file"),
     "root is a file (list)": (["topics", "list", "--root", "{file}"], None, "file"),
-    "root is a file (produce)": (["produce", "t", "--root", "{file}"], '"x"\n', "file"),
-    "malformed JSON on stdin": (["produce", "t", "--root", "{root}"], "{not json\n", "line 1"),
-    "unknown field on stdin": (["produce", "t", "--root", "{root}"], '{"value": "x", "colour": "red"}\n', "colour"),
-    "unknown topic (produce)": (["produce", "nosuch", "--root", "{root}"], '"x"\n', "nosuch"),
-    "unknown topic (consume)": (["consume", "nosuch", "--root", "{root}"], None, "nosuch"),
-    "unknown topic (describe)": (["topics", "describe", "nosuch", "--root", "{root}"], None, "nosuch"),
-    "unknown topic (load)": (["load", "nosuch", "{good}", "--no-progress", "--root", "{root}"], None, "nosuch"),
-    "unknown partition (consume)": (["consume", "t", "--partition", "3", "--root", "{root}"], None, "3"),
+    "root is a file (produce)": (["produce", "--topic", "t", "--root", "{file}"], '"x"\n', "file"),
+    "malformed JSON on stdin": (["produce", "--topic", "t", "--root", "{root}"], "{not json\n", "line 1"),
+    "unknown field on stdin": (["produce", "--topic", "t", "--root", "{root}"], '{"value": "x", "colour": "red"}\n', "colour"),
+    "unknown topic (produce)": (["produce", "--topic", "nosuch", "--root", "{root}"], '"x"\n', "nosuch"),
+    "unknown topic (consume)": (["consume", "--topic", "nosuch", "--root", "{root}"], None, "nosuch"),
+    "unknown topic (describe)": (["topics", "describe", "--topic", "nosuch", "--root", "{root}"], None, "nosuch"),
+    "unknown topic (load)": (["load", "--topic", "nosuch", "{good}", "--no-progress", "--root", "{root}"], None, "nosuch"),
+    "unknown partition (consume)": (["consume", "--topic", "t", "--partition", "3", "--root", "{root}"], None, "3"),
     "--offset with two partitions": (
-        ["consume", "t", "--partition", "0", "--partition", "1", "--offset", "0", "--root", "{root}"],
+        ["consume", "--topic", "t", "--partition", "0", "--partition", "1", "--offset", "0", "--root", "{root}"],
         None,
         "--offset",
     ),
-    "missing load source": (["load", "t", "{root}/missing.csv", "--no-progress", "--root", "{root}"], None, "missing.csv"),
-    "non-integer partition": (["produce", "t", "--partition", "zero", "--root", "{root}"], '"x"\n', "zero"),
+    "missing load source": (
+        ["load", "--topic", "t", "{root}/missing.csv", "--no-progress", "--root", "{root}"],
+        None,
+        "missing.csv",
+    ),
+    "non-integer partition": (["produce", "--topic", "t", "--partition", "zero", "--root", "{root}"], '"x"\n', "zero"),
 }
 
 
@@ -308,7 +342,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(lakelog, populated, 
 @pytest.mark.parametrize("source", ["bad_csv", "bad_parquet"])
 def test_load_of_an_unreadable_source_exits_2_with_one_line(lakelog, populated, source):
     before = table_fingerprint(populated["root"])
-    result = lakelog("load", "t", populated[source], "--no-progress", "--root", populated["root"])
+    result = lakelog("load", "--topic", "t", populated[source], "--no-progress", "--root", populated["root"])
     refused_cleanly(result, before, table_fingerprint(populated["root"]), mentions=source.split("_")[1])
 
 
@@ -320,7 +354,7 @@ def test_load_of_an_unreadable_source_exits_2_with_one_line(lakelog, populated, 
 def test_produce_bad_input_on_a_later_line_writes_nothing(lakelog, populated, bad_line, mentions):
     before = table_fingerprint(populated["root"])
     stdin = '"one"\n"two"\n' + bad_line + "\n"
-    result = lakelog("produce", "t", "--linger-ms", "0", "--root", populated["root"], stdin=stdin)
+    result = lakelog("produce", "--topic", "t", "--linger-ms", "0", "--root", populated["root"], stdin=stdin)
     assert result.returncode == 2
     assert values_in_log(populated["root"], "t") == [b"a", b"b", b"c"]
     refused_cleanly(result, before, table_fingerprint(populated["root"]), mentions=mentions)

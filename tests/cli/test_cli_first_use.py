@@ -52,22 +52,22 @@ def test_produce_help_names_every_stdin_field(lakelog):
 def test_stdin_fields_reach_the_log(lakelog, lake):
     create_topic(lake, "ledger", 2, {"check.expected.offsets": "true"})
     line = {"key": "k", "value": "entry 0", "partition": 1, "expected_offset": 0, "headers": {"h": "v"}, "timestamp": 1234}
-    ok(lakelog("produce", "ledger", "--root", lake, stdin=json.dumps(line) + "\n"))
-    [printed] = [json.loads(text) for text in ok(lakelog("consume", "ledger", "--root", lake)).splitlines()]
+    ok(lakelog("produce", "--topic", "ledger", "--root", lake, stdin=json.dumps(line) + "\n"))
+    [printed] = [json.loads(text) for text in ok(lakelog("consume", "--topic", "ledger", "--root", lake)).splitlines()]
     assert printed == {
         **{k: line[k] for k in ("key", "value", "partition", "timestamp", "headers")},
         "topic": "ledger",
         "offset": 0,
     }
     # Without its expected offset, the topic refuses the line (KIP-27), and says so.
-    refused = lakelog("produce", "ledger", "--root", lake, stdin='{"value": "x", "partition": 1}\n')
+    refused = lakelog("produce", "--topic", "ledger", "--root", lake, stdin='{"value": "x", "partition": 1}\n')
     assert refused.returncode == 1 and "1 failed" in refused.stderr
 
 
 def test_a_bare_json_string_is_stored_as_its_text_as_an_objects_string_value_is(lakelog, lake):
     create_topic(lake, "t", 1)
     stdin = '"hello world"\n{"value": "hello world"}\n42\n{"value": 42}\n[1, 2]\n{"other": "x"}\n'
-    ok(lakelog("produce", "t", "--root", lake, stdin=stdin))
+    ok(lakelog("produce", "--topic", "t", "--root", lake, stdin=stdin))
     assert [value for _, value in rows_of(lake, "t", 0)] == [
         b"hello world",
         b"hello world",
@@ -83,7 +83,7 @@ def test_load_with_a_key_column_spreads_rows_by_key_as_the_producer_does(lakelog
     rows = [{"customer": f"c{n % 7}", "n": n} for n in range(40)]
     source = tmp_path / "orders.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    args = ("load", "orders", str(source), "--key-column", "customer", "--no-progress", "--root", lake)
+    args = ("load", "--topic", "orders", str(source), "--key-column", "customer", "--no-progress", "--root", lake)
     first = json.loads(ok(lakelog(*args)))
     assert (first["total_rows"], first["appended_by_this_run"]) == (40, 40)
     partitioner = load_config("producer")["partitioner"]
@@ -104,9 +104,12 @@ def test_load_with_a_key_column_spreads_rows_by_key_as_the_producer_does(lakelog
 def test_every_cli_error_is_one_line_with_a_kafka_code(lakelog, lake):
     """produce's failed deliveries, an unknown transactional id, deleting a missing group: `lakelog: CODE: ...`."""
     ok(lakelog("init", "--root", lake))
-    ok(lakelog("topics", "create", "t", "--root", lake))
+    ok(lakelog("topics", "create", "--topic", "t", "--root", lake))
     cases = {
-        "OFFSET_MISMATCH": (("produce", "t"), '{"value": "x", "expected_offset": 5}\n{"value": "y", "expected_offset": 6}\n'),
+        "OFFSET_MISMATCH": (
+            ("produce", "--topic", "t"),
+            '{"value": "x", "expected_offset": 5}\n{"value": "y", "expected_offset": 6}\n',
+        ),
         "TRANSACTIONAL_ID_NOT_FOUND": (("transactions", "describe", "--transactional-id", "nosuch"), None),
         "GROUP_ID_NOT_FOUND": (("groups", "delete", "--group", "nosuch"), None),
     }
@@ -115,7 +118,7 @@ def test_every_cli_error_is_one_line_with_a_kafka_code(lakelog, lake):
         assert refused.returncode != 0
         assert len(refused.stderr.splitlines()) == 1, refused.stderr
         assert refused.stderr.startswith(f"lakelog: {code}: "), refused.stderr
-    produced = lakelog("produce", "t", "--root", lake, stdin='{"value": "x", "expected_offset": 5}\n')
+    produced = lakelog("produce", "--topic", "t", "--root", lake, stdin='{"value": "x", "expected_offset": 5}\n')
     assert produced.stderr.strip() == (
         "lakelog: OFFSET_MISMATCH: delivered 0 message(s), 1 failed: t-0: expected offset 5 is not the log end offset 0"
     )

@@ -24,7 +24,7 @@ def test_describe_and_consume_by_isolation_level(lakelog, lake):
     log.append(payload_table([b"v3"]))
     log.append(payload_table([b"open"]), BatchHeader(2, 0, 0, is_transactional=True), transaction=_UNVERIFIED)
 
-    text = ok(lakelog("topics", "describe", "txns", "--root", lake))
+    text = ok(lakelog("topics", "describe", "--topic", "txns", "--root", lake))
     header, row = text.splitlines()[-2:]
     assert header.split() == [
         "Partition",
@@ -36,15 +36,15 @@ def test_describe_and_consume_by_isolation_level(lakelog, lake):
         "Version",
     ]
     assert row.split()[:5] == ["0", "0", "5", "4", "5"]
-    [partition] = json.loads(ok(lakelog("topics", "describe", "txns", "--json", "--root", lake)))["partitions"]
+    [partition] = json.loads(ok(lakelog("topics", "describe", "--topic", "txns", "--json", "--root", lake)))["partitions"]
     assert (partition["high_watermark"], partition["last_stable_offset"]) == (5, 4)
 
     def consumed(*options: str) -> list[tuple[int, str]]:
-        out = ok(lakelog("consume", "txns", "--root", lake, *options))
+        out = ok(lakelog("consume", "--topic", "txns", "--root", lake, *options))
         return [(line["offset"], line["value"]) for line in map(json.loads, out.splitlines())]
 
     assert consumed() == [(0, "v0"), (3, "v3")]
     assert consumed("--isolation-level", "read_committed") == [(0, "v0"), (3, "v3")]
     assert consumed("--isolation-level", "read_uncommitted") == [(0, "v0"), (1, "aborted"), (3, "v3"), (4, "open")]
-    bad = lakelog("consume", "txns", "--root", lake, "--isolation-level", "serializable")
+    bad = lakelog("consume", "--topic", "txns", "--root", lake, "--isolation-level", "serializable")
     assert bad.returncode == 2 and "isolation-level" in bad.stderr

@@ -44,10 +44,10 @@ def topic_of(lake: str, partitions: int) -> None:
 
 def test_delete_records_and_upgrade_protocol_show_progress_on_a_terminal_only(lakelog, lake):
     topic_of(lake, 3)
-    code, out, err = on_a_terminal("topics", "delete-records", "t", "--offset", "1", "--root", lake)
+    code, out, err = on_a_terminal("topics", "delete-records", "--topic", "t", "--offset", "1", "--root", lake)
     assert code == 0 and out.count("low_watermark") == 3
     assert "delete-records t" in err and "3/3" in err and "partition/s" in err, err
-    piped = lakelog("topics", "delete-records", "t", "--offset", "2", "--root", lake)
+    piped = lakelog("topics", "delete-records", "--topic", "t", "--offset", "2", "--root", lake)
     assert piped.returncode == 0 and piped.stderr == "", piped.stderr  # a pipe: no bar, nothing at all
     code, _, err = on_a_terminal("upgrade-protocol", "--root", lake)
     assert code == 0 and "upgrade-protocol" in err and "table/s" in err, err
@@ -59,9 +59,9 @@ def test_load_shows_records_done_on_a_terminal_only(lakelog, lake, tmp_path):
     create_topic(lake, "loaded", 1)
     source = tmp_path / "rows.csv"
     source.write_text("id,name\n" + "".join(f"{i},n{i}\n" for i in range(50)))
-    code, out, err = on_a_terminal("load", "loaded", str(source), "--root", lake)
+    code, out, err = on_a_terminal("load", "--topic", "loaded", str(source), "--root", lake)
     assert code == 0 and "load loaded-0" in err and "50.0/50.0" in err and "rec/s" in err, err
     again = tmp_path / "more.csv"
     again.write_text("id,name\n1,x\n")
-    piped = lakelog("load", "loaded", str(again), "--root", lake)
+    piped = lakelog("load", "--topic", "loaded", str(again), "--root", lake)
     assert piped.returncode == 0 and "rec/s" not in piped.stderr and "\r" not in piped.stderr, piped.stderr

@@ -28,11 +28,11 @@ def test_S9_1_topics_delete_records_moves_the_log_start(lakelog, lake):
     create_topic(lake, "pay", 2)
     for partition in (0, 1):
         produce(lake, "pay", 2, partition)
-    lines = ok(lakelog("topics", "delete-records", "pay", "--offset", "4", "--partition", "0", "--root", lake))
+    lines = ok(lakelog("topics", "delete-records", "--topic", "pay", "--offset", "4", "--partition", "0", "--root", lake))
     assert [json.loads(line) for line in lines.splitlines()] == [{"topic": "pay", "partition": 0, "low_watermark": 4}]
     assert open_partition(lake, "pay", 0).log_start_offset() == 4
     assert open_partition(lake, "pay", 1).log_start_offset() == 0
-    lines = ok(lakelog("topics", "delete-records", "pay", "--offset", "-1", "--root", lake))
+    lines = ok(lakelog("topics", "delete-records", "--topic", "pay", "--offset", "-1", "--root", lake))
     assert [json.loads(line)["low_watermark"] for line in lines.splitlines()] == [6, 6]
 
 
@@ -40,7 +40,7 @@ def test_S8_3_topics_delete_records_beyond_the_high_watermark_exits_2_unchanged(
     create_topic(lake, "pay", 1)
     produce(lake, "pay", 1)
     before = table_fingerprint(lake)
-    refused = lakelog("topics", "delete-records", "pay", "--offset", "4", "--root", lake)
+    refused = lakelog("topics", "delete-records", "--topic", "pay", "--offset", "4", "--root", lake)
     assert refused.returncode == 2 and "OFFSET_OUT_OF_RANGE" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert table_fingerprint(lake) == before

@@ -30,7 +30,7 @@ def test_a_quality_suite_without_great_expectations_names_the_quality_extra_and_
         '{"name": "orders", "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "key"}}]}'
     )
     before = table_fingerprint(root)
-    arguments = ["quality", "set", "orders", "--suite", str(suite), "--mode", "enforce", "--root", str(root)]
+    arguments = ["quality", "set", "--topic", "orders", "--suite", str(suite), "--mode", "enforce", "--root", str(root)]
     refused = without(
         "great_expectations",
         f"import runpy, sys; sys.argv = ['lakelog', *{arguments!r}]; runpy.run_module('lakelog.cli', run_name='__main__')",

@@ -199,7 +199,7 @@ def test_readme_spark_example_runs(name, tmp_path):
 
 def test_a_broken_example_fails(tmp_path):
     """The runner itself: an example that exits non-zero is a failure naming its line and its output."""
-    broken = Example("broken", "bash", "lakelog topics describe no-such-topic --root lake\n", 1)
+    broken = Example("broken", "bash", "lakelog topics describe --topic no-such-topic --root lake\n", 1)
     done = run_example(broken, tmp_path)
     assert done.returncode != 0 and "lakelog" in done.stderr
     with pytest.raises(pytest.fail.Exception, match="exited"):

@@ -262,7 +262,19 @@ def test_S12_1_the_account_key_and_sas_appear_in_no_output_of_a_failing_run(azur
     )
     for env in (environment, by_sas):
         result = subprocess.run(
-            [sys.executable, "-m", "lakelog.cli", "topics", "describe", "missing", "--root", azure_root, "--log-level", "DEBUG"],
+            [
+                sys.executable,
+                "-m",
+                "lakelog.cli",
+                "topics",
+                "describe",
+                "--topic",
+                "missing",
+                "--root",
+                azure_root,
+                "--log-level",
+                "DEBUG",
+            ],
             capture_output=True,
             text=True,
             env=env,

@@ -27,7 +27,7 @@ def test_quality_delete_of_a_name_outside_the_root_is_refused_and_deletes_nothin
     outside = beside(root, "outside/app-settings.json")
     outside.io.make_dirs(outside.uri.rsplit("/", 1)[0])
     outside.io.write(outside.uri, b'{"keep": true}')
-    code = main(["quality", "delete", "../../outside/app-settings", "--root", root])
+    code = main(["quality", "delete", "--topic", "../../outside/app-settings", "--root", root])
     err = capsys.readouterr().err
     assert code == EXIT_BAD_INPUT and err.startswith("lakelog: TOPIC_EXCEPTION: "), err
     assert outside.io.read(outside.uri) == b'{"keep": true}'

@@ -33,11 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 # Every command that takes a root, with the arguments it needs to get past its parser.
 CLI_COMMANDS = {
     "topics list": [],
-    "topics describe": ["orders"],
-    "topics delete-records": ["orders", "--offset", "1"],
-    "produce": ["orders"],
-    "consume": ["orders"],
-    "load": ["orders", "rows.parquet"],
+    "topics describe": ["--topic", "orders"],
+    "topics delete-records": ["--topic", "orders", "--offset", "1"],
+    "produce": ["--topic", "orders"],
+    "consume": ["--topic", "orders"],
+    "load": ["--topic", "orders", "rows.parquet"],
     "transactions list": [],
     "transactions describe": ["--transactional-id", "t"],
     "transactions describe-producers": ["--topic", "orders", "--partition", "0"],
@@ -53,9 +53,9 @@ CLI_COMMANDS = {
     "verify": [],
     "spark-sql-init": [],
     "upgrade-protocol": [],
-    "quality set": ["orders", "--suite", "suite.json"],
-    "quality show": ["orders"],
-    "quality delete": ["orders"],
+    "quality set": ["--topic", "orders", "--suite", "suite.json"],
+    "quality show": ["--topic", "orders"],
+    "quality delete": ["--topic", "orders"],
     "quality report": ["--topic", "orders"],
     "console": ["--port", "0"],
     "sink postgres": ["--topic", "orders", "--dsn", "host=127.0.0.1 port=9", "--table", "t", "--columns", "a:text"],
@@ -194,7 +194,7 @@ def test_create_topics_is_the_explicit_admin_path_that_makes_a_root(typo):
     assert any(CLUSTER_METADATA_DIR in uri for uri in written(typo))
     assert AdminClient({"lakelog.root": typo}).list_topics().topics.keys() == {"orders"}
     Producer({"lakelog.root": typo})  # a root now
-    made = cli("topics", "create", "payments", "--root", typo + "2")
+    made = cli("topics", "create", "--topic", "payments", "--root", typo + "2")
     assert made.returncode == 0, made.stderr
     assert open_root(typo + "2")
 

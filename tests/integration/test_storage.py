@@ -78,7 +78,7 @@ def every_object(emulator: S3Emulator) -> list[tuple[str, str]]:
 def test_S12_1_a_root_with_an_unknown_scheme_is_refused_and_creates_nothing(tmp_path):
     with pytest.raises(InvalidConfig, match="unknown scheme 'hdfs'"):
         Producer({"lakelog.root": "hdfs://bucket/lake"})
-    result = cli("topics", "create", "t", "--root", "hdfs://bucket/lake", cwd=tmp_path)
+    result = cli("topics", "create", "--topic", "t", "--root", "hdfs://bucket/lake", cwd=tmp_path)
     refused(result, 2, "INVALID_CONFIG", "hdfs://bucket/lake")
     assert folder_listing(tmp_path) == []
 
@@ -87,7 +87,7 @@ def test_S12_1_a_bucket_that_does_not_exist_is_refused_and_creates_nothing(s3):
     before = every_object(s3)
     with pytest.raises(InvalidConfig, match="bucket no-such-bucket does not exist"):
         AdminClient({"lakelog.root": "s3://no-such-bucket/lake"})
-    result = cli("topics", "create", "t", "--root", "s3://no-such-bucket/lake")
+    result = cli("topics", "create", "--topic", "t", "--root", "s3://no-such-bucket/lake")
     refused(result, 2, "INVALID_CONFIG", "no-such-bucket")
     assert every_object(s3) == before
     assert "no-such-bucket" not in [bucket["Name"] for bucket in s3.client().list_buckets()["Buckets"]]
@@ -124,7 +124,7 @@ def authenticated():
 def test_S12_1_wrong_credentials_are_refused_and_create_nothing(authenticated):
     wrong = {**authenticated.env(), "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG", "AWS_SECRET_ACCESS_KEY": "wrong"}
     before = every_object(authenticated)
-    result = cli("topics", "create", "t", "--root", f"s3://{BUCKET}/lake", env=wrong)
+    result = cli("topics", "create", "--topic", "t", "--root", f"s3://{BUCKET}/lake", env=wrong)
     refused(result, 2, "SASL_AUTHENTICATION_FAILED", "refused the credentials")
     options = {"access_key_id": wrong["AWS_ACCESS_KEY_ID"], "secret_access_key": "wrong", **_endpoint(authenticated)}
     with pytest.raises(SaslAuthenticationFailed):
@@ -185,6 +185,7 @@ def test_S12_2_a_store_that_ignores_conditional_puts_is_refused_when_opened(s3):
         result = cli(
             "topics",
             "create",
+            "--topic",
             "t",
             "--root",
             "s3://lakelog-tests/unsafe",
@@ -372,16 +373,16 @@ def test_S12_1_the_cli_works_on_an_s3_root_and_loads_a_source_from_s3(s3_root):
         return result.stdout
 
     ok("init")
-    ok("topics", "create", "orders", "--partitions", "2")
+    ok("topics", "create", "--topic", "orders", "--partitions", "2")
     assert ok("topics", "list").split() == ["orders"]
-    ok("produce", "orders", "--partition", "1", stdin='{"key": "c1", "value": "hello"}\n"plain"\n')
+    ok("produce", "--topic", "orders", "--partition", "1", stdin='{"key": "c1", "value": "hello"}\n"plain"\n')
     source = Location.of(f"{s3_root}-sources/orders.parquet")
     source.io.write_parquet(pa.table({"order_id": list(range(25)), "amount": [n * 10 for n in range(25)]}), source.uri)
-    loaded = ok("load", "orders", source.uri, "--partition", "0", "--batch-records", "10", "--no-progress")
+    loaded = ok("load", "--topic", "orders", source.uri, "--partition", "0", "--batch-records", "10", "--no-progress")
     assert '"total_rows": 25' in loaded and '"appended_by_this_run": 25' in loaded
-    again = ok("load", "orders", source.uri, "--partition", "0", "--batch-records", "10", "--no-progress")
+    again = ok("load", "--topic", "orders", source.uri, "--partition", "0", "--batch-records", "10", "--no-progress")
     assert '"appended_by_this_run": 0' in again  # S2.4: the same source again appends nothing
-    consumed = ok("consume", "orders").splitlines()
+    consumed = ok("consume", "--topic", "orders").splitlines()
     assert len(consumed) == 27 and sum('"value": "hello"' in line for line in consumed) == 1
     assert "3" in ok("sql", 'SELECT count(*) FROM orders WHERE partition = 0 AND "offset" < 3', "--format", "csv")
     assert ok("transactions", "list").splitlines()[0].startswith("TransactionalId")

@@ -127,10 +127,12 @@ def lakelog_command(venv: Venv) -> str:
 
 def test_cli_creates_produces_and_consumes(venv):
     lakelog = lakelog_command(venv)
-    assert "created topic orders" in venv.run(lakelog, "topics", "create", "orders", "--partitions", "2", "--root", "cli")
+    assert "created topic orders" in venv.run(
+        lakelog, "topics", "create", "--topic", "orders", "--partitions", "2", "--root", "cli"
+    )
     lines = "".join(json.dumps({"key": f"c{n}", "value": f"order {n}"}) + "\n" for n in range(5))
-    venv.run(lakelog, "produce", "orders", "--root", "cli", stdin=lines)
-    consumed = [json.loads(line) for line in venv.run(lakelog, "consume", "orders", "--root", "cli").splitlines()]
+    venv.run(lakelog, "produce", "--topic", "orders", "--root", "cli", stdin=lines)
+    consumed = [json.loads(line) for line in venv.run(lakelog, "consume", "--topic", "orders", "--root", "cli").splitlines()]
     assert sorted((m["key"], m["value"]) for m in consumed) == [(f"c{n}", f"order {n}") for n in range(5)]
     assert {m["topic"] for m in consumed} == {"orders"}
 
@@ -182,10 +184,11 @@ def test_the_pipelines_run_from_lakelogs_namespace(venv):
 
 def test_spark_sql_reads_a_topic_through_pyspark_lakelog(venv):
     lakelog = lakelog_command(venv)
-    venv.run(lakelog, "topics", "create", "clicks", "--partitions", "3", "--root", "spark")
+    venv.run(lakelog, "topics", "create", "--topic", "clicks", "--partitions", "3", "--root", "spark")
     venv.run(
         lakelog,
         "produce",
+        "--topic",
         "clicks",
         "--root",
         "spark",

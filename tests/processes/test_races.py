@@ -257,6 +257,7 @@ def start_load(root: str, topic: str, path: Path, batch_records: int = LOAD_BATC
             "-m",
             "lakelog.cli",
             "load",
+            "--topic",
             topic,
             str(path),
             "--batch-records",

@@ -86,7 +86,7 @@ def write_cli_produce(root, name, capsys, tmp_path, monkeypatch) -> None:
     lines = "".join(json.dumps({"key": f"k{index}", "value": item}) + "\n" for index, item in enumerate(BAD))
     monkeypatch.setattr(sys, "stdin", io.StringIO(lines))
     capsys.readouterr()
-    assert main(["produce", name, "--root", root]) == 1
+    assert main(["produce", "--topic", name, "--root", root]) == 1
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1, err
     line = err.strip()  # one line, with the code
@@ -98,7 +98,7 @@ def write_cli_load(root, name, capsys, tmp_path, monkeypatch) -> None:
     source = tmp_path / "day1.jsonl"
     source.write_text("".join(json.dumps(item) + "\n" for item in BAD))
     capsys.readouterr()
-    assert main(["load", name, str(source), "--key-column", "customer", "--no-progress", "--root", root]) != 0
+    assert main(["load", "--topic", name, str(source), "--key-column", "customer", "--no-progress", "--root", root]) != 0
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1, err  # no WARNING lines before the error
     line = err.strip()

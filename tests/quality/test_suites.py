@@ -114,7 +114,7 @@ def test_bad_suite_is_refused_and_nothing_is_stored(root, topic, case, orders_su
     assert table_fingerprint(root) == before
     suite_file = tmp_path / "bad.json"
     suite_file.write_text(text)
-    code, out, err = cli(capsys, "quality", "set", name, "--suite", str(suite_file), "--root", root)
+    code, out, err = cli(capsys, "quality", "set", "--topic", name, "--suite", str(suite_file), "--root", root)
     assert code == 2 and out == ""
     assert err.startswith(f"lakelog: {error('x').error.name()}: ") and words in err
     assert len(err.strip().splitlines()) == 1  # one line, no GX traceback
@@ -135,7 +135,7 @@ def test_gate_on_a_topic_that_does_not_exist_is_refused(root, topic, tmp_path, c
     before = table_fingerprint(root)
     with pytest.raises(UnknownTopicOrPartition, match="topic nope does not exist"):
         write_suite(root, "nope", orders_suite)
-    code, out, err = cli(capsys, "quality", "set", "nope", "--suite", str(suite_file), "--root", root)
+    code, out, err = cli(capsys, "quality", "set", "--topic", "nope", "--suite", str(suite_file), "--root", root)
     assert code == 2 and err.startswith("lakelog: UNKNOWN_TOPIC_OR_PART: topic nope does not exist")
     assert table_fingerprint(root) == before
 
