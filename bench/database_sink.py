@@ -35,7 +35,7 @@ from lakelog import Consumer, Producer, TopicPartition
 from lakelog.client.types import OFFSET_BEGINNING
 from lakelog.jobs.database.columns import Decoder, arrow_schema, parse_columns
 from lakelog.jobs.database.duckdb_target import DuckdbTarget
-from lakelog.jobs.database.sink import run_sink
+from lakelog.jobs.database.sink import FETCH_BYTES, FETCH_RECORDS, run_sink
 from lakelog.log import create_topic
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
@@ -63,19 +63,29 @@ def _produce(root: str, rows: int) -> None:
     producer.close()
 
 
-def _read_and_decode(root: str) -> tuple[float, float, list[tuple]]:
-    """The sink's own reading, alone: every record read_committed, then decoded as the sink decodes them."""
+def _read_and_decode(root: str, rows: int) -> tuple[float, float, list[tuple]]:
+    """The sink's own reading, alone: every record read_committed with the sink's fetch budgets, until all `rows`
+    are in hand (no wait at the end), then decoded as the sink decodes them."""
     started = time.perf_counter()
-    consumer = Consumer({"lakelog.root": root, "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "lakelog.root": root,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "max.poll.records": FETCH_RECORDS,
+            "max.partition.fetch.bytes": FETCH_BYTES,
+            "fetch.max.bytes": FETCH_BYTES,
+        }
+    )
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    messages = []
-    while got := consumer.consume(1000, 0.5):
-        messages += got
+    messages: list = []
+    while len(messages) < rows:
+        messages += consumer.consume(FETCH_RECORDS, 1.0)
     consumer.close()
     read = time.perf_counter() - started
     started = time.perf_counter()
-    rows = Decoder(parse_columns(COLUMNS), (), False, False, None).batch(messages).rows
-    return read, time.perf_counter() - started, rows
+    decoded = Decoder(parse_columns(COLUMNS), (), False, False, None).batch(messages).rows
+    return read, time.perf_counter() - started, decoded
 
 
 def _postgres_sides(server: PostgresServer, root: str, rows: list[tuple]) -> dict[str, Callable[[], float]]:
@@ -156,7 +166,7 @@ def run(quick: bool = False, root_parent: str | None = None, keep: bool = False)
         keep,
     ) as (result, root):
         _produce(root, rows)
-        read, decode, decoded = _read_and_decode(root)
+        read, decode, decoded = _read_and_decode(root, rows)
         print(f"the sink's reading alone: read_committed consume {read:.2f} s, decode {decode:.2f} s ({rows:,} records)")
         table = []
         with tempfile.TemporaryDirectory(prefix="lakelog-bench-duckdb-") as folder:
