@@ -8,8 +8,6 @@ import json
 from typing import Any, cast
 
 from lakelog.cli.common import BadInput, add_topic_argument
-from lakelog.client import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
-from lakelog.client.roots import partition_count
 from lakelog.errors import KafkaError
 
 
@@ -34,6 +32,9 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
 
 
 def _consume(args: argparse.Namespace) -> int:
+    from lakelog.client import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+    from lakelog.client.roots import partition_count
+
     partitions = args.partition or list(range(partition_count(args.root, args.topic)))
     if args.offset is not None and len(partitions) != 1:
         raise BadInput("lakelog consume: --offset needs exactly one --partition")

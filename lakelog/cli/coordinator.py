@@ -11,7 +11,9 @@ import argparse
 import json
 from typing import Any
 
-from lakelog.jobs.maintenance import SWEEP_STEPS, sweep
+# lakelog.jobs.maintenance.SWEEP_STEPS, written out so that building the parser (and `lakelog --help`) imports no
+# coordinator; tests/cli/test_cli_startup.py checks they are the sweep's.
+SWEEP_STEPS = ("transactions", "groups", "log-cleaner", "internal-compaction", "sink-records", "spark-staging")
 
 
 def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
@@ -36,5 +38,7 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
 
 
 def _coordinator_sweep(args: argparse.Namespace) -> int:
+    from lakelog.jobs.maintenance import sweep
+
     print(json.dumps(sweep(args.root, args.skip)))
     return 0

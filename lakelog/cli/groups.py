@@ -10,15 +10,18 @@ import dataclasses
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakelog.cli.common import BadInput
 from lakelog.cli.common import print_rows as _print_rows
-from lakelog.client import TopicPartition
-from lakelog.client.admin import groups as group_admin
-from lakelog.client.group_tools import delete_corrupt_group, list_groups_with_members
-from lakelog.client.roots import partition_count
 from lakelog.errors import CorruptRecord, GroupIdNotFound, NonEmptyGroup
+
+if TYPE_CHECKING:
+    from lakelog.client import TopicPartition
+
+# The values of ConsumerGroupState, lower-cased, for --state: written out so that building the parser (and
+# `lakelog --help`) imports no client; tests/cli/test_cli_startup.py checks they are the enum's.
+GROUP_STATES = ("empty", "assigning", "reconciling", "stable", "unknown")
 
 
 def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
@@ -30,7 +33,7 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
     listing.add_argument(
         "--state",
         action="append",
-        choices=[s.value.lower() for s in group_admin.ConsumerGroupState],
+        choices=GROUP_STATES,
         help="only groups in this state (repeatable)",
     )
     listing.set_defaults(handler=_groups_list)
@@ -71,6 +74,9 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
 
 
 def _groups_list(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import groups as group_admin
+    from lakelog.client.group_tools import list_groups_with_members
+
     states = None if args.state is None else {group_admin.ConsumerGroupState(state.upper()) for state in args.state}
     rows = [
         (listing.group_id, listing.state.value, "-" if members is None else members)
@@ -81,6 +87,8 @@ def _groups_list(args: argparse.Namespace) -> int:
 
 
 def _groups_describe(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import groups as group_admin
+
     description = group_admin.describe_group(args.root, args.group)
     if args.json:
         print(json.dumps(_jsonable(dataclasses.asdict(description))))
@@ -118,6 +126,8 @@ def _groups_describe(args: argparse.Namespace) -> int:
 
 
 def _groups_offsets(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import groups as group_admin
+
     rows = group_admin.group_offsets(args.root, args.group)
     if args.json:
         print(json.dumps([{**dataclasses.asdict(row), "lag": row.lag, "lag_lso": row.lag_lso} for row in rows]))
@@ -155,6 +165,9 @@ def _groups_offsets(args: argparse.Namespace) -> int:
 
 
 def _groups_reset_offsets(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import groups as group_admin
+    from lakelog.client.roots import partition_count
+
     if args.all_topics:
         group = group_admin.read_group(args.root, args.group)
         partitions = sorted(group.offsets) if group is not None else []
@@ -190,6 +203,9 @@ def _groups_reset_offsets(args: argparse.Namespace) -> int:
 
 
 def _groups_delete(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import groups as group_admin
+    from lakelog.client.group_tools import delete_corrupt_group
+
     for group_id in args.group:  # all checked before any is deleted
         try:
             group = group_admin.read_group(args.root, group_id)
@@ -231,6 +247,9 @@ def _dash(value: Any) -> Any:
 
 def _jsonable(value: Any) -> Any:
     """dataclasses.asdict output made JSON-able: enums by value, TopicPartitions as topic-partition text."""
+    from lakelog.client import TopicPartition
+    from lakelog.client.admin import groups as group_admin
+
     if isinstance(value, dict):
         return {key: _jsonable(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

@@ -13,9 +13,6 @@ import json
 from typing import Any
 
 from lakelog.cli.common import add_progress_flag, add_topic_argument, wants_progress
-from lakelog.client.roots import partition_count
-from lakelog.jobs.load import default_load_id, load
-from lakelog.jobs.unit_load import load_unit
 
 
 def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
@@ -45,6 +42,9 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
 
 
 def _load(args: argparse.Namespace) -> int:
+    from lakelog.client.roots import partition_count
+    from lakelog.jobs.load import load
+
     if args.partition is None and args.key_column is not None and partition_count(args.root, args.topic) > 1:
         return _load_spread(args)
     result = load(
@@ -77,6 +77,9 @@ def _load_spread(args: argparse.Namespace) -> int:
     """Keyed rows over every partition, as the Producer's partitioner spreads them: one transaction, named by the
     load id (as a unit of load_unit), so a run again after it committed appends nothing and one after a kill
     aborts the killed run's rows and loads the file again (S2.4, S4.2)."""
+    from lakelog.jobs.load import default_load_id
+    from lakelog.jobs.unit_load import load_unit
+
     load_id = args.load_id or default_load_id(args.source)
     result = load_unit(
         args.root,

@@ -33,7 +33,6 @@ from lakelog.cli import (
     verify,
 )
 from lakelog.cli.common import BadInput, Parser, one_line, resolve_topic
-from lakelog.client.roots import check_root, open_root
 from lakelog.config.secrets import RedactingFilter, environment_secrets, redact
 from lakelog.errors import (
     GroupIdNotFound,
@@ -96,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise BadInput(args.missing)
         resolve_topic(args)
         if getattr(args, "takes_root", True):
+            from lakelog.client.roots import check_root, open_root
+
             if not args.root:
                 raise BadInput("lakelog: --root (or $LAKELOG_ROOT) is required")
             # Only the commands that make a root take one that is none yet (a typo is UnresolvedRoot, exit 2).

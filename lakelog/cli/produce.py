@@ -13,8 +13,6 @@ import sys
 from typing import Any
 
 from lakelog.cli.common import BadInput, add_topic_argument, one_line
-from lakelog.client import Producer
-from lakelog.client.roots import partition_count
 from lakelog.errors import KafkaError
 
 MESSAGE_FIELDS = ("value", "key", "partition", "headers", "timestamp", "expected_offset")
@@ -86,6 +84,9 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
 
 def _produce(args: argparse.Namespace) -> int:
     """Read and check every stdin line first, so bad input writes nothing at all."""
+    from lakelog.client import Producer
+    from lakelog.client.roots import partition_count
+
     num_partitions = partition_count(args.root, args.topic)
     messages = []
     for number, line in enumerate(sys.stdin, start=1):

@@ -8,8 +8,6 @@ import json
 from typing import Any
 
 from lakelog.cli.common import BadInput, add_progress_flag, add_topic_argument, progress, wants_progress
-from lakelog.client import AdminClient, NewTopic, TopicPartition
-from lakelog.client.roots import Location, make_root, partition_count, topic_names
 
 
 def register(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
@@ -46,6 +44,8 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
 
 
 def _init(args: argparse.Namespace) -> int:
+    from lakelog.client.roots import Location, make_root
+
     root: Location
     root, cluster_id = make_root(args.root)
     print(f"root {root} is ready (cluster id {cluster_id})")
@@ -53,6 +53,9 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _topics_create(args: argparse.Namespace) -> int:
+    from lakelog.client import AdminClient, NewTopic
+    from lakelog.client.roots import partition_count
+
     config: dict[str, Any] = {}
     for item in args.config:
         key, separator, value = item.partition("=")
@@ -66,12 +69,16 @@ def _topics_create(args: argparse.Namespace) -> int:
 
 
 def _topics_list(args: argparse.Namespace) -> int:
+    from lakelog.client.roots import topic_names
+
     for name in topic_names(args.root):
         print(name)
     return 0
 
 
 def _topics_describe(args: argparse.Namespace) -> int:
+    from lakelog.client import AdminClient
+
     description = AdminClient({"lakelog.root": args.root}).describe_topics([args.topic])[args.topic].result()
     if args.json:
         print(json.dumps(dataclasses.asdict(description)))
@@ -92,6 +99,9 @@ def _topics_describe(args: argparse.Namespace) -> int:
 
 def _topics_delete_records(args: argparse.Namespace) -> int:
     """One line per partition: its log start offset afterwards (S9.1); the first refusal ends the command."""
+    from lakelog.client import AdminClient, TopicPartition
+    from lakelog.client.roots import partition_count
+
     partitions = args.partition if args.partition is not None else range(partition_count(args.root, args.topic))
     requests = [TopicPartition(args.topic, partition, args.offset) for partition in partitions]
     admin = AdminClient({"lakelog.root": args.root})

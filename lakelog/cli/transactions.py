@@ -10,7 +10,6 @@ from typing import Any
 
 from lakelog.cli.common import BadInput
 from lakelog.cli.common import print_rows as _print_rows
-from lakelog.client.admin import transactions as transaction_admin
 from lakelog.errors import TransactionalIdNotFound
 
 # How a decided transaction reads to a user: its outcome is final from PrepareCommit/PrepareAbort on; the
@@ -69,12 +68,16 @@ def shown_state(state: Any) -> str:
 
 
 def _transactions_list(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import transactions as transaction_admin
+
     rows = [(t.transactional_id, t.producer_id, shown_state(t.state)) for t in transaction_admin.list_transactions(args.root)]
     _print_rows(("TransactionalId", "ProducerId", "TransactionState"), rows)
     return 0
 
 
 def _transactions_describe(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import transactions as transaction_admin
+
     found = transaction_admin.describe_transaction(args.root, args.transactional_id)
     if found is None:
         raise TransactionalIdNotFound(
@@ -109,6 +112,8 @@ def _transactions_describe(args: argparse.Namespace) -> int:
 
 
 def _transactions_describe_producers(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import transactions as transaction_admin
+
     states = transaction_admin.describe_producers(args.root, args.topic, args.partition)
     _print_rows(
         ("ProducerId", "ProducerEpoch", "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"),
@@ -121,6 +126,8 @@ def _transactions_describe_producers(args: argparse.Namespace) -> int:
 
 
 def _transactions_find_hanging(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import transactions as transaction_admin
+
     found = transaction_admin.find_hanging_transactions(args.root, args.topic)
     _print_rows(
         ("Topic", "Partition", "ProducerId", "ProducerEpoch", "StartOffset", "LastStableOffset", "NeedsAdminAbort", "Reason"),
@@ -142,6 +149,8 @@ def _transactions_find_hanging(args: argparse.Namespace) -> int:
 
 
 def _transactions_abort(args: argparse.Namespace) -> int:
+    from lakelog.client.admin import transactions as transaction_admin
+
     if args.producer_id is None and args.start_offset is None:
         raise BadInput("lakelog transactions abort: --producer-id or --start-offset is required")
     hanging = transaction_admin.find_hanging_transaction(
