@@ -38,6 +38,7 @@ BENCHMARKS = (
     "heartbeats",
     "transaction_verification",
     "quality_gate",
+    "cli_startup",
     "kafka_reference",
     "console_scale",
     "database_sink",

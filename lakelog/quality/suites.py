@@ -196,8 +196,10 @@ def _digest(document: dict[str, Any]) -> str:
 
 def require_great_expectations() -> None:
     """Great Expectations is importable, or NotImplementedWithoutExtra names the extra that installs it."""
+    from lakelog.quality.gx_import import import_great_expectations
+
     try:
-        import great_expectations  # noqa: F401
+        import_great_expectations()
     except ModuleNotFoundError as error:
         if error.name != "great_expectations":
             raise

@@ -10,7 +10,7 @@ rows (pyarrow.Table) and returns a pyarrow.Table or a pandas DataFrame.
 
 Only the columns the suite names are converted (plus the row index, so table
 expectations such as a row count see every row). GX is imported on the first
-validation of the process (2-7 s) and its ephemeral context is kept for the
+validation of the process (about 2 s, lakelog.quality.gx_import) and its ephemeral context is kept for the
 next ones; importing lakelog, or producing to an ungated topic, never imports it.
 """
 
