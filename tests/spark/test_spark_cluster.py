@@ -189,6 +189,16 @@ def kill_held_executor(cluster: SparkCluster, submitted, hold: Path, staging: Lo
     (hold / "release").write_text("")
 
 
+def kill_read_executor(cluster: SparkCluster, submitted, hold: Path) -> None:
+    """SIGKILL the executor JVM running the held read task (it has handed Spark its first rows), then release it."""
+    held = json.loads(wait_for_file(hold / "read-held-0-0", submitted[0], cluster))
+    executors = cluster.executor_pids()
+    (executor,) = [pid for pid in ancestors(held["pid"]) if pid in executors]
+    print(f"killing executor JVM {executor} (of {sorted(executors)}) in the middle of its read task")
+    os.kill(executor, signal.SIGKILL)
+    (hold / "read-release").write_text("")
+
+
 def run_cases(cluster: SparkCluster, request, tmp_path: Path, cases: list[dict], *, delta: bool, **conf: str):
     """Make each case's root and history, run them all in one application of TOPIC_JOB (killing the executor of a
     `hold: kill` case's held task), and check each case; returns the event log."""
@@ -203,6 +213,8 @@ def run_cases(cluster: SparkCluster, request, tmp_path: Path, cases: list[dict],
     for case in cases:
         if case.get("hold") == "kill":
             kill_held_executor(cluster, submitted, hold, Location.of(case["root"], case["storage"]).child("_spark_staging"))
+        elif case.get("hold") == "kill-read":
+            kill_read_executor(cluster, submitted, hold)
     _, log = finish(cluster, submitted)
     results = json.loads(result_file.read_text())["cases"]
     for number, (case, result) in enumerate(zip(cases, results, strict=True)):
@@ -236,6 +248,11 @@ def check_case(number: int, case: dict, result: dict, log: EventLog) -> None:
     write_tasks = [task for task in log.tasks if task.stage_id in log.stages_by_job[f"{number} write"]]
     if case.get("hold") == "kill":
         assert any(task.reason != "Success" and task.index == 0 for task in write_tasks), write_tasks
+    if case.get("hold") == "kill-read":
+        # The read's task 0 was killed mid-read and ran again; the rows above are each read_committed record once.
+        read_tasks = [task for task in log.tasks if task.stage_id in log.stages_by_job[f"{number} read {READ_COMMITTED}"]]
+        assert any(task.reason != "Success" and task.index == 0 for task in read_tasks), read_tasks
+        assert any(task.reason == "Success" and task.index == 0 for task in read_tasks), read_tasks
     if case.get("view"):
         assert result["view"] == 1
         assert catalog.open_view(Location.of(root, options), "orders").version == 1
@@ -244,21 +261,23 @@ def check_case(number: int, case: dict, result: dict, log: EventLog) -> None:
         assert sorted((row["partition"], row["offset"], row["value"]) for row in in_view) == expected_view
 
 
-def test_a_local_and_an_s3_root_in_one_application_with_an_executor_killed_mid_write(cluster, request, tmp_path):
+def test_a_local_and_an_s3_root_in_one_application_with_executors_killed_mid_write_and_mid_read(cluster, request, tmp_path):
     """CI's cluster test (one application: its driver's and executors' start is most of the time). On the local
     root the executor of a write task is SIGKILLed mid-stage: the task runs again on the executor that replaces it,
-    and the killed attempt's staged rows never commit. On S3 the root's settings reach the executors only as the
-    job ships them (no AWS_* anywhere on the cluster)."""
+    and the killed attempt's staged rows never commit. On S3 the executor of a read_committed read task is killed
+    after it has handed Spark its first rows: the task runs again and the read has every committed record once and
+    no aborted or open one. On S3 the root's settings reach the executors only as the job ships them (no AWS_*
+    anywhere on the cluster)."""
     log = run_cases(
         cluster,
         request,
         tmp_path,
         # The view job on S3 only: there its files are written by tasks through lakelog's file IO (shipped settings);
         # the local root's view (Spark's own writer into a shared folder) runs in the release tier.
-        [{"kind": "local", "hold": "kill"}, {"kind": "s3", "view": True}],
+        [{"kind": "local", "hold": "kill"}, {"kind": "s3", "view": True, "hold": "kill-read"}],
         delta=False,
     )
-    assert len({task.executor_id for task in log.tasks}) == 3, "no executor replaced the killed one"
+    assert len({task.executor_id for task in log.tasks}) == 4, "no executor replaced each killed one"
 
 
 def test_S10_2_S9_5_a_driver_killed_before_its_commit_is_finished_by_a_rerun_and_the_sweep_removes_its_files(

@@ -5,8 +5,8 @@ description (`<case> read read_committed`, `<case> write`, ...: the tests find i
 Several roots share one application, so the tests pay for one driver and its executors' start once.
 
     spark-submit topic_job.py SPEC.json RESULT.json
-    SPEC.json: {"cases": [{"root": R, "storage": {KEY: VALUE}, "source": S, "dest": D, "hold": null|"kill"|"speculate",
-                           "view": true|false}], "hold": DIR}
+    SPEC.json: {"cases": [{"root": R, "storage": {KEY: VALUE}, "source": S, "dest": D,
+                           "hold": null|"kill"|"speculate"|"driver"|"kill-read", "view": true|false}], "hold": DIR}
 
 A root's storage settings come only from its `storage` (as `storage.<key>` options of each read and write, and the
 view job's Location): the tests start this driver and the cluster without any AWS_* variable. `hold` writes through
@@ -15,7 +15,9 @@ staged all its rows in closed files and before its commit message reaches the dr
 test in DIR, never a timer; DIR/held-0-0 names the staged files): `kill` holds it until the test has killed its
 executor (DIR/release), `speculate` until a speculative copy has staged the same rows and finished. `driver` holds
 the driver's commit instead, after every task staged its files and before the transaction (DIR/commit-held names
-them), for the test to kill the driver there.
+them), for the test to kill the driver there. `kill-read` holds the read_committed read instead: its partition 0
+task, on its first attempt, stops after it has handed Spark its first batch of rows (DIR/read-held-0-0 names its
+pid) until the test has killed its executor (DIR/read-release).
 Kept free of pytest and of the tests' helpers: executors import only lakelog and pyspark.
 """
 
@@ -41,14 +43,26 @@ def held_source(hold: Path, mode: str):
     """
     from pyspark import TaskContext
 
-    from pyspark_lakelog.source import LakelogDataSource, TopicWriter, WriteOptions
+    from pyspark_lakelog.source import LakelogDataSource, ReadOptions, TopicReader, TopicWriter, WriteOptions
+
+    class HeldReader(TopicReader):
+        def read(self, partition):
+            context = TaskContext.get()
+            held = mode == "kill-read" and context.partitionId() == 0 and context.attemptNumber() == 0
+            for number, batch in enumerate(TopicReader.read(self, partition)):
+                yield batch
+                if held and number == 0:
+                    (hold / "read-held-0-0").write_text(json.dumps({"pid": os.getpid()}))
+                    deadline = time.monotonic() + HOLD_TIMEOUT_S
+                    while time.monotonic() < deadline and not (hold / "read-release").exists():
+                        time.sleep(0.05)
 
     class HeldWriter(TopicWriter):
         def write(self, iterator):
             staged = TopicWriter.write(self, iterator)
             context = TaskContext.get()
             partition, attempt = context.partitionId(), context.attemptNumber()
-            if partition == 0 and attempt == 0 and mode != "driver":
+            if partition == 0 and attempt == 0 and mode in ("kill", "speculate"):
                 files = [[uri, records] for _, _, uri, records in staged.files]
                 (hold / f"held-{partition}-{attempt}").write_text(json.dumps({"pid": os.getpid(), "files": files}))
                 wanted = "release" if mode == "kill" else f"done-{partition}-"
@@ -73,6 +87,9 @@ def held_source(hold: Path, mode: str):
         @classmethod
         def name(cls) -> str:
             return "lakelog_held"
+
+        def reader(self, schema):
+            return HeldReader(ReadOptions.parse(self.options))
 
         def writer(self, schema, overwrite):
             assert not overwrite
@@ -117,9 +134,13 @@ def run_case(spark, number: int, case: dict, hold: str | None) -> dict:
     wait_for_executors(context)
     root, storage = case["root"], {f"storage.{key}": value for key, value in case.get("storage", {}).items()}
 
-    def topic(isolation_level: str):
+    if case.get("hold"):
+        assert hold is not None
+        spark.dataSource.register(held_source(Path(hold), case["hold"]))
+
+    def topic(isolation_level: str, held: bool = False):
         return (
-            spark.read.format("lakelog")
+            spark.read.format("lakelog_held" if held else "lakelog")
             .options(**storage)
             .option("root", root)
             .option("topic", case["source"])
@@ -131,16 +152,13 @@ def run_case(spark, number: int, case: dict, hold: str | None) -> dict:
     result: dict[str, object] = {}
     for level in ("read_committed", "read_uncommitted"):
         context.setJobDescription(f"{number} read {level}")
-        frame = topic(level)
+        frame = topic(level, held=case.get("hold") == "kill-read" and level == "read_committed")
         result[level] = rows_of(frame)
         result[f"{level} tasks"] = frame.rdd.getNumPartitions()
+        wait_for_executors(context)  # a killed executor's replacement is up before the next step
     context.setJobDescription(f"{number} write")
     frame = topic("read_committed")
-    writes = "lakelog"
-    if case.get("hold"):
-        assert hold is not None
-        spark.dataSource.register(held_source(Path(hold), case["hold"]))
-        writes = "lakelog_held"
+    writes = "lakelog_held" if case.get("hold") in ("kill", "speculate", "driver") else "lakelog"
     (
         frame.select("key", "value")
         .write.format(writes)
