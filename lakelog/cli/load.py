@@ -27,7 +27,8 @@ def register(commands: Any, common: argparse.ArgumentParser, parser_class: type)
         type=int,
         default=None,
         help="load into this partition, resumable row by row (default: 0; with --key-column on a topic of several "
-        "partitions, every partition: rows spread by key as the Producer's partitioner spreads them, in one transaction)",
+        "partitions, every partition: rows spread by key as the Producer's partitioner spreads them, each partition "
+        "resumable row by row; into a topic with a quality suite, in one judged transaction)",
     )
     loader.add_argument("--format", choices=("parquet", "csv", "jsonl"))
     loader.add_argument("--key-column", help="the column whose value (as text) is each record's key (default: no key)")
@@ -74,13 +75,35 @@ def _load(args: argparse.Namespace) -> int:
 
 
 def _load_spread(args: argparse.Namespace) -> int:
-    """Keyed rows over every partition, as the Producer's partitioner spreads them: one transaction, named by the
-    load id (as a unit of load_unit), so a run again after it committed appends nothing and one after a kill
-    aborts the killed run's rows and loads the file again (S2.4, S4.2)."""
-    from lakelog.jobs.load import default_load_id
+    """Keyed rows over every partition, as the Producer's partitioner spreads them, each partition's share resumable
+    row by row (load_keyed); into a topic with a quality suite, one judged transaction named by the load id (as a
+    unit of load_unit), so a run again after a kill aborts the killed run's rows and loads the file again (S11.1)."""
+    from lakelog.jobs.load import default_load_id, load_keyed
     from lakelog.jobs.unit_load import load_unit
+    from lakelog.quality.gate import gated_suites
 
     load_id = args.load_id or default_load_id(args.source)
+    if not gated_suites(args.root, [args.topic]):
+        shares = load_keyed(
+            args.root,
+            args.topic,
+            args.source,
+            key_column=args.key_column,
+            format=args.format,
+            batch_records=args.batch_records,
+            load_id=load_id,
+            progress=wants_progress(args),
+        )
+        offsets = {str(p): [r.start_offset, r.end_offset - 1] for p, r in sorted(shares.items()) if r.total_rows}
+        printed = {
+            "load_id": load_id,
+            "offsets": offsets,
+            "total_rows": sum(r.total_rows for r in shares.values()),
+            "appended_by_this_run": sum(r.appended_by_this_run for r in shares.values()),
+            "resumed_from_row": sum(r.resumed_from_row for r in shares.values()),
+        }
+        print(json.dumps(printed))
+        return 0
     result = load_unit(
         args.root,
         args.topic,
@@ -95,6 +118,3 @@ def _load_spread(args: argparse.Namespace) -> int:
     appended = result.rows if result.loaded else 0
     print(json.dumps({"load_id": load_id, "offsets": offsets, "total_rows": result.rows, "appended_by_this_run": appended}))
     return 0
-
-
-__all__ = ["register"]

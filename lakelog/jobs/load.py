@@ -38,14 +38,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from lakelog import config
+from lakelog.client.partitioner import partition_for
 from lakelog.errors import InvalidRequest, OffsetMismatch
-from lakelog.log import BatchHeader, PartitionLog, open_partition
+from lakelog.log import BatchHeader, PartitionLog, open_partition, topic_config
 from lakelog.log.partition_file import partition_files
 from lakelog.log.records import NO_PRODUCER_ID, PAYLOAD_SCHEMA
 from lakelog.quality.dead_letter import dlq_topic
@@ -213,53 +216,123 @@ def _load(
     progress: bool,
 ) -> LoadResult:
     load_id = load_id or default_load_id(path)
-    log = open_partition(root, topic, partition)
-    log.refresh()
-    record = load_record(log, load_id)
-    start = log.log_end_offset() if record is None else record.start
-    done = 0 if record is None else record.rows
-    resumed_from = done
+    appender = PartitionAppender(open_partition(root, topic, partition), load_id)
     total = count_rows(path, kind)
-    appended = 0
-    if record is None:
-        logger.info("load %s: %d record(s) of %s into %s-%d from offset %d", load_id, total, path.uri, topic, partition, start)
-    else:
-        logger.info(
-            "load %s: resuming at record %d of %d (offset %d of %s-%d)", load_id, done, total, start + done, topic, partition
-        )
+    appender.say_where(total, path)
     with tqdm(
-        total=total, initial=done, unit="rec", unit_scale=True, disable=not progress, desc=f"load {topic}-{partition}"
+        total=total, initial=appender.done, unit="rec", unit_scale=True, disable=not progress, desc=f"load {topic}-{partition}"
     ) as bar:
-        position = 0
         for payload in source_payloads(path, kind, key_column, batch_records):
-            batch_end = position + payload.num_rows
-            while done < batch_end:
-                rows = payload.slice(done - position)
-                try:
-                    log.append(
-                        _with_record(rows, load_id, start, done + rows.num_rows),
-                        BatchHeader(expected_offset=start + done),
-                    )
-                except OffsetMismatch as mismatch:
-                    done = _recover(log, load_id, start, done, mismatch)
-                    logger.info("load %s: another instance appended up to record %d; continuing from there", load_id, done)
-                    bar.n = done
-                    bar.refresh()
-                    continue
-                appended += rows.num_rows
-                done += rows.num_rows
-                bar.update(rows.num_rows)
-            position = batch_end
-    logger.info(
-        "load %s: done, offsets %d-%d of %s-%d (%d appended by this run)",
-        load_id,
-        start,
-        start + total - 1,
-        topic,
-        partition,
-        appended,
-    )
-    return LoadResult(load_id, start, total, appended, resumed_from)
+            appender.feed(payload, bar)
+    appender.say_done()
+    return appender.result(total)
+
+
+class PartitionAppender:
+    """One partition's share of a load, resumable row by row (S2.4): source row `i` of the share goes to offset
+    `start + i` by a conditional append whose last row carries the load's record; `feed` the share's rows in order,
+    from the first, and it appends those not yet appended (by this run, a killed one or a racing instance)."""
+
+    def __init__(self, log: PartitionLog, load_id: str) -> None:
+        log.refresh()
+        self.log, self.load_id = log, load_id
+        record = load_record(log, load_id)
+        self.resumed = record is not None
+        self.start = log.log_end_offset() if record is None else record.start
+        self.done = self.resumed_from = 0 if record is None else record.rows
+        self.position = self.appended = 0
+
+    def say_where(self, total: int | None, path: Location) -> None:
+        where = f"{self.log.topic}-{self.log.partition}"
+        if not self.resumed:
+            logger.info("load %s: %s record(s) of %s into %s from offset %d", self.load_id, total, path.uri, where, self.start)
+        else:
+            at = self.start + self.done
+            logger.info("load %s: resuming at record %d of %s (offset %d of %s)", self.load_id, self.done, total, at, where)
+
+    def feed(self, payload: pa.Table, bar: tqdm) -> None:
+        """The share's next rows: those past what is appended already go to the partition."""
+        batch_end = self.position + payload.num_rows
+        while self.done < batch_end:
+            rows = payload.slice(self.done - self.position)
+            try:
+                self.log.append(
+                    _with_record(rows, self.load_id, self.start, self.done + rows.num_rows),
+                    BatchHeader(expected_offset=self.start + self.done),
+                )
+            except OffsetMismatch as mismatch:
+                before, self.done = self.done, _recover(self.log, self.load_id, self.start, self.done, mismatch)
+                logger.info("load %s: another instance appended up to record %d; continuing from there", self.load_id, self.done)
+                bar.update(self.done - before)
+                continue
+            self.appended += rows.num_rows
+            self.done += rows.num_rows
+            bar.update(rows.num_rows)
+        self.position = batch_end
+
+    def say_done(self) -> None:
+        last = self.start + self.position - 1
+        where = f"{self.log.topic}-{self.log.partition}"
+        logger.info(
+            "load %s: done, offsets %d-%d of %s (%d appended by this run)", self.load_id, self.start, last, where, self.appended
+        )
+
+    def result(self, total: int) -> LoadResult:
+        return LoadResult(self.load_id, self.start, total, self.appended, self.resumed_from)
+
+
+def load_keyed(
+    root: str | Location,
+    topic: str,
+    source: str | os.PathLike | Location,
+    *,
+    key_column: str,
+    format: str | None = None,
+    batch_records: int = 10_000,
+    load_id: str | None = None,
+    progress: bool = True,
+) -> dict[int, LoadResult]:
+    """Append every row of `source` to `topic` exactly once, spread over its partitions by `key_column` as the
+    Producer's partitioner spreads keys; each partition's share is resumable row by row, as `load` is (a run again
+    after a kill carries on where each partition stopped). Each partition's share is visible as it lands, as a
+    `load` is; a topic with a quality suite is loaded as one judged transaction by `load_unit` instead."""
+    root = open_root(root)
+    path = Location.of(source, root.io.settings if not root.is_local else None, what="source")
+    found = path.io.info(path.uri)
+    if found is None or found.is_dir:
+        raise InvalidRequest(f"source {path} is not a file")
+    kind = source_format(path, format)
+    if not isinstance(batch_records, int) or isinstance(batch_records, bool) or batch_records < 1:
+        raise InvalidRequest(f"batch_records must be a positive integer, not {batch_records!r}")
+    load_id = load_id or default_load_id(path)
+    partitions = topic_config(root, topic).num_partitions
+    partitioner = config.load("producer", {"lakelog.root": root.uri})["partitioner"]
+    appenders = {p: PartitionAppender(open_partition(root, topic, p), load_id) for p in range(partitions)}
+    total = count_rows(path, kind)
+    for appender in appenders.values():
+        appender.say_where(None, path)
+    done = sum(appender.done for appender in appenders.values())
+    try:
+        with tqdm(total=total, initial=done, unit="rec", unit_scale=True, disable=not progress, desc=f"load {topic}") as bar:
+            for payload in source_payloads(path, kind, key_column, batch_records):
+                for partition, share in spread_by_key(payload, partitions, partitioner):
+                    appenders[partition].feed(share, bar)
+    except (pa.ArrowException, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"source {path.name} cannot be read as {kind}: {error}") from error
+    for appender in appenders.values():
+        appender.say_done()
+    return {partition: appender.result(appender.position) for partition, appender in appenders.items()}
+
+
+def spread_by_key(payload: pa.Table, partitions: int, partitioner: str) -> Iterator[tuple[int, pa.Table]]:
+    """The payload's rows by partition, chosen as the Producer chooses (its `partitioner`), order kept."""
+    if partitions == 1:
+        yield 0, payload
+        return
+    keys = payload.column("key").to_pylist()
+    chosen = np.fromiter((partition_for(key, partitions, partitioner) for key in keys), dtype=np.int32, count=len(keys))
+    for partition in np.unique(chosen):
+        yield int(partition), payload.filter(pa.array(chosen == partition))
 
 
 def _load_gated(

@@ -33,15 +33,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 from tqdm import tqdm
 
-from lakelog.client.partitioner import partition_for
 from lakelog.errors import InvalidRequest, PurgeQueue
 from lakelog.jobs.batch_writer import TransactionalBatchWriter
-from lakelog.jobs.load import count_rows, open_source, source_format, source_payloads
+from lakelog.jobs.load import count_rows, open_source, source_format, source_payloads, spread_by_key
 from lakelog.log import topic_config
 from lakelog.store import Location, open_root
 
@@ -148,7 +146,7 @@ def load_unit(
                     for payload in source_payloads(path, kind, key_column, batch_records):
                         if should_stop is not None and should_stop():
                             raise PurgeQueue(f"the load of unit {unit} was stopped; its transaction is aborted")
-                        for partition, part in _spread(payload, partitions, writer.config["partitioner"]):
+                        for partition, part in spread_by_key(payload, partitions, writer.config["partitioner"]):
                             yield (topic, partition), part
                         bar.update(payload.num_rows)
                 except (pa.ArrowException, UnicodeDecodeError) as error:
@@ -193,17 +191,6 @@ def _probe(path: Location, kind: str, key_column: str | None) -> None:
         raise InvalidRequest(f"source {path.name} cannot be read as {kind}: {error}") from error
     if key_column is not None and names is not None and key_column not in names:
         raise InvalidRequest(f"key column {key_column!r} is not a column of {path.name}")
-
-
-def _spread(payload: pa.Table, partitions: int, partitioner: str) -> Iterator[tuple[int, pa.Table]]:
-    """The payload's rows by partition, chosen as the Producer chooses (its `partitioner`), order kept."""
-    if partitions == 1:
-        yield 0, payload
-        return
-    keys = payload.column("key").to_pylist()
-    chosen = np.fromiter((partition_for(key, partitions, partitioner) for key in keys), dtype=np.int32, count=len(keys))
-    for partition in np.unique(chosen):
-        yield int(partition), payload.filter(pa.array(chosen == partition))
 
 
 __all__ = ["UnitLoadResult", "load_unit", "resolve_sources", "unit_transactional_id"]

@@ -212,3 +212,31 @@ def load_killed_at(root, topic, source, batch_records, point, occurrence, conn) 
     Commit._checkpoint_if_due = checkpoint_with_points
     result = load(root, topic, source, batch_records=batch_records, progress=False)
     conn.send(("finished", result.appended_by_this_run))
+
+
+def keyed_load_killed_at(root, topic, source, batch_records, occurrence, conn) -> None:
+    """`lakelog load --key-column key` of `source` into every partition of `topic` (load_keyed), SIGKILLing this
+    process just after its `occurrence`th append is committed (the loader not told). Sends ("killing", occurrence)
+    on the pipe just before, or ("finished", appended rows) if the load ended first."""
+    import threading
+
+    from tqdm import tqdm
+
+    from lakelog.jobs.load import load_keyed
+    from lakelog.store.delta.table import Table
+
+    tqdm.set_lock(threading.RLock())
+    commits = [0]
+    commit = Table._commit
+
+    def commit_then_die(self, *args, **kwargs):
+        version = commit(self, *args, **kwargs)
+        commits[0] += 1
+        if commits[0] == occurrence:
+            conn.send(("killing", occurrence))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return version
+
+    Table._commit = commit_then_die
+    shares = load_keyed(root, topic, source, key_column="key", batch_records=batch_records, progress=False)
+    conn.send(("finished", sum(share.appended_by_this_run for share in shares.values())))
