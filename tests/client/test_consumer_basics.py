@@ -278,7 +278,7 @@ def test_a_corrupt_data_file_fails_the_consumer_and_the_cli_with_one_line_naming
             c.consume(10, 2.0)
         assert Path(middle.path).name in str(raised.value)
     cli = subprocess.run(
-        [sys.executable, "-m", "lakelog.cli", "consume", topic, "--root", lake, "--partition", "0", "--offset", "1"],
+        [sys.executable, "-m", "lakelog.cli", "consume", "--topic", topic, "--root", lake, "--partition", "0", "--offset", "1"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -107,7 +107,17 @@ def test_S11_1_lakelog_load_refuses_a_bad_file_with_one_line_and_loads_it_fixed(
     orders = topic(name="orders", partitions=1)
     gate(root, orders, "enforce")
     assert (
-        cli("load", orders, write_orders(root, "day.parquet", bad=True), "--root", root, "--key-column", "id", "--no-progress")
+        cli(
+            "load",
+            "--topic",
+            orders,
+            write_orders(root, "day.parquet", bad=True),
+            "--root",
+            root,
+            "--key-column",
+            "id",
+            "--no-progress",
+        )
         == 2
     )
     # Log lines (WARNING) go first; the error is one line, naming Kafka's error code and the expectation.
@@ -117,7 +127,17 @@ def test_S11_1_lakelog_load_refuses_a_bad_file_with_one_line_and_loads_it_fixed(
     assert read_results(root, topic=orders).column("success").to_pylist() == [False]
 
     assert (
-        cli("load", orders, write_orders(root, "day.parquet", bad=False), "--root", root, "--key-column", "id", "--no-progress")
+        cli(
+            "load",
+            "--topic",
+            orders,
+            write_orders(root, "day.parquet", bad=False),
+            "--root",
+            root,
+            "--key-column",
+            "id",
+            "--no-progress",
+        )
         == 0
     )
     printed = json.loads(capsys.readouterr().out)
@@ -130,7 +150,7 @@ def test_S11_3_S10_2_lakelog_load_dead_letters_a_bad_file_once(root, topic, caps
     orders = topic(name="orders", partitions=PARTITIONS)
     gate(root, orders, "dead-letter")
     source = write_orders(root, "day.parquet", bad=True)
-    args = ("load", orders, source, "--root", root, "--key-column", "id", "--partition", "1", "--no-progress")
+    args = ("load", "--topic", orders, source, "--root", root, "--key-column", "id", "--partition", "1", "--no-progress")
     assert cli(*args) == 0
     assert topic_rows(root, orders) == []  # the good topic stays clean
     dead = topic_rows(root, dlq_topic(orders))
@@ -165,7 +185,7 @@ def _load_and_die_at(root: str, topic: str, source: str, point: str) -> None:
             original(self, name, **details)
 
         transaction_coordinator.TransactionCoordinator._hit = hit
-    main(["load", topic, source, "--root", root, "--no-progress"])
+    main(["load", "--topic", topic, source, "--root", root, "--no-progress"])
 
 
 @pytest.mark.slow
@@ -184,7 +204,7 @@ def test_S11_3_S4_5_dead_letter_is_exactly_once_when_the_loader_is_killed_betwee
     if point == "judged":
         # Undecided: nothing is visible, not the rows and not a result saying where they went (S11.2).
         assert topic_rows(root, dlq) == [] and read_results(root, topic=orders).num_rows == 0
-    assert cli("load", orders, source, "--root", root, "--no-progress") == 0
+    assert cli("load", "--topic", orders, source, "--root", root, "--no-progress") == 0
     assert topic_rows(root, orders) == []
     dead = topic_rows(root, dlq)
     assert len(dead) == ROWS and len({item["value"] for item in dead}) == ROWS

@@ -27,12 +27,12 @@ def test_set_show_delete_round_trip(root, topic, tmp_path, capsys, orders_suite)
     suite_file = tmp_path / "orders.json"
     suite_file.write_text(orders_suite)
     assert read_suite(root, name) is None  # ungated
-    code, out, err = cli(capsys, "quality", "set", name, "--suite", str(suite_file), "--mode", "warn", "--root", root)
+    code, out, err = cli(capsys, "quality", "set", "--topic", name, "--suite", str(suite_file), "--mode", "warn", "--root", root)
     assert code == 0, err
     assert "mode warn" in out
     assert suite_location(root, name).exists()
 
-    code, out, err = cli(capsys, "quality", "show", name, "--root", root)
+    code, out, err = cli(capsys, "quality", "show", "--topic", name, "--root", root)
     assert code == 0, err
     shown = json.loads(out)
     assert shown["name"] == "orders"
@@ -45,10 +45,10 @@ def test_set_show_delete_round_trip(root, topic, tmp_path, capsys, orders_suite)
     write_suite(root, name, orders_suite)
     assert read_suite(root, name).mode == "enforce"
 
-    code, out, err = cli(capsys, "quality", "delete", name, "--root", root)
+    code, out, err = cli(capsys, "quality", "delete", "--topic", name, "--root", root)
     assert code == 0, err
     assert read_suite(root, name) is None
-    code, out, err = cli(capsys, "quality", "delete", name, "--root", root)
+    code, out, err = cli(capsys, "quality", "delete", "--topic", name, "--root", root)
     assert code == 2 and "INVALID_REQUEST" in err and "no quality suite" in err
 
 
