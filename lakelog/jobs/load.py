@@ -110,6 +110,8 @@ class LoadRecord:
 
     start: int
     rows: int
+    # A load spread by key: the topic's partition count when it began, which its spread keeps to the end.
+    partitions: int | None = None
 
 
 def load_record(log: PartitionLog, load_id: str) -> LoadRecord | None:
@@ -146,7 +148,8 @@ def _record_in(rows: pa.Table, load_id: str, log_start: int) -> LoadRecord | Non
                 continue
             try:
                 record = json.loads(header["value"] or b"")
-                found = LoadRecord(int(record["start"]), int(record["rows"]))
+                spread = record.get("partitions")
+                found = LoadRecord(int(record["start"]), int(record["rows"]), None if spread is None else int(spread))
             except (ValueError, TypeError, KeyError):
                 continue  # not a record this loader wrote
             # A header copied onto another row (a consumer re-producing records) does not sit where it says.
@@ -155,9 +158,13 @@ def _record_in(rows: pa.Table, load_id: str, log_start: int) -> LoadRecord | Non
     return None
 
 
-def _with_record(rows: pa.Table, load_id: str, start: int, done: int) -> pa.Table:
-    """`rows` with the load's record, after `done` source rows, as the header of the last row."""
-    value = json.dumps({"load": load_id, "start": start, "rows": done}, sort_keys=True).encode()
+def _with_record(rows: pa.Table, load_id: str, start: int, done: int, partitions: int | None = None) -> pa.Table:
+    """`rows` with the load's record, after `done` source rows, as the header of the last row (and, for a load
+    spread by key, the partition count its spread uses)."""
+    fields: dict[str, object] = {"load": load_id, "start": start, "rows": done}
+    if partitions is not None:
+        fields["partitions"] = partitions
+    value = json.dumps(fields, sort_keys=True).encode()
     headers = [None] * (rows.num_rows - 1) + [[{"key": LOAD_HEADER, "value": value}]]
     index = rows.schema.get_field_index("headers")
     return rows.set_column(index, rows.schema.field(index), pa.array(headers, rows.schema.field(index).type))
@@ -179,6 +186,20 @@ def load(
 
     `source` is a local path or a URI of the root's kinds (`s3://...`, read with the root's storage settings).
     """
+    root, path, kind = _checked_source(root, source, format, batch_records)
+    try:
+        if gated_suites(root, [topic]):
+            return _load_gated(root, topic, path, kind, partition, key_column, batch_records, load_id, progress)
+        return _load(root, topic, path, kind, partition, key_column, batch_records, load_id, progress)
+    except (pa.ArrowException, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"source {path.name} cannot be read as {kind}: {error}") from error
+
+
+def _checked_source(
+    root: str | Location, source: str | os.PathLike | Location, format: str | None, batch_records: int
+) -> tuple[Location, Location, str]:
+    """The root, the source file (read with the root's storage settings) and its format; InvalidRequest for a source
+    that is not a file, an unknown format or a batch size that is not a positive integer, before anything is written."""
     root = open_root(root)
     path = Location.of(source, root.io.settings if not root.is_local else None, what="source")
     found = path.io.info(path.uri)
@@ -187,12 +208,7 @@ def load(
     kind = source_format(path, format)
     if not isinstance(batch_records, int) or isinstance(batch_records, bool) or batch_records < 1:
         raise InvalidRequest(f"batch_records must be a positive integer, not {batch_records!r}")
-    try:
-        if gated_suites(root, [topic]):
-            return _load_gated(root, topic, path, kind, partition, key_column, batch_records, load_id, progress)
-        return _load(root, topic, path, kind, partition, key_column, batch_records, load_id, progress)
-    except (pa.ArrowException, UnicodeDecodeError) as error:
-        raise InvalidRequest(f"source {path.name} cannot be read as {kind}: {error}") from error
+    return root, path, kind
 
 
 def source_format(path: Location, format: str | None = None) -> str:
@@ -236,7 +252,8 @@ class PartitionAppender:
     def __init__(self, log: PartitionLog, load_id: str) -> None:
         log.refresh()
         self.log, self.load_id = log, load_id
-        record = load_record(log, load_id)
+        self.partitions: int | None = None  # written into the records of a load spread by key
+        self.record = record = load_record(log, load_id)
         self.resumed = record is not None
         self.start = log.log_end_offset() if record is None else record.start
         self.done = self.resumed_from = 0 if record is None else record.rows
@@ -245,7 +262,8 @@ class PartitionAppender:
     def say_where(self, total: int | None, path: Location) -> None:
         where = f"{self.log.topic}-{self.log.partition}"
         if not self.resumed:
-            logger.info("load %s: %s record(s) of %s into %s from offset %d", self.load_id, total, path.uri, where, self.start)
+            what = f"{total} record(s)" if total is not None else "its share"
+            logger.info("load %s: %s of %s into %s from offset %d", self.load_id, what, path.uri, where, self.start)
         else:
             at = self.start + self.done
             logger.info("load %s: resuming at record %d of %s (offset %d of %s)", self.load_id, self.done, total, at, where)
@@ -257,7 +275,7 @@ class PartitionAppender:
             rows = payload.slice(self.done - self.position)
             try:
                 self.log.append(
-                    _with_record(rows, self.load_id, self.start, self.done + rows.num_rows),
+                    _with_record(rows, self.load_id, self.start, self.done + rows.num_rows, self.partitions),
                     BatchHeader(expected_offset=self.start + self.done),
                 )
             except OffsetMismatch as mismatch:
@@ -296,18 +314,24 @@ def load_keyed(
     Producer's partitioner spreads keys; each partition's share is resumable row by row, as `load` is (a run again
     after a kill carries on where each partition stopped). Each partition's share is visible as it lands, as a
     `load` is; a topic with a quality suite is loaded as one judged transaction by `load_unit` instead."""
-    root = open_root(root)
-    path = Location.of(source, root.io.settings if not root.is_local else None, what="source")
-    found = path.io.info(path.uri)
-    if found is None or found.is_dir:
-        raise InvalidRequest(f"source {path} is not a file")
-    kind = source_format(path, format)
-    if not isinstance(batch_records, int) or isinstance(batch_records, bool) or batch_records < 1:
-        raise InvalidRequest(f"batch_records must be a positive integer, not {batch_records!r}")
+    root, path, kind = _checked_source(root, source, format, batch_records)
     load_id = load_id or default_load_id(path)
     partitions = topic_config(root, topic).num_partitions
     partitioner = config.load("producer", {"lakelog.root": root.uri})["partitioner"]
     appenders = {p: PartitionAppender(open_partition(root, topic, p), load_id) for p in range(partitions)}
+    # A load resumed after partitions were added keeps the spread it began with (S2.4: every row once).
+    begun = {a.record.partitions for a in appenders.values() if a.record is not None and a.record.partitions is not None}
+    if len(begun) > 1:
+        raise InvalidRequest(
+            f"load {load_id} of {topic}: its partitions' records name different partition counts {sorted(begun)}"
+        )
+    if begun and (spread := begun.pop()) != partitions:
+        logger.info(
+            "load %s: began over %d partitions of %s (now %d); its rows keep that spread", load_id, spread, topic, partitions
+        )
+        partitions, appenders = spread, {p: appenders[p] for p in range(spread)}
+    for appender in appenders.values():
+        appender.partitions = partitions
     total = count_rows(path, kind)
     for appender in appenders.values():
         appender.say_where(None, path)

@@ -20,11 +20,14 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
 import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 # GX's modules import these integrations when they are installed (they are here: the cloud clients for lakelog's
 # roots, PySpark for its jobs, SQLAlchemy for Airflow), each in a `try`, and put a placeholder in place when not.
@@ -59,23 +62,19 @@ class _GxImportFinder(importlib.abc.MetaPathFinder):
         if threading.get_ident() != self.thread:
             return None
         if fullname.split(".")[0] in _INTEGRATIONS and _importer().startswith(_GX):
+            logger.debug("%s is left out of Great Expectations' import (a datasource integration lakelog never uses)", fullname)
             raise ModuleNotFoundError(f"{fullname} is left out of Great Expectations' import by lakelog", name=fullname)
         if fullname in _LAZY and _importer(skip_package=fullname.rpartition(".")[0] or None).startswith(_GX):
-            return self._lazy_spec(fullname, path, target)
+            logger.debug("Great Expectations gets %s as a lazy module, loaded on its first use", fullname)
+            return self._lazy_spec(fullname, path)
         return None
 
-    def _lazy_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
-    ) -> importlib.machinery.ModuleSpec | None:
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = importlib.util.LazyLoader(spec.loader)
-                return spec
-        return None
+    @staticmethod
+    def _lazy_spec(fullname: str, path: Sequence[str] | None) -> importlib.machinery.ModuleSpec | None:
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
 
 
 def import_great_expectations() -> ModuleType:

@@ -56,6 +56,7 @@ def test_the_command_line_parses_and_refuses_without_loading_the_client(argv):
 def test_import_lakelog_loads_its_names_when_first_used():
     assert loaded_after("import lakelog, lakelog.errors") == []
     assert "lakelog.client" in loaded_after("from lakelog import Producer")
+    assert set(lakelog.__all__) == set(lakelog._HOMES) | {"libversion", "version"}  # one list of names, one map of homes
     assert set(lakelog.__all__) <= set(dir(lakelog))
     for name in lakelog.__all__:
         assert getattr(lakelog, name) is not None

@@ -87,3 +87,22 @@ def test_S2_4_a_keyed_load_killed_twice_resumes_each_partition_and_lands_every_r
     again = cli_load(root, source)
     assert (again["appended_by_this_run"], again["load_id"]) == (0, finished["load_id"])
     assert {p: stored(root, p) for p in range(PARTITIONS)} == expected
+
+
+def test_S2_4_a_keyed_load_resumed_after_partitions_were_added_keeps_the_spread_it_began_with(tmp_path):
+    """Keys hash over the new count once a topic grows; a load begun before keeps its first spread, so the rows its
+    killed run appended are not appended again to other partitions, and the new partitions get none of it."""
+    from lakelog.log.topic_changes import create_partitions
+
+    root = str(tmp_path / "lake")
+    create_topic(root, "spread", PARTITIONS, None)
+    rows = [{"key": f"c{n % 13}", "n": n} for n in range(ROWS)]
+    source = tmp_path / "orders.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    code, report = killed_at(root, source, 6)
+    assert (code, report) == (-signal.SIGKILL, ("killing", 6))
+    create_partitions(root, "spread", PARTITIONS + 2)
+    finished = cli_load(root, source)
+    assert finished["total_rows"] == ROWS and 0 < finished["resumed_from_row"] < ROWS
+    assert {p: stored(root, p) for p in range(PARTITIONS)} == shares(rows)
+    assert stored(root, PARTITIONS) == [] and stored(root, PARTITIONS + 1) == []
