@@ -106,11 +106,11 @@ def _legacy_app_ids(load_id: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class LoadRecord:
-    """A load's dedupe record: where its rows start and how many source rows it has appended."""
+    """A load's dedupe record: where its rows start, how many source rows it has appended, and for a load spread by
+    key the partition count it began with (its spread keeps it to the end)."""
 
     start: int
     rows: int
-    # A load spread by key: the topic's partition count when it began, which its spread keeps to the end.
     partitions: int | None = None
 
 
@@ -289,8 +289,7 @@ class PartitionAppender:
         self.position = batch_end
 
     def say_done(self) -> None:
-        last = self.start + self.position - 1
-        where = f"{self.log.topic}-{self.log.partition}"
+        where, last = f"{self.log.topic}-{self.log.partition}", self.start + self.position - 1
         logger.info(
             "load %s: done, offsets %d-%d of %s (%d appended by this run)", self.load_id, self.start, last, where, self.appended
         )
